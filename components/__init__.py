@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources, one per module, importable as ``gpuscale.components``."""

@@ -1,0 +1,22 @@
+"""Entry point: every subcommand registers here."""
+
+from __future__ import annotations
+
+import typer
+
+from gpuscale.cli import validate as _validate
+
+app = typer.Typer(
+    name="gpuscale",
+    help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("validate")(_validate.validate)
+app.command("schema")(_validate.schema)
+# Further commands register below, one line each.
+
+
+def main() -> None:
+    app()

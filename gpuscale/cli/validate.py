@@ -1,0 +1,97 @@
+"""``gpuscale validate`` and ``gpuscale schema``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, spec_from_options
+from gpuscale.sizing import PlatformSizing, SizingError, size_platform
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import NAMESPACE
+
+
+def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
+    """Check a stack file and print the spec summary and the derived sizing."""
+    spec = spec_from_options(stack, stack_file)
+    try:
+        sizing = size_platform(spec)
+    except SizingError as exc:
+        fail([str(exc)])
+    env = spec.environment
+    console.print(
+        f"[bold]{env.name}[/] ({env.stage}) cluster [bold]{env.cluster_name}[/] in {env.aws_region}, "
+        f"Kubernetes {env.kubernetes_version}, zones {', '.join(spec.topology.zones)}"
+    )
+    console.print(f"GPU pools: " + ", ".join(
+        f"{p.name} ({'/'.join(p.instance_types)}, {'/'.join(p.capacity_types)}, {p.gpu_limit} GPUs, "
+        f"{p.consolidation_policy} after {p.consolidate_after})" for p in spec.topology.gpu_pools
+    ))
+    console.print(f"Leaf queues: {', '.join(spec.leaf_queue_names())}")
+    console.print(sizing_table(sizing))
+    console.print(role_table(sizing))
+    console.print("[green]valid[/]")
+
+
+def sizing_table(sizing: PlatformSizing) -> Table:
+    t = Table(title="Sizing per model (one replica)")
+    for col in ("model", "weights GiB", "KV B/token", "KV tokens/replica", "TP x PP", "GPUs", "nodes",
+                "instance", "prefill tok/s", "decode batch", "cold start s", "GPU-h/day", "$/day"):
+        t.add_column(col, justify="right" if col not in ("model", "instance") else "left")
+    for m in sizing.models:
+        s = m.shape
+        t.add_row(
+            m.model, f"{m.weights_gib:.1f}", str(m.kv_bytes_per_token), f"{m.kv_capacity_tokens:,}",
+            f"{s.tensor_parallel_size} x {s.pipeline_parallel_size}", str(s.gpus), str(s.nodes), s.instance_type,
+            f"{m.prefill_tokens_per_s:,.0f}", str(m.decode_batch_at_slo), f"{m.cold_start.total_s:.0f}",
+            f"{m.gpu_hours_per_day:.0f}", f"{m.usd_per_day:,.0f}",
+        )
+    return t
+
+
+def role_table(sizing: PlatformSizing) -> Table:
+    t = Table(title="Autoscaling per role")
+    for col in ("model", "role", "metric", "target", "replicas base/peak", "min", "max", "scale-down window s"):
+        t.add_column(col)
+    for m in sizing.models:
+        for r in m.roles:
+            metric = r.metric + (f" + {r.secondary_metric}" if r.secondary_metric else "")
+            target = f"{r.target:g}" + (f" / {r.secondary_target:g}" if r.secondary_target is not None else "")
+            t.add_row(m.model, r.role, metric, target, f"{r.replicas_at_base}/{r.replicas_at_peak}",
+                      str(r.min_replicas), str(r.max_replicas), str(r.scale_down_stabilization_s))
+    return t
+
+
+def schema(
+    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Write the JSON Schema of a stack file (editor completion for stacks/Pulumi.*.yaml)."""
+    fields = PlatformSpec.model_json_schema()
+    defs = fields.pop("$defs", {})
+    props = {f"{NAMESPACE}:{k}": v for k, v in fields["properties"].items()}
+    doc = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "gpuscale Pulumi stack file",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": props,
+                "required": [f"{NAMESPACE}:{k}" for k in fields.get("required", [])],
+            },
+            "secretsprovider": {"type": "string"},
+            "encryptedkey": {"type": "string"},
+        },
+        "required": ["config"],
+        "$defs": defs,
+    }
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+        console.print(f"wrote {out}")

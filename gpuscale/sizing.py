@@ -1,0 +1,398 @@
+"""Derived numbers, computed once from the spec; components, simulator and plan all read these.
+
+Pure functions, no I/O. Formulas and the figures they are checked against: ``research/perf-model.md``
+section 3 (KV capacity) and section 4 (cold-start chain).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from gpuscale import perf
+from gpuscale.spec.base import Spec
+from gpuscale.spec.catalogue import GpuInstanceType
+from gpuscale.spec.model import ModelDeployment, Role
+from gpuscale.spec.teams import UNLIMITED, QueueSpec
+from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
+
+if TYPE_CHECKING:
+    from gpuscale.spec.platform import PlatformSpec
+
+GIB = perf.GIB
+ACTIVATION_OVERHEAD_GIB = 2.3
+"""Per-GPU activation peak + CUDA graphs, fitted to the TP1 rows of perf-model.md section 3."""
+NCCL_OVERHEAD_GIB = 1.05
+"""Extra per-GPU NCCL buffers when TP/PP > 1 (the TP>1 rows of the same table)."""
+PREFILL_TARGET_UTILISATION = 0.7
+"""Prefill replicas are sized to run at 70% of their prompt throughput at peak (queueing headroom)."""
+KV_TARGET_UTILISATION = 0.8
+"""Default decode KV-cache target (llm-d WVA ``kvCacheThreshold`` 0.80)."""
+ITL_HEADROOM = 0.8
+"""Decode batches are sized so the step time is 80% of the ITL p99 target."""
+VLLM_IMAGE_GIB = 30
+"""Uncompressed vllm/vllm-openai image plus layers being extracted (perf-model.md 4.2: 28.6 GB)."""
+DEFAULT_MAX_NUM_SEQS = 256
+"""vLLM's ``max_num_seqs`` default on A100-class parts; H100/H200 get 1024 (perf-model.md 2.3)."""
+
+
+class SizingError(ValueError):
+    """The model cannot be placed as asked; the message names the numbers and the fix."""
+
+
+class ReplicaShape(Spec):
+    """How one replica maps onto GPUs, pods and nodes."""
+
+    instance_type: str
+    """Instance type sized for (cheapest in the pool that holds the replica)."""
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpus: int
+    """GPUs per replica (TP x PP)."""
+    pods: int
+    """Pods per replica; more than 1 means a LeaderWorkerSet group, gang-scheduled."""
+    gpus_per_pod: int
+    nodes: int
+    """Nodes one replica spans."""
+    fits_nvlink_domain: bool
+    """Whether the tensor-parallel group sits inside one NVLink domain."""
+
+    @property
+    def multi_node(self) -> bool:
+        return self.pods > 1
+
+
+class ColdStart(Spec):
+    """The chain a new replica waits through on a fresh node, seconds."""
+
+    node_s: float
+    gpu_ready_s: float
+    image_pull_s: float
+    weights_s: float
+    engine_init_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.node_s + self.gpu_ready_s + self.image_pull_s + self.weights_s + self.engine_init_s
+
+    @property
+    def warm_node_s(self) -> float:
+        """A replica on a node that is already up with the image cached."""
+        return self.weights_s + self.engine_init_s
+
+
+class RoleSizing(Spec):
+    """Replica counts and autoscaler settings of one role."""
+
+    role: Role
+    metric: str
+    """vLLM gauge the autoscaler targets."""
+    target: float
+    """Per-replica target value of the metric."""
+    secondary_metric: str | None = None
+    """A second trigger (aggregated mode scales on queue depth and KV usage)."""
+    secondary_target: float | None = None
+    replicas_at_base: int
+    replicas_at_peak: int
+    min_replicas: int
+    max_replicas: int
+    scale_down_stabilization_s: int
+    polling_interval_s: int
+    cooldown_s: int
+    activation_threshold: float
+
+
+class ModelSizing(Spec):
+    """Every derived number of one model."""
+
+    model: str
+    weights_gib: float
+    kv_bytes_per_token: int
+    kv_gib_per_gpu: float
+    kv_capacity_tokens: int
+    """KV-cache tokens one replica holds at ``gpu_memory_utilization``."""
+    shape: ReplicaShape
+    prefill_tokens_per_s: float
+    """Prompt tokens per second per replica."""
+    itl_light_s: float
+    """Decode step time with one short sequence."""
+    decode_batch_at_slo: int
+    """Concurrent sequences per replica that keep the step within the ITL target and KV capacity."""
+    decode_tokens_per_s: float
+    """Output tokens per second per replica at ``decode_batch_at_slo``."""
+    cold_start: ColdStart
+    roles: list[RoleSizing]
+    usd_per_gpu_hour: float
+    gpu_hours_per_day: float
+    """GPU-hours per day following the daily pattern (peak hours at peak replicas)."""
+    gpu_hours_per_day_base: float
+    """GPU-hours per day if the base-load replica count ran all day."""
+    gpu_hours_per_day_peak: float
+    """GPU-hours per day if the peak replica count ran all day."""
+    warm_pool: bool = Field(description="critical SLO keeps at least one warm replica per role")
+
+    def role(self, role: Role) -> RoleSizing:
+        for r in self.roles:
+            if r.role == role:
+                return r
+        raise KeyError(role)
+
+    @property
+    def usd_per_day(self) -> float:
+        return self.gpu_hours_per_day * self.usd_per_gpu_hour
+
+
+class PlatformSizing(Spec):
+    """Sizing of every model of a platform, plus pool-level derived values."""
+
+    models: list[ModelSizing]
+    root_volume_gib: dict[str, int]
+    """Root EBS volume per GPU pool."""
+
+    def model(self, name: str) -> ModelSizing:
+        for m in self.models:
+            if m.model == name:
+                return m
+        raise KeyError(name)
+
+
+def weights_gib(model: ModelDeployment) -> float:
+    return perf.weight_bytes(model.architecture) / GIB
+
+
+def kv_gib_per_gpu(model: ModelDeployment, instance: GpuInstanceType, tp: int, pp: int) -> float:
+    """GPU memory left for KV on each GPU: util x memory - weights share - overheads."""
+    overhead = ACTIVATION_OVERHEAD_GIB + (NCCL_OVERHEAD_GIB if tp * pp > 1 else 0.0)
+    usable = model.serving.gpu_memory_utilization * instance.gpu_memory_gib
+    return usable - weights_gib(model) / (tp * pp) - overhead
+
+
+def kv_capacity_tokens(model: ModelDeployment, instance: GpuInstanceType, tp: int, pp: int) -> int:
+    per_gpu = kv_gib_per_gpu(model, instance, tp, pp)
+    if per_gpu <= 0:
+        return 0
+    return int(tp * pp * per_gpu * GIB / perf.kv_bytes_per_token(model.architecture))
+
+
+def _fits(model: ModelDeployment, instance: GpuInstanceType, tp: int, pp: int) -> bool:
+    return kv_capacity_tokens(model, instance, tp, pp) >= model.architecture.max_context_tokens
+
+
+def _shape(model: ModelDeployment, pool: GpuNodePoolSpec, tp: int, pp: int) -> ReplicaShape:
+    gpus = tp * pp
+    candidates = sorted(pool.instances, key=lambda it: it.on_demand_usd_per_hour)
+    for it in candidates:  # cheapest single node that holds the replica
+        if it.gpus_per_node >= gpus:
+            return ReplicaShape(
+                instance_type=it.name, tensor_parallel_size=tp, pipeline_parallel_size=pp, gpus=gpus,
+                pods=1, gpus_per_pod=gpus, nodes=1, fits_nvlink_domain=tp <= it.nvlink_domain_gpus,
+            )
+    big = max(pool.instances, key=lambda it: it.gpus_per_node)
+    per_node = big.gpus_per_node
+    if tp > per_node or gpus % per_node:
+        raise SizingError(
+            f"model {model.name}: TP {tp} x PP {pp} = {gpus} GPUs cannot be split into whole {big.name} nodes "
+            f"of {per_node} GPUs with each tensor-parallel group inside one node; choose TP <= {per_node} and "
+            f"TP x PP a multiple of {per_node}"
+        )
+    nodes = gpus // per_node
+    return ReplicaShape(
+        instance_type=big.name, tensor_parallel_size=tp, pipeline_parallel_size=pp, gpus=gpus,
+        pods=nodes, gpus_per_pod=per_node, nodes=nodes, fits_nvlink_domain=tp <= big.nvlink_domain_gpus,
+    )
+
+
+def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape:
+    """TP/PP as given, or the smallest TP (then PP) whose KV cache holds one max-context sequence."""
+    arch = model.architecture
+    ref = min(pool.instances, key=lambda it: it.on_demand_usd_per_hour)
+    max_node = max(it.gpus_per_node for it in pool.instances)
+    par = model.parallelism
+    if par.tensor_parallel_size or par.pipeline_parallel_size:
+        tp, pp = par.tensor_parallel_size or 1, par.pipeline_parallel_size or 1
+        if arch.attention_heads % tp:
+            raise SizingError(f"model {model.name}: tensor_parallel_size {tp} must divide attention_heads {arch.attention_heads}")
+        shape = _shape(model, pool, tp, pp)
+        if not _fits(model, _instance(pool, shape), tp, pp):
+            cap = kv_capacity_tokens(model, _instance(pool, shape), tp, pp)
+            raise SizingError(
+                f"model {model.name}: TP {tp} x PP {pp} on {shape.instance_type} leaves KV room for {cap} tokens, "
+                f"less than max_context_tokens {arch.max_context_tokens}; raise TP/PP or lower max_context_tokens"
+            )
+        return shape
+    domain = max(it.nvlink_domain_gpus for it in pool.instances)
+    tps = [t for t in (1, 2, 4, 8, 16) if t <= max(domain, 1) and t <= max_node and arch.attention_heads % t == 0]
+    for pp in (1, 2, 4, 8):
+        for tp in tps:
+            if tp * pp > max_node and (tp * pp) % max_node:
+                continue
+            shape = _shape(model, pool, tp, pp)
+            if _fits(model, _instance(pool, shape), tp, pp):
+                return shape
+    raise SizingError(
+        f"model {model.name}: {weights_gib(model):.1f} GiB of weights plus one {arch.max_context_tokens}-token "
+        f"sequence do not fit {ref.name} ({ref.gpu_memory_gib:g} GiB GPUs) at TP <= {max(tps)} and PP <= 8; "
+        "use a larger GPU, FP8 weights, or a shorter max_context_tokens"
+    )
+
+
+def _instance(pool: GpuNodePoolSpec, shape: ReplicaShape) -> GpuInstanceType:
+    for it in pool.instances:
+        if it.name == shape.instance_type:
+            return it
+    raise KeyError(shape.instance_type)
+
+
+def cold_start(model: ModelDeployment, provisioning: ProvisioningSpec) -> ColdStart:
+    return ColdStart(
+        node_s=provisioning.node_ready_s[1],
+        gpu_ready_s=provisioning.gpu_ready_s,
+        image_pull_s=provisioning.image_pull_s,
+        weights_s=round(weights_gib(model) / model.weights.throughput_gib_s, 1),
+        engine_init_s=provisioning.engine_init_s,
+    )
+
+
+def decode_batch_at_slo(model: ModelDeployment, instance: GpuInstanceType, shape: ReplicaShape, kv_tokens: int) -> int:
+    """Largest batch whose step time stays within ITL_HEADROOM x ITL target and whose KV fits."""
+    arch, w = model.architecture, model.workload
+    ctx = w.prompt_tokens.mean + w.output_tokens.mean / 2  # average tokens held by a decoding sequence
+    cap = model.serving.max_num_seqs or (1024 if instance.gpu.name in ("H100", "H200") else DEFAULT_MAX_NUM_SEQS)
+    limit = model.slo.itl_p99_s * ITL_HEADROOM
+    best = 0
+    b = 1
+    while b <= cap:
+        step = perf.decode_step_s(arch, instance.gpu, shape.tensor_parallel_size, shape.pipeline_parallel_size, b, b * ctx)
+        if step > limit or b * ctx > kv_tokens * KV_TARGET_UTILISATION:
+            break
+        best = b
+        b += 1
+    return best
+
+
+def _queue_gpu_budget(spec: PlatformSpec, queue: str) -> float:
+    """GPUs a workload in this leaf queue may hold: quota if non-preemptible (KAI keeps them in quota), else limit."""
+    chain = spec.queue_chain(queue)
+    leaf = chain[-1]
+    if not leaf.preemptible:
+        return leaf.gpu_quota
+    for q in reversed(chain):
+        if q.gpu_limit != UNLIMITED:
+            return q.gpu_limit
+    return math.inf
+
+
+def _role_sizing(
+    spec: PlatformSpec, model: ModelDeployment, role: Role, shape: ReplicaShape, prefill_tps: float,
+    decode_batch: int, cold: ColdStart, others_min_gpus: int,
+) -> RoleSizing:
+    w, s = model.workload, model.autoscaling.role(role)
+    pool = spec.topology.pool(model.node_pool)
+
+    def prefill_replicas(rps: float) -> float:
+        return rps * w.prompt_tokens.mean / (prefill_tps * PREFILL_TARGET_UTILISATION)
+
+    def decode_replicas(rps: float) -> float:
+        itl = model.slo.itl_p99_s * ITL_HEADROOM
+        in_flight = rps * w.output_tokens.mean * itl
+        return in_flight / max(decode_batch, 1)
+
+    def needed(rps: float) -> int:
+        if role == "prefill":
+            x = prefill_replicas(rps)
+        elif role == "decode":
+            x = decode_replicas(rps)
+        else:
+            x = prefill_replicas(rps) + decode_replicas(rps)
+        return max(1, math.ceil(x - 1e-9)) if rps > 0 else 0
+
+    queue_depth_target = max(1.0, math.floor(0.5 * model.slo.ttft_p99_s * prefill_tps / w.prompt_tokens.mean))
+    default_min = 0 if model.slo.criticality == "best_effort" else 1
+    min_r = s.min_replicas if s.min_replicas is not None else default_min
+    budget = min(_queue_gpu_budget(spec, model.queue), pool.gpu_limit) - others_min_gpus
+    derived_max = max(int(budget // shape.gpus), 1) if budget != math.inf else 1
+    max_r = s.max_replicas if s.max_replicas is not None else max(derived_max, min_r, 1)
+    stabilization = s.scale_down_stabilization_s
+    if stabilization is None:
+        stabilization = max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60))
+    if role == "decode":
+        metric, target = s.metric or "vllm:kv_cache_usage_perc", s.target or KV_TARGET_UTILISATION
+        second, second_target = None, None
+    else:
+        metric, target = s.metric or "vllm:num_requests_waiting", s.target or queue_depth_target
+        second, second_target = (("vllm:kv_cache_usage_perc", KV_TARGET_UTILISATION) if role == "aggregated" else (None, None))
+    return RoleSizing(
+        role=role, metric=metric, target=target, secondary_metric=second, secondary_target=second_target,
+        replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
+        min_replicas=min_r, max_replicas=max_r, scale_down_stabilization_s=stabilization,
+        polling_interval_s=s.polling_interval_s, cooldown_s=s.cooldown_s,
+        activation_threshold=s.activation_threshold if s.activation_threshold is not None else 0.0,
+    )
+
+
+def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
+    """All derived numbers of one model; raises ``SizingError`` with the numbers when it cannot be placed."""
+    pool = spec.topology.pool(model.node_pool)
+    shape = replica_shape(model, pool)
+    inst = _instance(pool, shape)
+    tp, pp = shape.tensor_parallel_size, shape.pipeline_parallel_size
+    kv_tokens = kv_capacity_tokens(model, inst, tp, pp)
+    prefill_tps = perf.prefill_tokens_per_s(model.architecture, inst.gpu, shape.gpus)
+    batch = decode_batch_at_slo(model, inst, shape, kv_tokens)
+    ctx = model.workload.prompt_tokens.mean + model.workload.output_tokens.mean / 2
+    step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
+    cold = cold_start(model, spec.topology.provisioning)
+    roles: list[RoleSizing] = []
+    role_names = model.serving.roles
+    for role in role_names:
+        others = sum(
+            (model.autoscaling.role(o).min_replicas or (0 if model.slo.criticality == "best_effort" else 1)) * shape.gpus
+            for o in role_names if o != role
+        )
+        roles.append(_role_sizing(spec, model, role, shape, prefill_tps, batch, cold, others))
+    peak_h = model.workload.peak_hours_per_day
+    base_gpus = sum(r.replicas_at_base for r in roles) * shape.gpus
+    peak_gpus = sum(r.replicas_at_peak for r in roles) * shape.gpus
+    # the warm minimum runs even when traffic needs fewer replicas
+    base_gpus = max(base_gpus, sum(r.min_replicas for r in roles) * shape.gpus)
+    return ModelSizing(
+        model=model.name,
+        weights_gib=round(weights_gib(model), 2),
+        kv_bytes_per_token=perf.kv_bytes_per_token(model.architecture),
+        kv_gib_per_gpu=round(kv_gib_per_gpu(model, inst, tp, pp), 2),
+        kv_capacity_tokens=kv_tokens,
+        shape=shape,
+        prefill_tokens_per_s=round(prefill_tps, 1),
+        itl_light_s=round(perf.decode_step_s(model.architecture, inst.gpu, tp, pp, 1, ctx), 5),
+        decode_batch_at_slo=batch,
+        decode_tokens_per_s=round(batch / step, 1) if batch else 0.0,
+        cold_start=cold,
+        roles=roles,
+        usd_per_gpu_hour=round(inst.usd_per_gpu_hour, 4),
+        gpu_hours_per_day=round(base_gpus * (24 - peak_h) + peak_gpus * peak_h, 2),
+        gpu_hours_per_day_base=float(base_gpus * 24),
+        gpu_hours_per_day_peak=float(peak_gpus * 24),
+        warm_pool=model.slo.criticality == "critical",
+    )
+
+
+def root_volume_gib(spec: PlatformSpec, pool: GpuNodePoolSpec) -> int:
+    """Image plus the largest model cache that lands on local disk (S3-streamed weights do not), rounded up to 50 GiB."""
+    if pool.root_volume_gib is not None:
+        return pool.root_volume_gib
+    cached = [weights_gib(m) for m in spec.models if m.node_pool == pool.name and m.weights.scheme != "s3"]
+    need = VLLM_IMAGE_GIB + 20 + (max(cached) * 1.1 if cached else 0)
+    return max(100, int(math.ceil(need / 50.0) * 50))
+
+
+def size_platform(spec: PlatformSpec) -> PlatformSizing:
+    return PlatformSizing(
+        models=[size_model(spec, m) for m in spec.models],
+        root_volume_gib={p.name: root_volume_gib(spec, p) for p in spec.topology.gpu_pools},
+    )
+
+
+def queue_of(spec: PlatformSpec, name: str) -> QueueSpec:
+    return spec.queue_chain(name)[-1]

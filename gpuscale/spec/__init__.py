@@ -1,0 +1,36 @@
+"""Typed platform spec: the single source of truth every layer is derived from."""
+
+from gpuscale.spec.base import Spec
+from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType, GpuModel, instance_type
+from gpuscale.spec.environment import EnvironmentSpec, ExistingSubnetsSpec, NewVpcSpec
+from gpuscale.spec.model import (
+    AutoscalingSpec,
+    ModelArchitecture,
+    ModelDeployment,
+    ParallelismSpec,
+    RoleScalingSpec,
+    SecretRef,
+    ServingSpec,
+    WeightsSpec,
+)
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.problems import SpecProblems
+from gpuscale.spec.slo import SloSpec
+from gpuscale.spec.teams import QueueSpec
+from gpuscale.spec.topology import (
+    CpuNodePoolSpec,
+    DisruptionBudget,
+    GpuNodePoolSpec,
+    ProvisioningSpec,
+    TopologyLevel,
+    TopologySpec,
+)
+from gpuscale.spec.workload import BurstSpec, TokenDistribution, TraceSpec, WorkloadSpec
+
+__all__ = [
+    "CATALOGUE", "AutoscalingSpec", "BurstSpec", "CpuNodePoolSpec", "DisruptionBudget", "EnvironmentSpec",
+    "ExistingSubnetsSpec", "GpuInstanceType", "GpuModel", "GpuNodePoolSpec", "ModelArchitecture", "ModelDeployment",
+    "NewVpcSpec", "ParallelismSpec", "PlatformSpec", "ProvisioningSpec", "QueueSpec", "RoleScalingSpec", "SecretRef",
+    "ServingSpec", "SloSpec", "Spec", "SpecProblems", "TokenDistribution", "TopologyLevel", "TopologySpec",
+    "TraceSpec", "WeightsSpec", "WorkloadSpec", "instance_type",
+]

@@ -1,0 +1,133 @@
+"""GPU instance catalogue, as validated data.
+
+Prices: AWS Pricing API dumps committed by Karpenter (``zz_generated.pricing_aws.go``, generated
+2026-07-20), us-east-1 on-demand Linux; see ``research/perf-model.md`` section 1.1. GPU figures are
+datasheet values (perf-model.md section 1.2); ``memory_gib`` is the memory the driver reports, the
+figure perf-model.md section 3 uses for its KV-capacity table.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+from pydantic import Field, model_validator
+
+from gpuscale.spec.base import Spec
+
+
+class GpuModel(Spec):
+    """One GPU part and the numbers the sizing and simulator need."""
+
+    name: str
+    """Marketing name, e.g. ``H100``; also the ``karpenter.k8s.aws/instance-gpu-name`` value, lower-cased."""
+    memory_gib: float = Field(gt=0)
+    """Device memory the driver reports, GiB."""
+    bf16_dense_tflops: float = Field(gt=0)
+    """Dense BF16 tensor throughput, TFLOP/s."""
+    fp8_dense_tflops: float = Field(ge=0)
+    """Dense FP8 tensor throughput, TFLOP/s; 0 where the part has no FP8 tensor cores."""
+    memory_bandwidth_tb_s: float = Field(gt=0)
+    """HBM/GDDR bandwidth, TB/s; bounds decode step time."""
+
+    @property
+    def supports_fp8(self) -> bool:
+        return self.fp8_dense_tflops > 0
+
+
+class GpuInstanceType(Spec):
+    """One EC2 GPU instance type."""
+
+    name: str
+    """EC2 instance type, e.g. ``p5.48xlarge``."""
+    gpu: GpuModel
+    """The GPU part it carries."""
+    gpus_per_node: int = Field(gt=0)
+    """GPUs per instance."""
+    nvlink_domain_gpus: int = Field(gt=0)
+    """GPUs that share NVLink/NVSwitch; 1 for PCIe-only parts. A tensor-parallel group must fit in one domain."""
+    efa_interfaces: int = Field(ge=0)
+    """Elastic Fabric Adapter interfaces; 0 means no EFA."""
+    vcpus: int = Field(gt=0)
+    """vCPUs per instance."""
+    memory_gib: int = Field(gt=0)
+    """Host memory, GiB."""
+    local_nvme_gib: int = Field(ge=0)
+    """Instance-store NVMe, GiB (RAID0-able for image and model cache)."""
+    on_demand_usd_per_hour: float = Field(gt=0)
+    """On-demand price, us-east-1, USD per hour."""
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def gpu_memory_gib(self) -> float:
+        return self.gpu.memory_gib
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.on_demand_usd_per_hour / self.gpus_per_node
+
+    @model_validator(mode="after")
+    def _domain_fits_node(self) -> GpuInstanceType:
+        if self.gpus_per_node % self.nvlink_domain_gpus:
+            raise ValueError(
+                f"{self.name}: nvlink_domain_gpus ({self.nvlink_domain_gpus}) must divide gpus_per_node ({self.gpus_per_node})"
+            )
+        return self
+
+
+H100 = GpuModel(name="H100", memory_gib=80.0, bf16_dense_tflops=989, fp8_dense_tflops=1979, memory_bandwidth_tb_s=3.35)
+H200 = GpuModel(name="H200", memory_gib=140.0, bf16_dense_tflops=989, fp8_dense_tflops=1979, memory_bandwidth_tb_s=4.8)
+A100_40 = GpuModel(name="A100", memory_gib=40.0, bf16_dense_tflops=312, fp8_dense_tflops=0, memory_bandwidth_tb_s=1.555)
+A100_80 = GpuModel(name="A100", memory_gib=80.0, bf16_dense_tflops=312, fp8_dense_tflops=0, memory_bandwidth_tb_s=2.039)
+L40S = GpuModel(name="L40S", memory_gib=44.8, bf16_dense_tflops=362, fp8_dense_tflops=733, memory_bandwidth_tb_s=0.864)
+A10G = GpuModel(name="A10G", memory_gib=22.9, bf16_dense_tflops=70, fp8_dense_tflops=0, memory_bandwidth_tb_s=0.6)
+L4 = GpuModel(name="L4", memory_gib=22.0, bf16_dense_tflops=121, fp8_dense_tflops=242, memory_bandwidth_tb_s=0.3)
+
+
+def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, mem: int, nvme: int, usd: float) -> GpuInstanceType:
+    return GpuInstanceType(
+        name=name,
+        gpu=gpu,
+        gpus_per_node=gpus,
+        nvlink_domain_gpus=nvlink,
+        efa_interfaces=efa,
+        vcpus=vcpus,
+        memory_gib=mem,
+        local_nvme_gib=nvme,
+        on_demand_usd_per_hour=usd,
+    )
+
+
+_ALL = (
+    _it("p5.48xlarge", H100, 8, 8, 32, 192, 2048, 28610, 55.04),
+    _it("p5.4xlarge", H100, 1, 1, 0, 16, 256, 3576, 6.88),
+    _it("p5en.48xlarge", H200, 8, 8, 16, 192, 2048, 28610, 63.30),
+    _it("p4d.24xlarge", A100_40, 8, 8, 4, 96, 1152, 7450, 21.96),
+    _it("p4de.24xlarge", A100_80, 8, 8, 4, 96, 1152, 7450, 27.45),
+    _it("g6e.xlarge", L40S, 1, 1, 0, 4, 32, 232, 1.861),
+    _it("g6e.2xlarge", L40S, 1, 1, 0, 8, 64, 419, 2.242),
+    _it("g6e.12xlarge", L40S, 4, 1, 1, 48, 384, 3576, 10.49),
+    _it("g6e.24xlarge", L40S, 4, 1, 2, 96, 768, 3576, 15.07),
+    _it("g6e.48xlarge", L40S, 8, 1, 4, 192, 1536, 7153, 30.13),
+    _it("g5.xlarge", A10G, 1, 1, 0, 4, 16, 232, 1.006),
+    _it("g5.2xlarge", A10G, 1, 1, 0, 8, 32, 419, 1.212),
+    _it("g5.12xlarge", A10G, 4, 1, 0, 48, 192, 3576, 5.672),
+    _it("g5.48xlarge", A10G, 8, 1, 1, 192, 768, 7153, 16.288),
+    _it("g6.xlarge", L4, 1, 1, 0, 4, 16, 232, 0.805),
+    _it("g6.12xlarge", L4, 4, 1, 0, 48, 192, 3576, 4.60),
+    _it("g6.48xlarge", L4, 8, 1, 1, 192, 768, 7153, 13.35),
+)
+
+CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType({it.name: it for it in _ALL})
+"""Every GPU instance type gpuscale can size for, keyed by EC2 name."""
+
+
+def instance_type(name: str) -> GpuInstanceType:
+    """Look up a catalogue entry; raises ``KeyError`` naming the known types."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown GPU instance type {name!r}; known: {', '.join(sorted(CATALOGUE))}") from None

@@ -1,0 +1,260 @@
+"""A served model: architecture, weights, parallelism, serving mode, autoscaling, SLO and traffic."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gpuscale import versions
+from gpuscale.spec.base import Name, Spec
+from gpuscale.spec.slo import SloSpec
+from gpuscale.spec.workload import WorkloadSpec
+
+Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+KvPrecision = Literal["bf16", "fp16", "fp8"]
+Role = Literal["aggregated", "prefill", "decode"]
+
+PRECISION_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+"""Bytes per parameter (or per KV element) of each precision."""
+
+
+class ModelArchitecture(Spec):
+    """The numbers of a transformer that decide memory and speed (from the model's ``config.json``)."""
+
+    params_b: float = Field(gt=0)
+    """Total parameters, billions (Llama-3.3-70B: 70.55)."""
+    weight_precision: Precision = "bf16"
+    """Precision of the quantised weights; embeddings and LM head stay 16-bit."""
+    kv_cache_precision: KvPrecision = "bf16"
+    """KV-cache element precision (vLLM ``--kv-cache-dtype``; ``bf16`` means ``auto``)."""
+    layers: int = Field(gt=0)
+    """Transformer layers (``num_hidden_layers``)."""
+    attention_heads: int = Field(gt=0)
+    """Query heads (``num_attention_heads``); tensor parallelism must divide it."""
+    kv_heads: int = Field(gt=0)
+    """Key/value heads (``num_key_value_heads``; GQA)."""
+    head_dim: int = Field(gt=0)
+    """Per-head dimension."""
+    hidden_size: int = Field(gt=0)
+    """Model width; with ``vocab_size`` it gives the 16-bit embedding and LM-head parameters."""
+    vocab_size: int = Field(gt=0)
+    """Vocabulary size."""
+    tie_word_embeddings: bool = False
+    """Whether the LM head shares the embedding matrix."""
+    max_context_tokens: int = Field(gt=0)
+    """Longest sequence served (vLLM ``--max-model-len``)."""
+
+    @model_validator(mode="after")
+    def _heads(self) -> ModelArchitecture:
+        if self.attention_heads % self.kv_heads:
+            raise ValueError(f"kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})")
+        if self.embedding_params_b >= self.params_b:
+            raise ValueError(
+                f"vocab_size x hidden_size ({self.embedding_params_b:.2f} B params) exceeds params_b ({self.params_b})"
+            )
+        return self
+
+    @property
+    def embedding_params_b(self) -> float:
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2) / 1e9
+
+
+class SecretRef(Spec):
+    """A key of a Kubernetes Secret; secrets are referenced, never written into config."""
+
+    name: str = Field(min_length=1)
+    """Secret name (in the model's namespace)."""
+    key: str = Field(min_length=1)
+    """Key inside the Secret."""
+
+
+WeightsScheme = Literal["s3", "hf", "pvc"]
+
+
+class WeightsSpec(Spec):
+    """Where weights come from: ``s3://bucket/prefix`` (Run:ai streamer), ``hf://org/name``, ``pvc://claim/path``."""
+
+    uri: str
+    """Weights location; the scheme decides the loader."""
+    hf_token_secret: SecretRef | None = None
+    """Hugging Face token, by Secret reference only (needed for gated ``hf://`` models)."""
+    load_throughput_gib_s: float | None = Field(default=None, gt=0)
+    """Measured weight-load throughput; default by scheme (S3 streamer 3.5, PVC 1.0, HF 0.5 GiB/s)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_secrets(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("hf_token", "token", "HF_TOKEN", "password"):
+                if key in data:
+                    raise ValueError(
+                        f"'{key}' looks like an inline secret: secrets never go in config files. "
+                        "Create a Kubernetes Secret and reference it with hf_token_secret: {name: ..., key: ...}"
+                    )
+        return data
+
+    @field_validator("uri")
+    @classmethod
+    def _scheme(cls, uri: str) -> str:
+        scheme, sep, rest = uri.partition("://")
+        if not sep or scheme not in ("s3", "hf", "pvc") or not rest.strip("/"):
+            raise ValueError(f"{uri!r}: use s3://bucket/prefix, hf://org/model or pvc://claim/path")
+        return uri
+
+    @property
+    def scheme(self) -> WeightsScheme:
+        scheme = self.uri.split("://", 1)[0]
+        assert scheme in ("s3", "hf", "pvc")
+        return scheme  # type: ignore[return-value]
+
+    @property
+    def throughput_gib_s(self) -> float:
+        if self.load_throughput_gib_s is not None:
+            return self.load_throughput_gib_s
+        # perf-model.md 4.3: Run:ai streamer from S3 3.5 GiB/s; EBS gp3 ~1 GiB/s; hub downloads are slower.
+        return {"s3": 3.5, "pvc": 1.0, "hf": 0.5}[self.scheme]
+
+
+class ParallelismSpec(Spec):
+    """Explicit parallel sizes; leave both unset to let sizing pick the smallest that fits."""
+
+    tensor_parallel_size: int | None = Field(default=None, gt=0)
+    """GPUs in one tensor-parallel group (``--tensor-parallel-size``); must fit one NVLink domain."""
+    pipeline_parallel_size: int | None = Field(default=None, gt=0)
+    """Pipeline stages (``--pipeline-parallel-size``); stages may span nodes."""
+    allow_tensor_parallel_over_pcie: bool = False
+    """Acknowledge running a tensor-parallel group across GPUs without NVLink (every layer all-reduces over PCIe)."""
+
+
+class RoleScalingSpec(Spec):
+    """The autoscaler of one role. Unset numbers are derived by sizing and shown in the plan."""
+
+    metric: str | None = None
+    """vLLM gauge to scale on; default ``vllm:num_requests_waiting`` (prefill, aggregated) or ``vllm:kv_cache_usage_perc`` (decode)."""
+    target: float | None = Field(default=None, gt=0)
+    """Per-replica target of the metric; default derived from the SLO (queue depth) or 0.8 (KV utilisation)."""
+    min_replicas: int | None = Field(default=None, ge=0)
+    """Warm minimum; default 1 (critical and standard SLOs) or 0 (best effort)."""
+    max_replicas: int | None = Field(default=None, gt=0)
+    """Ceiling; default what the queue limit and the NodePool GPU limit allow."""
+    scale_down_stabilization_s: int | None = Field(default=None, ge=0)
+    """HPA scale-down stabilisation window; default longer than the cold start."""
+    polling_interval_s: int = Field(default=15, gt=0)
+    """How often KEDA polls Prometheus (KEDA default 30 s; 15 s matches the HPA sync period)."""
+    cooldown_s: int = Field(default=300, ge=0)
+    """KEDA cooldown before scaling an idle workload to zero (only used when ``min_replicas`` is 0)."""
+    activation_threshold: float | None = Field(default=None, ge=0)
+    """KEDA activation threshold for 0<->1; default 0 (any waiting request activates)."""
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_is_an_app_signal(cls, metric: str | None) -> str | None:
+        if metric is None:
+            return None
+        upper = metric.upper()
+        if upper.startswith("DCGM_FI_DEV_GPU_UTIL") or upper.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE"):
+            raise ValueError(
+                f"{metric}: GPU utilisation is a duty cycle; it reads 100% with 10 or 100 requests in flight, "
+                "so an autoscaler on it never sees load grow. Scale prefill on vllm:num_requests_waiting and "
+                "decode on vllm:kv_cache_usage_perc"
+            )
+        if "FB_USED" in upper or "MEMORY" in upper.replace("_", ""):
+            raise ValueError(
+                f"{metric}: vLLM pre-allocates the KV cache at start-up, so GPU memory is ~constant and an "
+                "autoscaler on it scales up once and never down. Use vllm:kv_cache_usage_perc"
+            )
+        if metric in versions.VLLM_REMOVED_METRICS:
+            raise ValueError(
+                f"{metric} is not exposed by the pinned vLLM {versions.VLLM.tag}: "
+                f"{versions.VLLM_REMOVED_METRICS[metric]}"
+            )
+        if metric not in versions.VLLM_METRICS:
+            raise ValueError(f"{metric}: not a known vLLM gauge; use one of {', '.join(sorted(versions.VLLM_METRICS))}")
+        return metric
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RoleScalingSpec:
+        if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        return self
+
+
+class AutoscalingSpec(Spec):
+    """How replicas scale: one autoscaler per role, never one over prefill and decode together."""
+
+    backend: Literal["keda", "hpa"] = "keda"
+    """``keda``: KEDA ScaledObject with a Prometheus trigger. ``hpa``: autoscaling/v2 HPA on prometheus-adapter custom metrics."""
+    scope: Literal["per_role", "whole_model"] = "per_role"
+    """``whole_model`` puts one autoscaler over every role; refused for disaggregated serving."""
+    paused: bool = False
+    """Pause autoscaling (KEDA ``autoscaling.keda.sh/paused``); useful for dev stacks."""
+    aggregated: RoleScalingSpec = RoleScalingSpec()
+    """Autoscaler of the single role in aggregated mode."""
+    prefill: RoleScalingSpec = RoleScalingSpec()
+    """Autoscaler of the prefill role (disaggregated mode): queue depth."""
+    decode: RoleScalingSpec = RoleScalingSpec()
+    """Autoscaler of the decode role (disaggregated mode): KV-cache utilisation."""
+
+    def role(self, role: Role) -> RoleScalingSpec:
+        return {"aggregated": self.aggregated, "prefill": self.prefill, "decode": self.decode}[role]
+
+
+class ServingSpec(Spec):
+    """How vLLM serves the model."""
+
+    mode: Literal["aggregated", "disaggregated"] = "aggregated"
+    """``disaggregated`` runs separate prefill and decode workloads joined by a router and NIXL KV transfer."""
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
+    """Fraction of GPU memory vLLM may use (``--gpu-memory-utilization``); the rest of it is KV cache after weights."""
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    """Cap on concurrent sequences (``--max-num-seqs``); default the vLLM one for the GPU."""
+    namespace: str = "inference"
+    """Kubernetes namespace of the model's workloads."""
+
+    @property
+    def roles(self) -> tuple[Role, ...]:
+        return ("prefill", "decode") if self.mode == "disaggregated" else ("aggregated",)
+
+
+class ModelDeployment(Spec):
+    """One model served on the platform, with everything that decides how it scales."""
+
+    name: Name
+    """Short name; prefixes every object of this model and is the ``--served-model-name``."""
+    architecture: ModelArchitecture
+    """Transformer shape and precisions."""
+    weights: WeightsSpec
+    """Where the weights come from."""
+    parallelism: ParallelismSpec = ParallelismSpec()
+    """Explicit TP/PP sizes (optional)."""
+    serving: ServingSpec = ServingSpec()
+    """Serving mode and vLLM settings."""
+    slo: SloSpec
+    """Latency and goodput targets."""
+    workload: WorkloadSpec
+    """Traffic pattern."""
+    autoscaling: AutoscalingSpec = AutoscalingSpec()
+    """Replica autoscaling."""
+    queue: str
+    """Leaf KAI queue (team) the model's pods are charged to."""
+    node_pool: str
+    """GPU node pool the model runs on."""
+
+    @model_validator(mode="after")
+    def _autoscaling_matches_mode(self) -> ModelDeployment:
+        a = self.autoscaling
+        if self.serving.mode == "disaggregated" and a.scope == "whole_model":
+            raise ValueError(
+                "autoscaling.scope: whole_model puts prefill and decode behind one autoscaler; they saturate on "
+                "different signals (queue depth vs KV cache), so one HPA over both scales the wrong role. "
+                "Use scope: per_role"
+            )
+        for role in self.serving.roles:
+            spec = a.role(role)
+            if self.slo.criticality == "critical" and spec.min_replicas == 0:
+                raise ValueError(
+                    f"autoscaling.{role}.min_replicas: 0 on a critical SLO means a cold start "
+                    "(node + image + weights + engine, minutes) on the first request; keep min_replicas >= 1"
+                )
+        return self

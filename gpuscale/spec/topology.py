@@ -1,0 +1,205 @@
+"""Cluster topology: zones, GPU and CPU node pools, topology levels, node provisioning."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gpuscale import versions
+from gpuscale.spec.base import KarpenterDuration, Name, Spec, duration_seconds
+from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
+
+CapacityType = Literal["on-demand", "spot", "reserved"]
+ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
+DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
+
+
+class DisruptionBudget(Spec):
+    """A Karpenter disruption budget: at most ``nodes`` voluntarily disrupted at once (during ``schedule``)."""
+
+    nodes: str = Field(default="1", pattern=r"^((100|[0-9]{1,2})%|[0-9]+)$")
+    """Node count or percentage; ``"0"`` freezes voluntary disruption."""
+    reasons: list[DisruptionReason] | None = None
+    """Disruption reasons the budget applies to; all when unset."""
+    schedule: str | None = None
+    """Cron schedule (UTC) when the budget is active; needs ``duration``."""
+    duration: str | None = Field(default=None, pattern=r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
+    """How long the budget stays active after each ``schedule`` tick."""
+
+    @model_validator(mode="after")
+    def _schedule_and_duration(self) -> DisruptionBudget:
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration must be set together")
+        return self
+
+
+class GpuNodePoolSpec(Spec):
+    """A Karpenter NodePool + EC2NodeClass for GPU nodes. Safe disruption is the default."""
+
+    name: Name
+    """NodePool name; workloads select it with the ``gpuscale.io/node-pool`` label."""
+    instance_types: list[str] = Field(min_length=1)
+    """EC2 instance types Karpenter may launch; all must carry the same GPU model."""
+    capacity_types: list[CapacityType] = Field(default=["on-demand"], min_length=1)
+    """``karpenter.sh/capacity-type`` values allowed."""
+    gpu_limit: int = Field(gt=0)
+    """NodePool ``limits['nvidia.com/gpu']``: the most GPUs this pool may ever run (the budget)."""
+    consolidation_policy: ConsolidationPolicy = "WhenEmpty"
+    """``WhenEmpty`` only removes nodes with no serving pods; the others evict in-flight inference."""
+    consolidate_after: KarpenterDuration = "1h"
+    """Quiet time after the last pod change before an empty node may go; must exceed the cold start."""
+    acknowledge_underutilized_consolidation_evicts_inference: bool = False
+    """Set to accept ``WhenEmptyOrUnderutilized``/``Balanced`` (or a short ``consolidate_after``) on this GPU pool."""
+    expire_after: KarpenterDuration = "Never"
+    """Node maximum lifetime; ``Never`` so GPU nodes are never force-recycled mid-day (roll AMIs through drift)."""
+    disruption_budgets: list[DisruptionBudget] = Field(default=[DisruptionBudget(nodes="1")], max_length=50)
+    """Voluntary-disruption budgets; default one GPU node at a time."""
+    ami_alias: str = versions.EKS_AL2023_AMI_ALIAS
+    """EC2NodeClass AMI alias ``family@version``; ``@latest`` is refused in prod."""
+    efa: bool = False
+    """Attach EFA interfaces (multi-node tensor/pipeline traffic, NIXL over libfabric)."""
+    root_volume_gib: int | None = Field(default=None, gt=0)
+    """Root EBS volume; default sized for the vLLM image plus the largest model cache on the pool."""
+    labels: dict[str, str] = {}
+    """Extra node labels."""
+
+    @field_validator("instance_types")
+    @classmethod
+    def _known(cls, types: list[str]) -> list[str]:
+        unknown = [t for t in types if t not in CATALOGUE]
+        if unknown:
+            raise ValueError(f"unknown GPU instance type(s) {unknown}; known: {', '.join(sorted(CATALOGUE))}")
+        gpus = {CATALOGUE[t].gpu for t in types}
+        if len(gpus) > 1:
+            raise ValueError(
+                f"instance types {types} carry different GPUs ({', '.join(sorted({g.name + ' ' + str(g.memory_gib) + ' GiB' for g in gpus}))}); "
+                "sizing needs one GPU model per pool: split them into separate pools"
+            )
+        return types
+
+    @field_validator("ami_alias")
+    @classmethod
+    def _alias(cls, alias: str) -> str:
+        family, sep, version = alias.partition("@")
+        if not sep or family not in ("al2023", "bottlerocket") or not version:
+            raise ValueError(f"{alias!r}: use al2023@vYYYYMMDD or bottlerocket@vX.Y.Z (GPU variants are picked by the alias)")
+        return alias
+
+    @model_validator(mode="after")
+    def _safe_disruption(self) -> GpuNodePoolSpec:
+        if self.acknowledge_underutilized_consolidation_evicts_inference:
+            return self
+        if self.consolidation_policy != "WhenEmpty":
+            raise ValueError(
+                f"consolidation_policy {self.consolidation_policy} on a GPU pool evicts in-flight inference to "
+                "repack nodes (every eviction drops requests and reloads the model); use WhenEmpty with "
+                "consolidate_after: 1h, or set acknowledge_underutilized_consolidation_evicts_inference: true"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _efa_supported(self) -> GpuNodePoolSpec:
+        if self.efa:
+            missing = [t for t in self.instance_types if CATALOGUE[t].efa_interfaces == 0]
+            if missing:
+                raise ValueError(f"efa: true but {missing} have no EFA interfaces")
+        return self
+
+    @property
+    def instances(self) -> list[GpuInstanceType]:
+        return [CATALOGUE[t] for t in self.instance_types]
+
+    @property
+    def consolidate_after_s(self) -> float:
+        return duration_seconds(self.consolidate_after)
+
+
+class CpuNodePoolSpec(Spec):
+    """The general-purpose Karpenter NodePool (routers, controllers, Prometheus)."""
+
+    instance_categories: list[Literal["c", "m", "r"]] = ["c", "m"]
+    """``karpenter.k8s.aws/instance-category`` values."""
+    capacity_types: list[CapacityType] = ["on-demand", "spot"]
+    """Capacity types allowed."""
+    cpu_limit: int = Field(default=256, gt=0)
+    """NodePool ``limits.cpu`` (cores)."""
+    consolidation_policy: ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+    """CPU nodes may be repacked: nothing on them holds a loaded model."""
+    consolidate_after: KarpenterDuration = "5m"
+    """Quiet time before consolidation."""
+
+
+class TopologyLevel(Spec):
+    """One level of the KAI Topology, coarsest first."""
+
+    node_label: str
+    """Node label key that names the domain at this level."""
+    alias: str | None = None
+    """Short name used in placement annotations."""
+
+
+def _default_levels() -> list[TopologyLevel]:
+    return [
+        TopologyLevel(node_label="topology.kubernetes.io/zone", alias="zone"),
+        TopologyLevel(node_label="topology.k8s.aws/network-node-layer-1", alias="spine"),
+        TopologyLevel(node_label="topology.k8s.aws/network-node-layer-2", alias="block"),
+        TopologyLevel(node_label="topology.k8s.aws/network-node-layer-3", alias="rack"),
+        TopologyLevel(node_label="kubernetes.io/hostname", alias="node"),
+    ]
+
+
+class ProvisioningSpec(Spec):
+    """How fast new GPU capacity arrives; feeds cold-start sizing and the simulator."""
+
+    node_provisioner: Literal["karpenter", "cluster-autoscaler"] = "karpenter"
+    """Which node autoscaler the cold-start chain assumes (gpuscale deploys Karpenter)."""
+    node_ready_s: tuple[float, float] = (45.0, 60.0)
+    """Pending pod to node Ready, seconds (min, max): Karpenter 45-60 s, Cluster Autoscaler 90-120 s."""
+    gpu_ready_s: float = Field(default=30.0, ge=0)
+    """Node Ready to ``nvidia.com/gpu`` allocatable (device plugin start), seconds."""
+    image_pull_s: float = Field(default=180.0, ge=0)
+    """vLLM image pull on a fresh node, seconds (perf-model.md 4.2: 120-240 s; ~0 if cached)."""
+    engine_init_s: float = Field(default=60.0, ge=0)
+    """vLLM engine start after weights (compile + CUDA graphs), seconds (60 warm cache, 150 cold)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ProvisioningSpec:
+        lo, hi = self.node_ready_s
+        if not 0 < lo <= hi:
+            raise ValueError(f"node_ready_s must be (min, max) with 0 < min <= max, got {self.node_ready_s}")
+        return self
+
+
+class TopologySpec(Spec):
+    """Zones, node pools and the topology KAI places tensor-parallel groups in."""
+
+    zones: list[str] = Field(min_length=1)
+    """Availability zones the cluster spans."""
+    gpu_pools: list[GpuNodePoolSpec] = Field(min_length=1)
+    """GPU node pools."""
+    cpu_pool: CpuNodePoolSpec = CpuNodePoolSpec()
+    """General-purpose node pool."""
+    levels: list[TopologyLevel] = Field(default_factory=_default_levels, min_length=1, max_length=16)
+    """KAI topology levels, coarsest first; ``kubernetes.io/hostname`` may only be last."""
+    provisioning: ProvisioningSpec = ProvisioningSpec()
+    """Node provisioning latency."""
+
+    @model_validator(mode="after")
+    def _checks(self) -> TopologySpec:
+        names = [p.name for p in self.gpu_pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"gpu_pools names must be unique; repeated: {dupes}")
+        labels = [lv.node_label for lv in self.levels]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"levels node_label values must be unique: {labels}")
+        if "kubernetes.io/hostname" in labels[:-1]:
+            raise ValueError("levels: kubernetes.io/hostname may only be the last (finest) level")
+        return self
+
+    def pool(self, name: str) -> GpuNodePoolSpec:
+        for p in self.gpu_pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)

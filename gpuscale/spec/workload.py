@@ -1,0 +1,73 @@
+"""Traffic pattern of one served model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from gpuscale.spec.base import Spec
+
+
+class TokenDistribution(Spec):
+    """Token-count distribution of prompts or outputs (lognormal fitted to mean and p99)."""
+
+    mean: float = Field(gt=0)
+    """Mean tokens per request."""
+    p99: float = Field(gt=0)
+    """99th percentile tokens per request."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TokenDistribution:
+        if self.p99 < self.mean:
+            raise ValueError(f"p99 ({self.p99}) must be >= mean ({self.mean})")
+        return self
+
+
+class BurstSpec(Spec):
+    """Short bursts on top of the daily pattern."""
+
+    multiplier: float = Field(default=3.0, ge=1)
+    """A burst multiplies the current rate by this factor."""
+    duration_s: float = Field(default=60.0, gt=0)
+    """How long one burst lasts, seconds."""
+    per_hour: float = Field(default=2.0, ge=0)
+    """Bursts per hour (Poisson)."""
+
+
+class TraceSpec(Spec):
+    """A request trace to replay instead of (or beside) the synthetic pattern."""
+
+    path: Path
+    """CSV with ``arrival_s,input_tokens,output_tokens`` (``*_norm.csv``) or the Azure 2023 upstream format."""
+    compress: float = Field(default=1.0, gt=0)
+    """Divide arrival times by this factor to turn a light trace into a scale-out test."""
+
+
+class WorkloadSpec(Spec):
+    """Requests per second over a day, token sizes and burstiness."""
+
+    base_rps: float = Field(ge=0)
+    """Off-peak request rate, requests per second."""
+    peak_rps: float = Field(gt=0)
+    """Peak-hour request rate, requests per second."""
+    peak_hours_per_day: float = Field(default=8.0, ge=0, le=24)
+    """Hours per day at peak rate; the rest runs at the base rate."""
+    prompt_tokens: TokenDistribution
+    """Prompt (input) tokens per request."""
+    output_tokens: TokenDistribution
+    """Generated (output) tokens per request."""
+    burst: BurstSpec = BurstSpec(per_hour=0.0)
+    """Short bursts; none by default."""
+    trace: TraceSpec | None = None
+    """Optional real trace for the simulator."""
+
+    @model_validator(mode="after")
+    def _peak_above_base(self) -> WorkloadSpec:
+        if self.peak_rps < self.base_rps:
+            raise ValueError(f"peak_rps ({self.peak_rps}) must be >= base_rps ({self.base_rps})")
+        return self
+
+    @property
+    def daily_mean_rps(self) -> float:
+        return (self.peak_rps * self.peak_hours_per_day + self.base_rps * (24 - self.peak_hours_per_day)) / 24

@@ -1,0 +1,1 @@
+"""Offline rendering of a Pulumi program under deterministic mocks."""

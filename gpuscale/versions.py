@@ -1,0 +1,116 @@
+"""Every pinned upstream version, in one place, each naming the release it matches.
+
+Bumping a version is a one-line change here; the synth diff then shows every object it touches.
+Sources: ``research/upstream-facts.md`` and ``research/serving-facts.md`` (read 2026-11-29).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+
+from gpuscale.spec.base import Spec
+
+
+class HelmChartPin(Spec):
+    """A Helm chart at an exact version."""
+
+    chart: str
+    """Chart name, or a full ``oci://`` reference."""
+    version: str
+    """Exact chart version (no ranges)."""
+    repo: str | None = None
+    """Classic Helm repository URL; ``None`` for OCI charts."""
+    upstream_release: str
+    """The upstream release this chart version ships."""
+
+
+class ImagePin(Spec):
+    """A container image at an exact tag."""
+
+    repository: str
+    tag: str
+    upstream_release: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+
+KARPENTER = HelmChartPin(
+    chart="oci://public.ecr.aws/karpenter/karpenter",
+    version="1.14.1",
+    upstream_release="aws/karpenter-provider-aws v1.14.1 (bde00654, 2026-08-20)",
+)
+KAI_SCHEDULER = HelmChartPin(
+    chart="oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler",
+    version="v0.17.0",
+    upstream_release="kai-scheduler/KAI-Scheduler v0.17.0 (f218c69b, 2026-08-03); v0.20.0/v0.20.1 are retracted upstream",
+)
+KEDA = HelmChartPin(
+    chart="keda",
+    repo="https://kedacore.github.io/charts",
+    version="2.20.2",
+    upstream_release="kedacore/keda v2.20.2 (68a5b502, 2026-07-31)",
+)
+LWS = HelmChartPin(
+    chart="oci://registry.k8s.io/lws/charts/lws",
+    version="0.10.0",
+    upstream_release="kubernetes-sigs/lws v0.10.0 (2161f38f, 2026-08-11)",
+)
+NVIDIA_DEVICE_PLUGIN = HelmChartPin(
+    chart="nvidia-device-plugin",
+    repo="https://nvidia.github.io/k8s-device-plugin",
+    version="0.20.0",
+    upstream_release="NVIDIA/k8s-device-plugin v0.20.0 (1b826acc, 2026-08-19)",
+)
+PROMETHEUS_ADAPTER = HelmChartPin(
+    chart="prometheus-adapter",
+    repo="https://prometheus-community.github.io/helm-charts",
+    version="5.3.0",
+    upstream_release="prometheus-community/helm-charts prometheus-adapter-5.3.0 (app v0.12.0)",
+)
+
+VLLM = ImagePin(
+    repository="vllm/vllm-openai",
+    tag="v0.33.0",
+    upstream_release="vllm-project/vllm v0.33.0 (PyPI 2026-11-02)",
+)
+VLLM_ROUTER = ImagePin(
+    repository="vllm/vllm-router",
+    tag="v0.1.17",
+    upstream_release="vllm-project/router 0.1.17 (PyPI vllm-router 2026-11-04)",
+)
+
+EKS_AL2023_AMI_ALIAS = "al2023@v20251117"
+"""EC2NodeClass AMI alias: amazon-eks-ami release v20251117; the alias picks the NVIDIA variant on GPU types."""
+
+VLLM_METRICS: frozenset[str] = frozenset(
+    {
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+    }
+)
+"""vLLM gauges an autoscaler may target with the pinned vLLM (``vllm/v1/metrics/loggers.py``)."""
+
+VLLM_REMOVED_METRICS: Mapping[str, str] = {
+    "vllm:gpu_cache_usage_perc": "deprecated in vLLM 0.9 and absent since ~0.12; use vllm:kv_cache_usage_perc",
+    "vllm:time_per_output_token_seconds": "deprecated in 0.11, hidden in 0.12; use vllm:inter_token_latency_seconds",
+    "vllm:num_requests_swapped": "removed with the V0 engine; use vllm:num_requests_waiting",
+}
+"""Metric names that the pinned vLLM no longer exposes, with the replacement."""
+
+ALL_CHARTS: Mapping[str, HelmChartPin] = {
+    "karpenter": KARPENTER,
+    "kai-scheduler": KAI_SCHEDULER,
+    "keda": KEDA,
+    "lws": LWS,
+    "nvidia-device-plugin": NVIDIA_DEVICE_PLUGIN,
+    "prometheus-adapter": PROMETHEUS_ADAPTER,
+}
+ALL_IMAGES: Mapping[str, ImagePin] = {"vllm": VLLM, "vllm-router": VLLM_ROUTER}
+
+SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.31", "1.32", "1.33", "1.34")
+"""EKS Kubernetes versions the emitted manifests are validated against."""
+

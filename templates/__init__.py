@@ -1,0 +1,1 @@
+"""Jinja2 templates for generated documents (shipped as ``gpuscale.templates``)."""

@@ -1,0 +1,144 @@
+"""Sizing against hand calculations; figures cited from research/perf-model.md section 3."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuscale import perf, sizing
+from gpuscale.spec.catalogue import CATALOGUE
+from gpuscale.spec.model import ModelArchitecture, ModelDeployment
+from gpuscale.spec.topology import GpuNodePoolSpec
+
+GIB = 1024**3
+
+
+def llama70b(precision: str = "bf16", kv: str = "bf16", ctx: int = 8192) -> ModelArchitecture:
+    return ModelArchitecture(
+        params_b=70.55, weight_precision=precision, kv_cache_precision=kv, layers=80, attention_heads=64, kv_heads=8,
+        head_dim=128, hidden_size=8192, vocab_size=128256, max_context_tokens=ctx,
+    )
+
+
+def llama8b(ctx: int = 8192) -> ModelArchitecture:
+    return ModelArchitecture(
+        params_b=8.03, layers=32, attention_heads=32, kv_heads=8, head_dim=128, hidden_size=4096, vocab_size=128256,
+        max_context_tokens=ctx,
+    )
+
+
+def deployment(arch: ModelArchitecture, tp: int | None = None, pp: int | None = None) -> ModelDeployment:
+    return ModelDeployment.model_validate({
+        "name": "m", "architecture": arch.model_dump(), "weights": {"uri": "s3://b/m"},
+        "parallelism": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp},
+        "slo": {"ttft_p99_s": 2, "itl_p99_s": 0.05, "request_timeout_s": 60},
+        "workload": {"base_rps": 1, "peak_rps": 4, "prompt_tokens": {"mean": 1000, "p99": 4000},
+                     "output_tokens": {"mean": 200, "p99": 800}},
+        "queue": "q", "node_pool": "p",
+    })
+
+
+def pool(*types: str) -> GpuNodePoolSpec:
+    return GpuNodePoolSpec(name="p", instance_types=list(types), gpu_limit=64)
+
+
+def test_kv_bytes_per_token_by_hand() -> None:
+    # 2 x 80 layers x 8 KV heads x 128 dims x 2 bytes = 327,680 B = 320 KiB (perf-model.md section 3)
+    assert perf.kv_bytes_per_token(llama70b()) == 2 * 80 * 8 * 128 * 2 == 320 * 1024
+    assert perf.kv_bytes_per_token(llama70b(kv="fp8")) == 160 * 1024
+    assert perf.kv_bytes_per_token(llama8b()) == 128 * 1024
+
+
+@pytest.mark.parametrize(
+    ("arch", "expected_gib"),
+    [(llama70b(), 131.4), (llama70b("fp8"), 67.7), (llama8b(), 15.0)],
+    ids=["70b-bf16", "70b-fp8", "8b-bf16"],
+)
+def test_weight_gib_matches_perf_model(arch: ModelArchitecture, expected_gib: float) -> None:
+    # 70B BF16 131.4 GiB; FP8 ~67.7 GiB with embeddings and LM head in BF16; 8B BF16 15.0 GiB
+    assert perf.weight_bytes(arch) / GIB == pytest.approx(expected_gib, abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("arch", "instance", "tp", "expected_tokens"),
+    [
+        (llama70b(), "p5.48xlarge", 4, 469_000),  # 70B BF16 TP4 H100: ~469k
+        (llama70b(), "p5.48xlarge", 8, 1_370_000),  # TP8: ~1.37M
+        (llama70b("fp8"), "p5.48xlarge", 4, 678_000),  # FP8 weights, BF16 KV: ~678k
+        (llama70b("fp8", "fp8"), "p5.48xlarge", 4, 1_360_000),  # FP8 KV: ~1.36M
+        (llama70b("fp8"), "p5.48xlarge", 2, 228_000),  # FP8 TP2: ~228k
+        (llama70b(), "p4d.24xlarge", 8, 420_000),  # A100 40 GB TP8: ~420k
+        (llama70b(), "p4de.24xlarge", 4, 464_000),  # A100 80 GB TP4: ~464k
+        (llama8b(), "p5.48xlarge", 1, 448_000),  # 8B BF16 on one H100: ~448k
+        (llama8b(), "g6e.xlarge", 1, 188_000),  # 8B on one L40S: ~188k
+    ],
+)
+def test_kv_capacity_matches_perf_model_table(arch: ModelArchitecture, instance: str, tp: int, expected_tokens: int) -> None:
+    got = sizing.kv_capacity_tokens(deployment(arch), CATALOGUE[instance], tp, 1)
+    assert got == pytest.approx(expected_tokens, rel=0.03)
+
+
+def test_hand_calculation_70b_bf16_tp4_h100() -> None:
+    # 0.9 x 80 GiB - 131.4/4 GiB weights - 3.35 GiB overhead = 35.8 GiB per GPU; x4 GPUs / 320 KiB
+    per_gpu = 0.9 * 80 - perf.weight_bytes(llama70b()) / GIB / 4 - (sizing.ACTIVATION_OVERHEAD_GIB + sizing.NCCL_OVERHEAD_GIB)
+    assert per_gpu == pytest.approx(35.8, abs=0.1)
+    assert sizing.kv_capacity_tokens(deployment(llama70b()), CATALOGUE["p5.48xlarge"], 4, 1) == int(4 * per_gpu * GIB / 327680)
+
+
+@pytest.mark.parametrize(
+    ("arch", "types", "tp", "pp", "gpus", "nodes"),
+    [
+        (llama70b(ctx=32768), ("p5.48xlarge",), 4, 1, 4, 1),  # BF16: TP2 leaves 3 GiB of KV < one 32k sequence
+        (llama70b("fp8", ctx=32768), ("p5.48xlarge",), 2, 1, 2, 1),
+        (llama70b(ctx=32768), ("p4d.24xlarge",), 8, 1, 8, 1),  # A100 40 GB needs all 8
+        (llama8b(), ("g5.xlarge",), 1, 1, 1, 1),  # 8B BF16 fits one A10G (27k tokens of KV)
+        (llama70b("fp8", ctx=8192), ("g6e.12xlarge",), 1, 2, 2, 1),  # PCIe: no TP; 2 pipeline stages hold 20k tokens
+    ],
+)
+def test_smallest_parallelism_that_fits(arch: ModelArchitecture, types: tuple[str, ...], tp: int, pp: int, gpus: int, nodes: int) -> None:
+    shape = sizing.replica_shape(deployment(arch), pool(*types))
+    assert (shape.tensor_parallel_size, shape.pipeline_parallel_size, shape.gpus, shape.nodes) == (tp, pp, gpus, nodes)
+    assert shape.fits_nvlink_domain
+
+
+def test_multi_node_replica_is_split_per_node() -> None:
+    # 70B BF16 with TP4 x PP2 on 4-GPU L40S nodes: two pods of four GPUs, one per node
+    shape = sizing.replica_shape(deployment(llama70b(ctx=4096), tp=4, pp=2), pool("g6e.12xlarge"))
+    assert (shape.gpus, shape.pods, shape.gpus_per_pod, shape.nodes) == (8, 2, 4, 2)
+    assert shape.multi_node and not shape.fits_nvlink_domain
+
+
+def test_model_that_cannot_fit_names_the_numbers() -> None:
+    # even 8 single-GPU A10G stages leave ~22k tokens of KV, short of one 128k-token sequence
+    with pytest.raises(sizing.SizingError, match=r"131\.\d GiB of weights.*131072-token.*g5\.xlarge"):
+        sizing.replica_shape(deployment(llama70b(ctx=131072)), pool("g5.xlarge"))
+
+
+def test_prefill_rate_agrees_with_splitwise() -> None:
+    # perf-model.md 2.1: Splitwise 70B TP4 H100 prefill ~10k tok/s (10,193 at 2048 tokens)
+    tps = perf.prefill_tokens_per_s(llama70b(), CATALOGUE["p5.48xlarge"].gpu, 4)
+    assert tps == pytest.approx(10_193, rel=0.1)
+
+
+def test_decode_step_agrees_with_vllm_ci() -> None:
+    # perf-model.md 2.1: vLLM CI 70B TP4 H100 bs 8 -> 19.1 ms/token; 8B TP1 -> 7.8 ms
+    h100 = CATALOGUE["p5.48xlarge"].gpu
+    assert perf.decode_step_s(llama70b(), h100, 4, 1, 8, 8 * 160) == pytest.approx(0.0191, rel=0.15)
+    assert perf.decode_step_s(llama8b(), h100, 1, 1, 8, 8 * 160) == pytest.approx(0.0078, rel=0.15)
+
+
+def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untyped-def]
+    s = sizing.size_platform(prod_spec)
+    m = s.model("llama-70b-fp8")
+    assert m.shape.tensor_parallel_size == 4 and m.shape.gpus == 4
+    assert [r.role for r in m.roles] == ["prefill", "decode"]
+    prefill, decode = m.role("prefill"), m.role("decode")
+    assert prefill.metric == "vllm:num_requests_waiting" and decode.metric == "vllm:kv_cache_usage_perc"
+    # peak prefill: 40 rps x 1500 tokens / (19.6k tok/s x 0.7) = 4.4 -> 5 replicas
+    assert prefill.replicas_at_peak == math.ceil(40 * 1500 / (m.prefill_tokens_per_s * sizing.PREFILL_TARGET_UTILISATION))
+    assert prefill.min_replicas >= 1 and decode.min_replicas >= 1
+    # non-preemptible chat queue: quota 40 GPUs less the other role's warm replica (4) over 4 GPUs each
+    assert prefill.max_replicas == (40 - 4) // 4
+    assert prefill.scale_down_stabilization_s > m.cold_start.total_s
+    assert m.gpu_hours_per_day == (3 * 16 + 8 * 8) * 4
