@@ -13,6 +13,7 @@ from gpuscale.spec.model import (
     ServingSpec,
     WeightsSpec,
 )
+from gpuscale.spec.observability import ObservabilitySpec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.problems import SpecProblems
 from gpuscale.spec.slo import SloSpec
@@ -30,7 +31,7 @@ from gpuscale.spec.workload import BurstSpec, TokenDistribution, TraceSpec, Work
 __all__ = [
     "CATALOGUE", "AutoscalingSpec", "BurstSpec", "CpuNodePoolSpec", "DisruptionBudget", "EnvironmentSpec",
     "ExistingSubnetsSpec", "GpuInstanceType", "GpuModel", "GpuNodePoolSpec", "ModelArchitecture", "ModelDeployment",
-    "NewVpcSpec", "ParallelismSpec", "PlatformSpec", "ProvisioningSpec", "QueueSpec", "RoleScalingSpec", "SecretRef",
+    "NewVpcSpec", "ObservabilitySpec", "ParallelismSpec", "PlatformSpec", "ProvisioningSpec", "QueueSpec", "RoleScalingSpec", "SecretRef",
     "ServingSpec", "SloSpec", "Spec", "SpecProblems", "TokenDistribution", "TopologyLevel", "TopologySpec",
     "TraceSpec", "WeightsSpec", "WorkloadSpec", "instance_type",
 ]

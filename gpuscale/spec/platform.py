@@ -10,6 +10,7 @@ from gpuscale import sizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
 from gpuscale.spec.model import ModelDeployment
+from gpuscale.spec.observability import ObservabilitySpec
 from gpuscale.spec.problems import SpecProblems
 from gpuscale.spec.teams import UNLIMITED, QueueSpec
 from gpuscale.spec.topology import TopologySpec
@@ -26,6 +27,8 @@ class PlatformSpec(Spec):
     """Top-level KAI queues (departments), each with child queues (teams)."""
     models: list[ModelDeployment] = Field(min_length=1)
     """Served models."""
+    observability: ObservabilitySpec = ObservabilitySpec()
+    """Prometheus the autoscalers query."""
 
     def queues(self) -> list[tuple[QueueSpec, QueueSpec | None]]:
         """Every queue with its parent, parents first."""

@@ -1,0 +1,1 @@
+"""Pure builders: spec in, Kubernetes object bodies and Helm values out (no Pulumi resources)."""

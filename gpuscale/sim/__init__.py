@@ -1,0 +1,1 @@
+"""Discrete-event simulator of the three autoscaling layers (nodes, scheduling, replicas)."""
