@@ -70,6 +70,15 @@ PROMETHEUS_ADAPTER = HelmChartPin(
     version="5.3.0",
     upstream_release="prometheus-community/helm-charts prometheus-adapter-5.3.0 (app v0.12.0)",
 )
+KUBE_PROMETHEUS_STACK = HelmChartPin(
+    chart="kube-prometheus-stack",
+    repo="https://prometheus-community.github.io/helm-charts",
+    version="88.0.0",
+    upstream_release=(
+        "prometheus-community/helm-charts kube-prometheus-stack-88.0.0 (PR #7152, 2026-07-31): appVersion "
+        "prometheus-operator v0.93.0, the release whose CRDs ../shared/crds/prometheus-operator holds"
+    ),
+)
 
 VLLM = ImagePin(
     repository="vllm/vllm-openai",
@@ -108,6 +117,7 @@ ALL_CHARTS: Mapping[str, HelmChartPin] = {
     "lws": LWS,
     "nvidia-device-plugin": NVIDIA_DEVICE_PLUGIN,
     "prometheus-adapter": PROMETHEUS_ADAPTER,
+    "kube-prometheus-stack": KUBE_PROMETHEUS_STACK,
 }
 ALL_IMAGES: Mapping[str, ImagePin] = {"vllm": VLLM, "vllm-router": VLLM_ROUTER}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
 
 app = typer.Typer(
@@ -16,6 +17,8 @@ app = typer.Typer(
 app.command("validate")(_validate.validate)
 app.command("schema")(_validate.schema)
 # Further commands register below, one line each.
+app.command("synth")(_synth.synth)
+app.command("diff")(_synth.diff)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from gpuscale.spec.model import (
     RoleScalingSpec,
     SecretRef,
     ServingSpec,
+    WakeSchedule,
     WeightsSpec,
 )
 from gpuscale.spec.observability import ObservabilitySpec
@@ -33,5 +34,5 @@ __all__ = [
     "ExistingSubnetsSpec", "GpuInstanceType", "GpuModel", "GpuNodePoolSpec", "ModelArchitecture", "ModelDeployment",
     "NewVpcSpec", "ObservabilitySpec", "ParallelismSpec", "PlatformSpec", "ProvisioningSpec", "QueueSpec", "RoleScalingSpec", "SecretRef",
     "ServingSpec", "SloSpec", "Spec", "SpecProblems", "TokenDistribution", "TopologyLevel", "TopologySpec",
-    "TraceSpec", "WeightsSpec", "WorkloadSpec", "instance_type",
+    "TraceSpec", "WakeSchedule", "WeightsSpec", "WorkloadSpec", "instance_type",
 ]

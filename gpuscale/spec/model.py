@@ -127,6 +127,23 @@ class ParallelismSpec(Spec):
     """Acknowledge running a tensor-parallel group across GPUs without NVLink (every layer all-reduces over PCIe)."""
 
 
+class WakeSchedule(Spec):
+    """Hours when a scale-to-zero role is held awake (a KEDA ``cron`` trigger).
+
+    At zero replicas vLLM's gauges vanish with the last pod, so no Prometheus trigger can wake the role; a schedule is
+    the wake-up signal that survives zero.
+    """
+
+    timezone: str = "UTC"
+    """IANA time zone of ``start`` and ``end``."""
+    start: str = Field(pattern=r"^(\S+\s+){4}\S+$")
+    """Cron expression (5 fields) when the role wakes, e.g. ``0 8 * * 1-5``."""
+    end: str = Field(pattern=r"^(\S+\s+){4}\S+$")
+    """Cron expression when it may go back to zero, e.g. ``0 19 * * 1-5``."""
+    replicas: int = Field(default=1, gt=0)
+    """Replicas held between ``start`` and ``end``."""
+
+
 class RoleScalingSpec(Spec):
     """The autoscaler of one role. Unset numbers are derived by sizing and shown in the plan."""
 
@@ -146,6 +163,8 @@ class RoleScalingSpec(Spec):
     """KEDA cooldown before scaling an idle workload to zero (only used when ``min_replicas`` is 0)."""
     activation_threshold: float | None = Field(default=None, ge=0)
     """KEDA activation threshold for 0<->1; default 0 (any waiting request activates)."""
+    wake_schedule: WakeSchedule | None = None
+    """Required with ``min_replicas: 0``: when the role is held awake (KEDA cron trigger)."""
 
     @field_validator("metric")
     @classmethod
@@ -256,5 +275,46 @@ class ModelDeployment(Spec):
                 raise ValueError(
                     f"autoscaling.{role}.min_replicas: 0 on a critical SLO means a cold start "
                     "(node + image + weights + engine, minutes) on the first request; keep min_replicas >= 1"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _zero_needs_a_wake_signal(self) -> ModelDeployment:
+        if self.autoscaling.backend != "keda":
+            return self
+        for role in self.serving.roles:
+            spec = self.autoscaling.role(role)
+            implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
+            if (spec.min_replicas == 0 or implicit) and spec.wake_schedule is None:
+                source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"
+                raise ValueError(
+                    f"autoscaling.{role}.min_replicas {source}, but at zero replicas vLLM's gauges vanish with the "
+                    "last pod, so no Prometheus trigger can ever wake the role again. Add "
+                    f"autoscaling.{role}.wake_schedule (e.g. start: '0 8 * * 1-5', end: '0 19 * * 1-5') or set "
+                    "min_replicas: 1"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _hpa_backend_limits(self) -> ModelDeployment:
+        # An HPA cannot do what KEDA adds on top of it: scale to zero (HPAScaleToZero is an alpha gate, off on
+        # EKS; the API server refuses minReplicas 0) or pause. Refuse here instead of at `pulumi up`.
+        a = self.autoscaling
+        if a.backend != "hpa":
+            return self
+        if a.paused:
+            raise ValueError(
+                "autoscaling.paused: true needs backend: keda (autoscaling.keda.sh/paused); an HPA has no pause "
+                "switch and keeps scaling. Use backend: keda, or set min_replicas = max_replicas to pin the count"
+            )
+        for role in self.serving.roles:
+            spec = a.role(role)
+            implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
+            if spec.min_replicas == 0 or implicit:
+                source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"
+                raise ValueError(
+                    f"autoscaling.{role}.min_replicas {source} but backend: hpa cannot scale to zero (HPAScaleToZero "
+                    "is an alpha feature gate, off on EKS, so the API server refuses minReplicas 0). Use backend: keda "
+                    "(scale to zero with an activation threshold) or set min_replicas: 1"
                 )
         return self

@@ -72,6 +72,7 @@ class PlatformSpec(Spec):
             raise SpecProblems(problems)
         problems += self._placement_checks()
         problems += self._quota_checks()
+        problems += self._gang_checks()
         if problems:
             raise SpecProblems(problems)
         return self
@@ -150,6 +151,41 @@ class PlatformSpec(Spec):
                 ))
             if q.gpu_limit != UNLIMITED and gpus > q.gpu_limit:
                 problems.append(("teams", f"queue {name}: warm minimum needs {gpus} GPUs, above its gpu_limit {q.gpu_limit:g}"))
+        return problems
+
+    def _gang_checks(self) -> list[tuple[str, str]]:
+        """A replica is one gang (KAI places all its pods or none): it must fit its queue chain and its pool whole."""
+        problems: list[tuple[str, str]] = []
+        for i, m in enumerate(self.models):
+            pool = self.topology.pool(m.node_pool)
+            try:
+                shape = sizing.replica_shape(m, pool)
+            except sizing.SizingError:
+                continue
+            gang = f"one replica of {m.name} is a gang of {shape.pods} pod(s) / {shape.gpus} GPUs"
+            chain = self.queue_chain(m.queue)
+            leaf = chain[-1]
+            if not leaf.preemptible:
+                # non-preemptible pods run in quota only, checked against the leaf and every ancestor
+                short = [q for q in chain if q.gpu_quota < shape.gpus]
+                if short:
+                    names = ", ".join(f"{q.name} gpu_quota {q.gpu_quota:g}" for q in short)
+                    problems.append((
+                        f"models[{i}].queue",
+                        f"{gang} but queue {m.queue} is non-preemptible (runs in quota only) and {names} "
+                        f"{'is' if len(short) == 1 else 'are'} below {shape.gpus}: no replica can ever start. Raise the "
+                        "quota, or use a smaller replica (FP8, fewer GPUs)",
+                    ))
+            capped = [q for q in chain if q.gpu_limit != UNLIMITED and q.gpu_limit < shape.gpus]
+            if capped:
+                names = ", ".join(f"{q.name} gpu_limit {q.gpu_limit:g}" for q in capped)
+                problems.append((f"models[{i}].queue", f"{gang} but {names} caps the queue below it: no replica can ever start"))
+            if pool.gpu_limit < shape.gpus:
+                problems.append((
+                    f"models[{i}].node_pool",
+                    f"{gang} but node pool {pool.name} may run at most {pool.gpu_limit} GPUs (gpu_limit): Karpenter can "
+                    "never launch the nodes for one replica",
+                ))
         return problems
 
 

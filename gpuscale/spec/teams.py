@@ -30,6 +30,58 @@ class QueueSpec(Spec):
     """Workloads in this queue may be preempted (batch/training); inference queues are not."""
     children: list[QueueSpec] = []
     """Sub-queues; a queue with children cannot take workloads."""
+    cpu_quota_cores: float | None = Field(default=None, ge=0)
+    """Guaranteed CPU cores (KAI ``resources.cpu.quota``, emitted in millicores). Unset: emitted as -1 (unlimited),
+    because KAI checks non-preemptible pods against every resource's quota and its own unset default (0) would keep
+    every inference pod that requests CPU Pending. If set, the parent queue must set one at least as large."""
+    cpu_limit_cores: float | None = Field(default=None, ge=0)
+    """Most CPU cores the queue may use (KAI ``resources.cpu.limit``, millicores). Unset: -1 (no limit)."""
+    memory_quota_gib: float | None = Field(default=None, ge=0)
+    """Guaranteed memory, GiB (KAI ``resources.memory.quota``, emitted in MB = 10^6 bytes). Unset: -1 (unlimited),
+    for the same reason as ``cpu_quota_cores``."""
+    memory_limit_gib: float | None = Field(default=None, ge=0)
+    """Most memory the queue may use, GiB (KAI ``resources.memory.limit``, MB). Unset: -1 (no limit)."""
+
+    @model_validator(mode="after")
+    def _children_fit_quota(self) -> QueueSpec:
+        # KAI's queue webhook refuses a child whose quota exceeds its parent's, and the scheduler checks a
+        # non-preemptible pod against the quota of every ancestor: children's guarantees must add up inside the parent's.
+        problems: list[str] = []
+        if self.children:
+            total = sum(c.gpu_quota for c in self.children)
+            over_limit = self.gpu_limit != UNLIMITED and total > self.gpu_limit  # _limits reports that, more strongly
+            if total > self.gpu_quota and not over_limit:
+                parts = " + ".join(f"{c.name} {c.gpu_quota:g}" for c in self.children)
+                problems.append(
+                    f"queue {self.name}: children's GPU quotas ({parts} = {total:g}) exceed its gpu_quota "
+                    f"({self.gpu_quota:g}); a parent cannot guarantee more than its own quota (KAI's queue webhook "
+                    f"refuses it, and inference pods are checked against every ancestor's quota). Raise {self.name}'s "
+                    f"gpu_quota to {total:g} or lower the children's"
+                )
+        for unit, own_quota, own_limit, child_quotas in (
+            ("cpu_quota_cores", self.cpu_quota_cores, self.cpu_limit_cores, [(c.name, c.cpu_quota_cores) for c in self.children]),
+            ("memory_quota_gib", self.memory_quota_gib, self.memory_limit_gib, [(c.name, c.memory_quota_gib) for c in self.children]),
+        ):
+            if own_quota is not None and own_limit is not None and own_limit < own_quota:
+                problems.append(f"queue {self.name}: {unit.replace('quota', 'limit')} ({own_limit:g}) is below {unit} ({own_quota:g})")
+            set_children = [(n, q) for n, q in child_quotas if q is not None]
+            if not set_children:
+                continue
+            total = sum(q for _, q in set_children)
+            parts = " + ".join(f"{n} {q:g}" for n, q in set_children)
+            if own_quota is None:
+                problems.append(
+                    f"queue {self.name}: children set {unit} ({parts} = {total:g}) but {self.name} leaves it unset "
+                    f"(unlimited, -1); KAI's webhook refuses a child quota above its parent's. Set {self.name}'s "
+                    f"{unit} to at least {total:g}"
+                )
+            elif total > own_quota:
+                problems.append(
+                    f"queue {self.name}: children's {unit} ({parts} = {total:g}) exceed its {unit} ({own_quota:g})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _limits(self) -> QueueSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -13,6 +14,10 @@ from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 CapacityType = Literal["on-demand", "spot", "reserved"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
+CPU_POOL_NAME = "cpu"
+"""Name of the general-purpose Karpenter NodePool and EC2NodeClass (GPU pools may not use it)."""
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+"""Pattern of a KAI Topology ``nodeLabel``/``alias`` (the CRD's)."""
 
 
 class DisruptionBudget(Spec):
@@ -63,6 +68,31 @@ class GpuNodePoolSpec(Spec):
     """Root EBS volume; default sized for the vLLM image plus the largest model cache on the pool."""
     labels: dict[str, str] = {}
     """Extra node labels."""
+    capacity_reservation_ids: list[str] = Field(default=[], max_length=30)
+    """EC2 capacity reservations (``cr-...``) Karpenter may launch into; needed for ``capacity_types: [reserved]``."""
+
+    @field_validator("capacity_reservation_ids")
+    @classmethod
+    def _reservation_ids(cls, ids: list[str]) -> list[str]:
+        bad = [i for i in ids if not re.match(r"^cr-[0-9a-z]+$", i)]
+        if bad:
+            raise ValueError(f"not capacity reservation ids: {bad} (expected cr-...)")
+        return ids
+
+    @field_validator("labels")
+    @classmethod
+    def _node_labels(cls, node_labels: dict[str, str]) -> dict[str, str]:
+        # Karpenter's CRD refuses these in NodePool template labels; gpuscale sets the last two itself
+        domains = ("karpenter.sh", "karpenter.k8s.aws")
+        keys = ("kubernetes.io/hostname", "gpuscale.io/node-pool", "nvidia.com/gpu.present")
+        bad = sorted(k for k in node_labels if ("/" in k and k.partition("/")[0].endswith(domains)) or k in keys)
+        if bad:
+            raise ValueError(
+                f"labels {bad}: Karpenter restricts the {' and '.join(domains)} domains and kubernetes.io/hostname, "
+                "and gpuscale sets gpuscale.io/node-pool and nvidia.com/gpu.present itself; use your own prefix, "
+                "e.g. example.com/team"
+            )
+        return node_labels
 
     @field_validator("instance_types")
     @classmethod
@@ -104,6 +134,12 @@ class GpuNodePoolSpec(Spec):
             missing = [t for t in self.instance_types if CATALOGUE[t].efa_interfaces == 0]
             if missing:
                 raise ValueError(f"efa: true but {missing} have no EFA interfaces")
+        return self
+
+    @model_validator(mode="after")
+    def _not_cpu_pool_name(self) -> GpuNodePoolSpec:
+        if self.name == CPU_POOL_NAME:
+            raise ValueError(f"name {self.name!r} is the general-purpose CPU NodePool's name; choose another")
         return self
 
     @property
@@ -196,6 +232,22 @@ class TopologySpec(Spec):
             raise ValueError(f"levels node_label values must be unique: {labels}")
         if "kubernetes.io/hostname" in labels[:-1]:
             raise ValueError("levels: kubernetes.io/hostname may only be the last (finest) level")
+        return self
+
+    @model_validator(mode="after")
+    def _level_aliases(self) -> TopologySpec:
+        # KAI's Topology webhook: aliases are unique and never equal to a nodeLabel (placements accept either)
+        labels = {lv.node_label for lv in self.levels}
+        aliases = [lv.alias for lv in self.levels if lv.alias is not None]
+        dupes = sorted({a for a in aliases if aliases.count(a) > 1})
+        if dupes:
+            raise ValueError(f"levels: aliases must be unique; repeated: {dupes}")
+        clash = sorted(a for a in aliases if a in labels)
+        if clash:
+            raise ValueError(f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias")
+        bad = sorted(v for v in {*labels, *aliases} if not _LABEL_KEY.match(v) or len(v) > 316)
+        if bad:
+            raise ValueError(f"levels: {bad} are not valid Kubernetes label keys (e.g. topology.kubernetes.io/zone)")
         return self
 
     def pool(self, name: str) -> GpuNodePoolSpec:

@@ -47,7 +47,12 @@ class DeterministicMocks(pulumi.runtime.Mocks):
         state: dict[str, Any] = {**args.inputs, **_computed(args.typ, args.name, str(name), rid, self.region)}
         return rid, state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        # the SDK's MockMonitor iterates the failures of a tuple answer, so None must become []
+        result, failures = self._answer(args)
+        return result, failures or []
+
+    def _answer(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         tok, a = args.token, args.args
         if tok == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/synth", "id": ACCOUNT_ID,

@@ -1,0 +1,136 @@
+"""One Karpenter GPU node pool: an ``EC2NodeClass`` and a ``NodePool`` with safe disruption by default.
+
+Why these settings (details in ``docs/layer1-nodes.md`` and ``gpuscale.components.manifests.karpenter``):
+
+- ``consolidationPolicy: WhenEmpty`` + ``consolidateAfter: 1h``: Karpenter never evicts live inference to repack
+  GPU nodes, and a node emptied by a short dip survives until traffic returns. The spec refuses anything else
+  unless ``acknowledge_underutilized_consolidation_evicts_inference`` is set; this component then emits the
+  acknowledged setting and logs a warning naming the trap.
+- ``expireAfter: Never`` (spec default): expiry is forceful and ignores budgets and ``do-not-disrupt``, so a
+  GPU node is never recycled mid-day on a timer. AMI updates roll through drift instead (a new pinned alias
+  drifts every node), and drift obeys the disruption budgets: one node at a time, optionally frozen during
+  business hours.
+- ``terminationGracePeriod`` = longest ``slo.request_timeout_s`` of the pool's models + drain margin.
+- Taint ``nvidia.com/gpu=true:NoSchedule``; labels ``gpuscale.io/node-pool`` and ``nvidia.com/gpu.present``.
+- Limits: ``nvidia.com/gpu`` is the budget; cpu/memory are derived from the catalogue so they never bind first.
+- EC2NodeClass: pinned AMI alias, IMDSv2 with hop limit 1, encrypted gp3 root sized for image + model cache,
+  RAID0 instance store when every type has NVMe, EFA interfaces when asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import Field, model_validator
+
+from gpuscale import sizing
+from gpuscale.components.manifests import karpenter
+from gpuscale.spec.base import Spec
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.topology import GpuNodePoolSpec
+
+
+class GpuNodePoolArgs(Spec):
+    """A GPU pool spec plus the cluster-level values its two objects need."""
+
+    pool: GpuNodePoolSpec
+    """The spec's pool (instance types, capacity types, GPU limit, disruption settings, AMI alias, EFA)."""
+    cluster_name: str
+    """EKS cluster name: subnets and security groups are discovered by ``karpenter.sh/discovery: <cluster>``."""
+    stage: Literal["dev", "staging", "prod"]
+    """Lifecycle stage; prod refuses an ``@latest`` AMI alias."""
+    zones: list[str] = Field(min_length=1)
+    """Zones nodes may launch in."""
+    root_volume_gib: int = Field(gt=0)
+    """Root (AL2023) or data (Bottlerocket) volume: image + model cache (``gpuscale.sizing.root_volume_gib``)."""
+    termination_grace_period: str = Field(pattern=r"^([0-9]+(s|m|h))+$")
+    """Longest drain Karpenter waits for before force-deleting pods of a node it removes."""
+    cold_start_s: float = Field(default=0.0, ge=0)
+    """Slowest cold start of the pool's models; a shorter ``consolidate_after`` is warned about."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on the instances, volumes and launch templates Karpenter creates."""
+
+    @model_validator(mode="after")
+    def _pinned_in_prod(self) -> GpuNodePoolArgs:
+        if self.stage == "prod" and self.pool.ami_alias.endswith("@latest"):
+            raise ValueError(
+                f"pool {self.pool.name}: {self.pool.ami_alias} in prod drifts every GPU node whenever AWS publishes an "
+                "AMI; pin a version (e.g. al2023@v20251117)"
+            )
+        return self
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec, pool_name: str) -> GpuNodePoolArgs:
+        pool = spec.topology.pool(pool_name)
+        return cls(
+            pool=pool,
+            cluster_name=spec.environment.cluster_name,
+            stage=spec.environment.stage,
+            zones=spec.topology.zones,
+            root_volume_gib=sizing.root_volume_gib(spec, pool),
+            termination_grace_period=karpenter.termination_grace_period(spec, pool_name),
+            cold_start_s=karpenter.longest_cold_start_s(spec, pool_name),
+            tags=spec.environment.tags,
+        )
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """Karpenter ``EC2NodeClass`` + ``NodePool`` for one GPU pool (both named after the pool).
+
+    Creates ``<name>-nodeclass`` (``karpenter.k8s.aws/v1`` EC2NodeClass) and ``<name>-nodepool``
+    (``karpenter.sh/v1`` NodePool). Pass the Karpenter chart in ``depends_on`` so both wait for its CRDs.
+    See https://karpenter.sh/docs/concepts/nodepools/ and https://karpenter.sh/docs/concepts/disruption/
+    """
+
+    node_pool_name: pulumi.Output[str]
+    """NodePool name; workloads select it with ``gpuscale.io/node-pool``."""
+    node_class_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: GpuNodePoolArgs,
+        *,
+        node_role_name: pulumi.Input[str],
+        depends_on: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuscale:index:GpuNodePool", name, None, opts)
+        pool = args.pool
+        for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool)]:
+            pulumi.log.warn(warning, resource=self)
+        crds = list(depends_on)  # the Karpenter chart: its CRDs must exist first
+
+        node_class_body = pulumi.Output.from_input(node_role_name).apply(
+            lambda role: karpenter.ec2nodeclass_body(
+                pool,
+                cluster_name=args.cluster_name,
+                node_role_name=role,
+                root_volume_gib=args.root_volume_gib,
+                tags=args.tags,
+            )
+        )
+        # metadata is plain data (the name never depends on an Output); only spec.role waits for the node role
+        node_class = k8s.apiextensions.CustomResource(
+            f"{name}-nodeclass",
+            api_version=karpenter.EC2NODECLASS_API,
+            kind="EC2NodeClass",
+            metadata=karpenter.object_metadata(pool.name),
+            spec=node_class_body.apply(lambda b: b["spec"]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=crds),
+        )
+        body = karpenter.nodepool_body(pool, zones=args.zones, termination_grace_period=args.termination_grace_period)
+        node_pool = k8s.apiextensions.CustomResource(
+            f"{name}-nodepool",
+            api_version=body["apiVersion"],
+            kind=body["kind"],
+            metadata=body["metadata"],
+            spec=body["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_class, *crds]),
+        )
+        self.node_pool_name = node_pool.id.apply(lambda _: pool.name)
+        self.node_class_name = node_class.id.apply(lambda _: pool.name)
+        self.register_outputs({"node_pool_name": self.node_pool_name, "node_class_name": self.node_class_name})

@@ -1,0 +1,259 @@
+"""Karpenter's AWS side (node role, controller role, interruption queue) and the pinned Helm chart.
+
+IAM follows the official CloudFormation template of aws/karpenter-provider-aws v1.14.1, rebuilt in
+``gpuscale.components.manifests.iam``; the controller gets credentials through EKS Pod Identity.
+See https://karpenter.sh/docs/getting-started/getting-started-with-karpenter/
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+from pydantic import Field
+
+from gpuscale import versions
+from gpuscale.components.manifests import iam
+from gpuscale.components.manifests.karpenter import karpenter_chart_values
+from gpuscale.spec.base import Spec
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.versions import HelmChartPin
+
+QUEUE_RETENTION_S = 300
+"""Interruption messages older than five minutes are stale: a spot warning gives two."""
+
+
+def _policy_name(cluster: str, key: str) -> str:
+    return f"{cluster}-karpenter-{key}"
+
+
+def _policy_json(documents: dict[str, dict[str, Any]], key: str) -> str:
+    return json.dumps(documents[key])
+
+
+class KarpenterControllerArgs(Spec):
+    """The Karpenter installation: chart pin, namespace, service account, controller size, tags."""
+
+    chart: HelmChartPin = versions.KARPENTER
+    """Pinned ``oci://public.ecr.aws/karpenter/karpenter`` chart (CRDs included)."""
+    namespace: str = "kube-system"
+    """Namespace of the controller (the upstream getting-started default)."""
+    service_account: str = "karpenter"
+    """Service account bound to the controller role by Pod Identity."""
+    replicas: int = Field(default=2, ge=1)
+    """Controller replicas (leader-elected; two survive a system node loss)."""
+    controller_cpu: str = "1"
+    controller_memory: str = "1Gi"
+    """Controller requests = limits (the upstream docs' 1 CPU / 1 GiB)."""
+    zonal_shift: bool = False
+    """Honour ARC zonal shifts (``settings.enableZonalShift``) and grant the read-only permission it needs."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Tags on every AWS resource."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> KarpenterControllerArgs:
+        return cls(tags=spec.environment.tags)
+
+
+class KarpenterController(pulumi.ComponentResource):
+    """Karpenter for one EKS cluster.
+
+    Creates ``<name>-node-role`` (+ managed-policy attachments and an ``EC2_LINUX`` access entry
+    ``<name>-node-access``), ``<name>-controller-role`` trusted by ``pods.eks.amazonaws.com`` with one policy per
+    upstream statement group (``<name>-<group>``) and ``<name>-pod-identity``, the SQS queue ``<name>-queue``
+    (+ ``<name>-queue-policy``), the EventBridge rules ``<name>-<event>`` with their targets, and the Helm chart
+    ``<name>-chart``. The kubernetes provider is inherited from ``opts``.
+    """
+
+    node_role_name: pulumi.Output[str]
+    """IAM role every EC2NodeClass names in ``spec.role``."""
+    node_role_arn: pulumi.Output[str]
+    controller_role_arn: pulumi.Output[str]
+    interruption_queue_name: pulumi.Output[str]
+    """SQS queue name, passed to the chart as ``settings.interruptionQueue``."""
+    interruption_queue_arn: pulumi.Output[str]
+    chart: k8s.helm.v4.Chart
+    """The chart (it installs the NodePool/EC2NodeClass CRDs): node pools ``depends_on`` it."""
+
+    def __init__(
+        self,
+        name: str,
+        args: KarpenterControllerArgs,
+        *,
+        cluster_name: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuscale:index:KarpenterController", name, None, opts)
+        self._tags = dict(args.tags)
+        invoke = pulumi.InvokeOptions(parent=self)
+        partition = aws.get_partition_output(opts=invoke)
+        account_id = aws.get_caller_identity_output(opts=invoke).account_id
+        region = aws.get_region_output(opts=invoke).region
+        cluster = pulumi.Output.from_input(cluster_name)
+
+        node_role, node_deps = self._node_role(name, cluster, partition)
+        queue = aws.sqs.Queue(
+            f"{name}-queue",
+            name=cluster,
+            message_retention_seconds=QUEUE_RETENTION_S,
+            sqs_managed_sse_enabled=True,
+            tags=self._tags,
+            opts=self._child(),
+        )
+        aws.sqs.QueuePolicy(
+            f"{name}-queue-policy",
+            queue_url=queue.url,
+            policy=queue.arn.apply(lambda arn: json.dumps(iam.interruption_queue_policy(arn))),
+            opts=self._child(),
+        )
+        for event, pattern in iam.interruption_event_patterns().items():
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-{event}",
+                description=f"Karpenter interruption handling: {event}",
+                event_pattern=json.dumps(pattern),
+                tags=self._tags,
+                opts=self._child(),
+            )
+            aws.cloudwatch.EventTarget(
+                f"{name}-{event}-target",
+                rule=rule.name,
+                arn=queue.arn,
+                target_id=iam.INTERRUPTION_TARGET_ID,
+                opts=self._child(),
+            )
+
+        context = pulumi.Output.all(cluster, region, account_id, partition.partition, node_role.arn, queue.arn).apply(
+            lambda a: iam.ControllerPolicyContext(
+                cluster_name=a[0],
+                region=a[1],
+                account_id=a[2],
+                partition=a[3],
+                node_role_arn=a[4],
+                queue_arn=a[5],
+                zonal_shift=args.zonal_shift,
+            )
+        )
+        controller_role, controller_deps = self._controller_role(name, args, cluster, context)
+        identity = aws.eks.PodIdentityAssociation(
+            f"{name}-pod-identity",
+            cluster_name=cluster,
+            namespace=args.namespace,
+            service_account=args.service_account,
+            role_arn=controller_role.arn,
+            tags=self._tags,
+            opts=self._child(),
+        )
+        values = pulumi.Output.all(cluster, queue.name, region).apply(
+            lambda a: karpenter_chart_values(
+                cluster_name=a[0],
+                queue_name=a[1],
+                region=a[2],
+                service_account=args.service_account,
+                replicas=args.replicas,
+                cpu=args.controller_cpu,
+                memory=args.controller_memory,
+                zonal_shift=args.zonal_shift,
+            )
+        )
+        # the controller must find its credentials and its nodes must be able to join before it launches any
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            chart=args.chart.chart,
+            version=args.chart.version,
+            namespace=args.namespace,
+            values=values,
+            opts=self._child(depends_on=[identity, *controller_deps, *node_deps]),
+        )
+        self.node_role_name = node_role.name
+        self.node_role_arn = node_role.arn
+        self.controller_role_arn = controller_role.arn
+        self.interruption_queue_name = queue.name
+        self.interruption_queue_arn = queue.arn
+        self.register_outputs(
+            {
+                "node_role_name": self.node_role_name,
+                "node_role_arn": self.node_role_arn,
+                "controller_role_arn": self.controller_role_arn,
+                "interruption_queue_name": self.interruption_queue_name,
+                "interruption_queue_arn": self.interruption_queue_arn,
+            }
+        )
+
+    def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
+
+    def _node_role(
+        self,
+        name: str,
+        cluster: pulumi.Output[str],
+        partition: pulumi.Output[aws.GetPartitionResult],
+    ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+        role = aws.iam.Role(
+            f"{name}-node-role",
+            name=cluster.apply(lambda c: f"{c}-karpenter-node"),
+            description="Nodes launched by Karpenter",
+            assume_role_policy=partition.dns_suffix.apply(lambda d: json.dumps(iam.node_role_trust_policy(d))),
+            tags=self._tags,
+            opts=self._child(),
+        )
+        deps: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy.lower()}",
+                role=role.name,
+                policy_arn=partition.partition.apply(functools.partial(iam.managed_policy_arn, policy=policy)),
+                opts=self._child(),
+            )
+            for policy in iam.KARPENTER_NODE_MANAGED_POLICIES
+        ]
+        # API authentication mode: the node role joins through an EC2_LINUX access entry (no aws-auth ConfigMap)
+        deps.append(
+            aws.eks.AccessEntry(
+                f"{name}-node-access",
+                cluster_name=cluster,
+                principal_arn=role.arn,
+                type="EC2_LINUX",
+                tags=self._tags,
+                opts=self._child(),
+            )
+        )
+        return role, deps
+
+    def _controller_role(
+        self,
+        name: str,
+        args: KarpenterControllerArgs,
+        cluster: pulumi.Output[str],
+        context: pulumi.Output[iam.ControllerPolicyContext],
+    ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+        role = aws.iam.Role(
+            f"{name}-controller-role",
+            name=cluster.apply(lambda c: f"{c}-karpenter"),
+            description="Karpenter controller (EKS Pod Identity)",
+            assume_role_policy=json.dumps(iam.pod_identity_trust_policy()),
+            tags=self._tags,
+            opts=self._child(),
+        )
+        documents = context.apply(iam.karpenter_controller_policies)
+        attachments: list[pulumi.Resource] = []
+        for key in iam.controller_policy_keys(args.zonal_shift):
+            policy = aws.iam.Policy(
+                f"{name}-{key}",
+                name=cluster.apply(functools.partial(_policy_name, key=key)),
+                description=f"Karpenter controller: {key}",
+                policy=documents.apply(functools.partial(_policy_json, key=key)),
+                tags=self._tags,
+                opts=self._child(),
+            )
+            attachments.append(
+                aws.iam.RolePolicyAttachment(
+                    f"{name}-{key}-attach",
+                    role=role.name,
+                    policy_arn=policy.arn,
+                    opts=self._child(),
+                )
+            )
+        return role, attachments

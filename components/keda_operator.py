@@ -1,0 +1,71 @@
+"""KEDA, the default backend of ``RoleAutoscaler``: it turns a Prometheus query into an HPA external metric.
+
+Pinned to ``versions.KEDA`` (chart ``kedacore/keda`` 2.20.2 = KEDA v2.20.2, whose ScaledObject CRD is the one the tests
+validate against). KEDA claims ``v1beta1.external.metrics.k8s.io``; prometheus-adapter, when also installed, must
+leave it alone (``rules.external: []``). See https://keda.sh/docs/2.20/deploy/ (``research/serving-facts.md`` 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests.autoscaling import keda_chart_values
+from gpuscale.spec.base import Spec
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.versions import HelmChartPin
+
+
+class KedaOperatorArgs(Spec):
+    """Chart pin, namespace and whether prometheus-operator CRDs exist for KEDA's own ServiceMonitors."""
+
+    chart: HelmChartPin = versions.KEDA
+    """Pinned ``keda`` chart."""
+    namespace: str = "keda"
+    """Namespace created for the operator and its metrics API server."""
+    servicemonitors: bool = True
+    """Emit ServiceMonitors for KEDA itself (needs the prometheus-operator CRDs)."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> KedaOperatorArgs:
+        return cls(servicemonitors=spec.observability.install_prometheus_stack)
+
+
+class KedaOperator(pulumi.ComponentResource):
+    """The KEDA operator and external-metrics API server.
+
+    Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart with the KEDA CRDs). Every
+    ScaledObject must wait for ``chart``: pass it to ``RoleAutoscaler(depends_on=...)``. Pass the Prometheus chart
+    in ``depends_on`` when ``servicemonitors`` is on (it installs the ServiceMonitor CRD).
+    """
+
+    chart: k8s.helm.v4.Chart
+    """The Helm release; a dependency for every ScaledObject."""
+    namespace: pulumi.Output[str]
+    """Namespace KEDA runs in."""
+
+    def __init__(
+        self, name: str, args: KedaOperatorArgs, *, depends_on: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuscale:index:KedaOperator", name, None, opts)
+        ns = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            name="keda",
+            chart=args.chart.chart,
+            version=args.chart.version,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None,
+            namespace=args.namespace,
+            values=keda_chart_values(args.servicemonitors),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        )
+        self.namespace = ns.metadata.name
+        self.register_outputs({"namespace": self.namespace})

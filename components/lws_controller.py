@@ -1,0 +1,65 @@
+"""The LeaderWorkerSet controller: a multi-node vLLM replica is one LWS group (leader + workers, one pod per node).
+
+Pinned to ``versions.LWS`` (chart ``oci://registry.k8s.io/lws/charts/lws`` 0.10.0 = LWS v0.10.0, whose CRD the tests
+validate against). Helm installs CRDs only on first install, never on upgrade: upgrade the LWS CRD separately when the
+pin moves. Gang scheduling is KAI's job (its podgrouper makes one PodGroup per LWS group), so LWS's own
+``gangSchedulingManagement`` (Volcano only) stays off. See https://lws.sigs.k8s.io/docs/installation/
+(``research/upstream-facts.md`` 4, ``research/serving-facts.md`` 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests.vllm import lws_chart_values
+from gpuscale.spec.base import Spec
+from gpuscale.versions import HelmChartPin
+
+
+class LwsControllerArgs(Spec):
+    """Chart pin and namespace of the LWS controller."""
+
+    chart: HelmChartPin = versions.LWS
+    """Pinned ``lws`` chart (OCI)."""
+    namespace: str = "lws-system"
+    """Namespace created for the controller (the upstream default). Install it only when
+    ``manifests.vllm.needs_lws(sizing)``: some model has multi-node replicas."""
+
+
+class LwsController(pulumi.ComponentResource):
+    """The LWS controller and its CRDs.
+
+    Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart). Every LeaderWorkerSet must
+    wait for ``chart``: pass it to ``VllmService(depends_on=...)``.
+    """
+
+    chart: k8s.helm.v4.Chart
+    """The Helm release; a dependency for every LeaderWorkerSet."""
+    namespace: pulumi.Output[str]
+    """Namespace the controller runs in."""
+
+    def __init__(
+        self, name: str, args: LwsControllerArgs, *, depends_on: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuscale:index:LwsController", name, None, opts)
+        ns = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            name="lws",
+            chart=args.chart.chart,
+            version=args.chart.version,
+            namespace=args.namespace,
+            values=lws_chart_values(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        )
+        self.namespace = ns.metadata.name
+        self.register_outputs({"namespace": self.namespace})

@@ -1,0 +1,400 @@
+"""Pure builders for app-level autoscaling: PromQL per role, KEDA ScaledObject, autoscaling/v2 HPA, chart values.
+
+Why these signals (``docs/layer3-serving.md``): ``DCGM_FI_DEV_GPU_UTIL`` is a duty cycle (100% with 10 or 100 requests
+in flight) and vLLM pre-allocates its KV cache (GPU memory is flat), so neither measures load. Prefill saturates on
+queued prompts (``vllm:num_requests_waiting``), decode on KV-cache occupancy (``vllm:kv_cache_usage_perc``), and each
+role gets its own autoscaler whose query selects exactly that role's pods.
+
+Every query is ``sum(<gauge>{one role})`` with ``metricType: AverageValue``: the HPA then wants
+``ceil(sum / target)`` replicas, i.e. the per-replica average at the target, counting only pods that report (a pod
+still loading neither dilutes the average nor inflates it).
+
+Facts: ``research/upstream-facts.md`` section 3 (ScaledObject, 54-character name rule, prometheus trigger) and 7
+(vLLM metric names); ``research/serving-facts.md`` section 4 (KEDA chart, prometheus-adapter rules).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import model_validator
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
+from gpuscale.sizing import PlatformSizing, RoleSizing
+from gpuscale.spec.base import Spec
+from gpuscale.spec.model import Role, WakeSchedule
+from gpuscale.spec.platform import PlatformSpec
+
+ROLES: tuple[Role, ...] = ("aggregated", "prefill", "decode")
+KEDA_NAME_LIMIT = 54
+"""KEDA's webhook names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
+SCALE_UP_PODS_PER_MINUTE = 2
+SCALE_DOWN_PODS_PER_MINUTE = 1
+PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
+"""Release and ``fullnameOverride`` of the Prometheus chart: its Service is ``kube-prometheus-stack-prometheus``."""
+
+_INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
+
+
+class RoleAutoscalerArgs(Spec):
+    """One role's autoscaler: what it targets, what it reads, and the numbers sizing derived."""
+
+    model: str
+    """Model name (``gpuscale.io/model`` pod label)."""
+    namespace: str
+    """Namespace of the model's workloads."""
+    role: Role
+    """The single role this autoscaler owns."""
+    backend: Literal["keda", "hpa"] = "keda"
+    """KEDA ScaledObject (default) or an autoscaling/v2 HPA on prometheus-adapter custom metrics."""
+    paused: bool = False
+    """KEDA only: freeze scaling (``autoscaling.keda.sh/paused``)."""
+    scaling: RoleSizing
+    """Metric, per-replica target, min/max, stabilisation, polling, cooldown, activation (from sizing)."""
+    target: WorkloadRef
+    """The role's Deployment or LeaderWorkerSet (both have a scale subresource)."""
+    prometheus_url: str
+    """Prometheus the KEDA trigger queries (``observability.prometheus_url``)."""
+    cold_start_s: float
+    """Full cold start of a replica; KEDA waits this long after creation before it may scale to zero."""
+    wake_schedule: WakeSchedule | None = None
+    """KEDA only: hours the role is held awake (the wake-up signal of a role that scales to zero)."""
+
+    @model_validator(mode="after")
+    def _one_role(self) -> RoleAutoscalerArgs:
+        if self.scaling.role != self.role:
+            raise ValueError(f"scaling is sized for role {self.scaling.role!r}, not {self.role!r}")
+        if self.backend == "hpa" and self.scaling.min_replicas == 0:
+            raise ValueError(f"{self.model}/{self.role}: an HPA cannot scale to zero (minReplicas >= 1); use backend keda")
+        return self
+
+    @classmethod
+    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, role: Role) -> RoleAutoscalerArgs:
+        model = next(m for m in spec.models if m.name == model_name)
+        ms = sizing.model(model_name)
+        return cls(
+            model=model.name,
+            namespace=model.serving.namespace,
+            role=role,
+            backend=model.autoscaling.backend,
+            paused=model.autoscaling.paused,
+            scaling=ms.role(role),
+            target=workload_ref(model.name, role, ms.shape),
+            prometheus_url=spec.observability.prometheus_url,
+            cold_start_s=ms.cold_start.total_s,
+            wake_schedule=model.autoscaling.role(role).wake_schedule,
+        )
+
+
+def needs_keda(spec: PlatformSpec) -> bool:
+    return any(m.autoscaling.backend == "keda" for m in spec.models)
+
+
+def needs_prometheus_adapter(spec: PlatformSpec) -> bool:
+    return any(m.autoscaling.backend == "hpa" for m in spec.models)
+
+
+def fmt(x: float) -> str:
+    """A KEDA threshold: a quoted float string (trigger metadata is map[string]string)."""
+    return f"{x:g}"
+
+
+def quantity(x: float) -> str:
+    """A Kubernetes quantity: ``3`` or ``800m``."""
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{round(x * 1000)}m"
+
+
+# ---------------------------------------------------------------- PromQL
+
+
+def prom_label(key: str) -> str:
+    """The Prometheus label a pod label becomes through ``podTargetLabels`` (prometheus-operator ``sanitizeLabelName``)."""
+    return _INVALID_LABEL_CHARS.sub("_", key)
+
+
+MODEL_PROM_LABEL = prom_label(labels.MODEL_LABEL)
+ROLE_PROM_LABEL = prom_label(labels.ROLE_LABEL)
+
+
+def check_single_role(query: str) -> str:
+    """Refuse a query that could select pods of more than one role; returns the role it selects."""
+    roles = [(op, value) for name, op, value in _MATCHER.findall(query) if name == ROLE_PROM_LABEL]
+    if len(roles) != 1 or roles[0][0] != "=" or roles[0][1] not in ROLES:
+        raise ValueError(
+            f"query {query!r} does not select exactly one role with {ROLE_PROM_LABEL}=\"<role>\": an autoscaler over "
+            "prefill and decode together scales the wrong role (they saturate on different signals: queue depth vs "
+            "KV cache). Give each role its own autoscaler"
+        )
+    return str(roles[0][1])
+
+
+def role_query(metric: str, namespace: str, model: str, role: str) -> str:
+    """``sum(<gauge>{namespace, model, role})``: this model's pods of exactly one role."""
+    if role not in ROLES:
+        raise ValueError(
+            f"role {role!r}: an autoscaler query must select exactly one of {', '.join(ROLES)}; one query over "
+            "prefill and decode together scales the wrong role. Give each role its own autoscaler"
+        )
+    if metric in versions.VLLM_REMOVED_METRICS:
+        raise ValueError(f"{metric} is not exposed by vLLM {versions.VLLM.tag}: {versions.VLLM_REMOVED_METRICS[metric]}")
+    if metric not in versions.VLLM_METRICS:
+        raise ValueError(f"{metric}: not a vLLM gauge an autoscaler may target; use one of {', '.join(sorted(versions.VLLM_METRICS))}")
+    query = f'sum({metric}{{namespace="{namespace}",{MODEL_PROM_LABEL}="{model}",{ROLE_PROM_LABEL}="{role}"}})'
+    check_single_role(query)
+    return query
+
+
+def trigger_name(metric: str) -> str:
+    return metric.split(":", 1)[-1].replace("_", "-")
+
+
+def role_metrics(s: RoleSizing) -> list[tuple[str, float]]:
+    """(metric, per-replica target) pairs: one, or two in aggregated mode (queue depth and KV usage)."""
+    out = [(s.metric, s.target)]
+    if s.secondary_metric is not None and s.secondary_target is not None:
+        out.append((s.secondary_metric, s.secondary_target))
+    return out
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def scaled_object_name(model: str, role: str) -> str:
+    """``<model>-<role>``, shortened deterministically (prefix + hash) past KEDA's 54-character limit."""
+    name = f"{model}-{role}"
+    if len(name) <= KEDA_NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: KEDA_NAME_LIMIT - 9].rstrip('-')}-{digest}"
+
+
+def hpa_behavior(s: RoleSizing) -> dict[str, Any]:
+    """Scale up at once (a new replica takes minutes to arrive); scale down one replica a minute, and only after
+    the stabilisation window (longer than a cold start) so a brief dip never drops a replica we would re-buy."""
+    return {
+        "scaleUp": {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [
+                {"type": "Percent", "value": 100, "periodSeconds": 60},
+                {"type": "Pods", "value": SCALE_UP_PODS_PER_MINUTE, "periodSeconds": 60},
+            ],
+        },
+        "scaleDown": {
+            "stabilizationWindowSeconds": s.scale_down_stabilization_s,
+            "selectPolicy": "Min",
+            "policies": [{"type": "Pods", "value": SCALE_DOWN_PODS_PER_MINUTE, "periodSeconds": 60}],
+        },
+    }
+
+
+def scale_target_ref(target: WorkloadRef) -> dict[str, str]:
+    return {"apiVersion": target.api_version, "kind": target.kind, "name": target.name}
+
+
+def _meta(args: RoleAutoscalerArgs, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": args.namespace,
+        "labels": {**common_labels(args.model, args.role), **selector_labels(args.model, args.role)},
+    }
+
+
+def _check_target(args: RoleAutoscalerArgs) -> None:
+    if args.target.name != workload_name(args.model, args.role):
+        raise ValueError(
+            f"autoscaler of {args.model}/{args.role} targets {args.target.name}; it must own exactly that role's "
+            f"workload {workload_name(args.model, args.role)} (one autoscaler per role)"
+        )
+
+
+# ---------------------------------------------------------------- KEDA
+
+
+def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
+    s = args.scaling
+    triggers = []
+    for i, (metric, target) in enumerate(role_metrics(s)):
+        metadata = {
+            "serverAddress": args.prometheus_url,
+            "query": role_query(metric, args.namespace, args.model, args.role),
+            "threshold": fmt(target),
+        }
+        if s.min_replicas == 0:
+            # 0 <-> 1 is decided by activation, not threshold: wake above the first trigger's activation threshold,
+            # and stay awake while any KV is in use (a request is still running)
+            metadata["activationThreshold"] = fmt(s.activation_threshold if i == 0 else 0.0)
+        triggers.append({"type": "prometheus", "name": trigger_name(metric), "metricType": "AverageValue", "metadata": metadata})
+    if args.wake_schedule is not None:
+        w = args.wake_schedule
+        triggers.append({
+            "type": "cron",
+            "name": "wake-schedule",
+            "metadata": {"timezone": w.timezone, "start": w.start, "end": w.end, "desiredReplicas": str(w.replicas)},
+        })
+    return triggers
+
+
+def scaled_object_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+    """A KEDA ScaledObject that owns one role's replicas."""
+    _check_target(args)
+    s = args.scaling
+    meta = _meta(args, scaled_object_name(args.model, args.role))
+    if args.paused:
+        meta["annotations"] = {labels.KEDA_PAUSED_ANNOTATION: "true"}
+    spec: dict[str, Any] = {
+        "scaleTargetRef": scale_target_ref(args.target),
+        "pollingInterval": s.polling_interval_s,
+        "cooldownPeriod": s.cooldown_s,
+        "minReplicaCount": s.min_replicas,
+        "maxReplicaCount": s.max_replicas,
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(s)}},
+        "triggers": keda_triggers(args),
+    }
+    if s.min_replicas == 0:
+        # do not scale a fresh model to zero before it has even finished loading
+        spec["initialCooldownPeriod"] = math.ceil(args.cold_start_s)
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": meta, "spec": spec}
+
+
+# ---------------------------------------------------------------- HPA (prometheus-adapter)
+
+
+def adapter_metric_name(metric: str) -> str:
+    """The name prometheus-adapter serves a vLLM gauge under (``:`` renamed to ``_``)."""
+    return metric.replace(":", "_")
+
+
+def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+    """An autoscaling/v2 HPA on per-pod custom metrics. The HPA reads only the pods its target selects (this role's),
+    and the metric selector pins the role label as well."""
+    _check_target(args)
+    s = args.scaling
+    metrics = [
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {
+                    "name": adapter_metric_name(metric),
+                    "selector": {"matchLabels": {ROLE_PROM_LABEL: args.role, MODEL_PROM_LABEL: args.model}},
+                },
+                "target": {"type": "AverageValue", "averageValue": quantity(target)},
+            },
+        }
+        for metric, target in role_metrics(s)
+    ]
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(args, workload_name(args.model, args.role)),
+        "spec": {
+            "scaleTargetRef": scale_target_ref(args.target),
+            "minReplicas": s.min_replicas,
+            "maxReplicas": s.max_replicas,
+            "metrics": metrics,
+            "behavior": hpa_behavior(s),
+        },
+    }
+
+
+def scale_to_zero_warnings(args: RoleAutoscalerArgs) -> list[str]:
+    """What an operator must know about a role that may scale to zero (empty when min_replicas >= 1)."""
+    if args.scaling.min_replicas > 0:
+        return []
+    if args.wake_schedule is not None:
+        w = args.wake_schedule
+        return [
+            f"{args.model}/{args.role} scales to zero outside its wake schedule ({w.start} .. {w.end} {w.timezone}): "
+            "requests arriving then wait for a manual `kubectl scale` or the next scheduled wake, plus a cold start"
+        ]
+    return [
+        f"{args.model}/{args.role} may scale to zero: vLLM's own gauges disappear with the last pod, so the "
+        f"activation threshold ({fmt(args.scaling.activation_threshold)}) only keeps a running replica awake. With no "
+        "pod left, nothing queues a request; wake the role with `kubectl scale`, the autoscaling.keda.sh/paused-replicas "
+        "annotation, or a request metric from the gateway in front of it"
+    ]
+
+
+def autoscaler_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+    return scaled_object_body(args) if args.backend == "keda" else hpa_body(args)
+
+
+# ---------------------------------------------------------------- chart values
+
+
+def keda_chart_values(servicemonitors: bool) -> dict[str, Any]:
+    """KEDA 2.20: CRDs from the chart, two operator and metrics-server replicas (the external metrics API must not
+    vanish during a node drain), its own metrics scraped when prometheus-operator is installed."""
+    return {
+        "crds": {"install": True},
+        "operator": {"replicaCount": 2},
+        "metricsServer": {"replicaCount": 2},
+        "podDisruptionBudget": {"operator": {"minAvailable": 1}, "metricServer": {"minAvailable": 1}},
+        "prometheus": {
+            "operator": {"enabled": True, "serviceMonitor": {"enabled": servicemonitors}},
+            "metricServer": {"enabled": True, "serviceMonitor": {"enabled": servicemonitors}},
+        },
+    }
+
+
+def adapter_rules() -> list[dict[str, Any]]:
+    """One Pods-metric rule per autoscalable vLLM gauge (serving-facts section 4), renamed ``vllm:x`` -> ``vllm_x``."""
+    rules = []
+    for metric in sorted(versions.VLLM_METRICS):
+        agg = "max" if metric == "vllm:kv_cache_usage_perc" else "sum"
+        rules.append({
+            "seriesQuery": f'{metric}{{namespace!="",pod!=""}}',
+            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+            "name": {"matches": f"^{metric}$", "as": adapter_metric_name(metric)},
+            "metricsQuery": f"{agg}(<<.Series>>{{<<.LabelMatchers>>}}) by (<<.GroupBy>>)",
+        })
+    return rules
+
+
+def prometheus_adapter_values(prometheus_url: str) -> dict[str, Any]:
+    """prometheus-adapter serves only ``custom.metrics.k8s.io``: ``external: []`` leaves the external metrics API to
+    KEDA (both claim ``v1beta1.external.metrics.k8s.io``), ``resource: {}`` leaves ``metrics.k8s.io`` to metrics-server."""
+    parts = urlsplit(prometheus_url)
+    if not parts.scheme or not parts.hostname:
+        raise ValueError(f"observability.prometheus_url {prometheus_url!r} is not an http(s) URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return {
+        "prometheus": {"url": f"{parts.scheme}://{parts.hostname}", "port": port, "path": parts.path.rstrip("/")},
+        "rules": {"default": False, "custom": adapter_rules(), "external": [], "resource": {}},
+        "replicas": 2,
+        "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1},
+    }
+
+
+def prometheus_stack_values(scrape_interval_s: int) -> dict[str, Any]:
+    """kube-prometheus-stack: Prometheus picks up every PodMonitor/ServiceMonitor/PrometheusRule in every namespace
+    (the chart's default only selects its own release's), which is how the vLLM PodMonitors are found."""
+    return {
+        "fullnameOverride": PROMETHEUS_STACK_RELEASE,
+        "prometheus": {
+            "prometheusSpec": {
+                "scrapeInterval": f"{scrape_interval_s}s",
+                "podMonitorSelectorNilUsesHelmValues": False,
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+                "podMonitorSelector": {},
+                "podMonitorNamespaceSelector": {},
+                "serviceMonitorSelector": {},
+                "serviceMonitorNamespaceSelector": {},
+                "retention": "15d",
+            }
+        },
+    }
+
+
+def prometheus_stack_url(namespace: str) -> str:
+    """The in-cluster URL of the chart's Prometheus (the ``observability.prometheus_url`` default for ``monitoring``)."""
+    return f"http://{PROMETHEUS_STACK_RELEASE}-prometheus.{namespace}.svc:9090"

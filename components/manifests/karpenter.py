@@ -1,0 +1,397 @@
+"""Pure builders for Karpenter: GPU and CPU NodePools/EC2NodeClasses, the chart values, the device plugin values.
+
+Schemas: ``karpenter.sh/v1`` NodePool and ``karpenter.k8s.aws/v1`` EC2NodeClass of aws/karpenter-provider-aws
+v1.14.1 (``../shared/crds/karpenter-aws/``); facts in ``research/upstream-facts.md`` section 1 and
+``research/serving-facts.md`` sections 3.1 and 7.
+
+GPU pools are conservative by construction:
+
+- ``consolidationPolicy: WhenEmpty`` with ``consolidateAfter: 1h`` (spec defaults): a node is only removed once
+  no serving pod has come or gone for an hour, so Karpenter never evicts live inference to repack nodes;
+- ``expireAfter: Never``: expiry is *forceful* (budgets and ``karpenter.sh/do-not-disrupt`` do not hold it), so
+  a GPU node is never recycled mid-day on a timer. AMI updates roll through *drift* instead, which the
+  disruption budgets govern (one node at a time, optionally frozen in business hours);
+- ``terminationGracePeriod`` bounds a drain to the longest request timeout of the pool's models plus a margin;
+- every node is tainted ``nvidia.com/gpu=true:NoSchedule`` and labelled ``nvidia.com/gpu.present=true`` (the
+  device plugin's default node affinity, since Karpenter nodes run no Node Feature Discovery).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpuscale import labels, sizing
+from gpuscale.spec.base import duration_seconds
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec, DisruptionBudget, GpuNodePoolSpec
+
+NODEPOOL_API = "karpenter.sh/v1"
+EC2NODECLASS_API = "karpenter.k8s.aws/v1"
+NODECLASS_GROUP = "karpenter.k8s.aws"
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+INSTANCE_CATEGORY_LABEL = "karpenter.k8s.aws/instance-category"
+INSTANCE_GENERATION_LABEL = "karpenter.k8s.aws/instance-generation"
+ARCH_LABEL = "kubernetes.io/arch"
+
+DRAIN_MARGIN_S = 120
+"""Added to the longest request timeout: preStop (router deregistration), engine shutdown, eviction retries."""
+DEFAULT_REQUEST_TIMEOUT_S = 300.0
+"""Drain budget assumed for a GPU pool that no model uses yet."""
+GPU_ROOT_IOPS = 10_000
+GPU_ROOT_THROUGHPUT_MIB_S = 500
+"""gp3 performance of GPU root volumes: image extraction sits on the cold-start path (Karpenter docs use 10k IOPS)."""
+BOTTLEROCKET_OS_VOLUME_GIB = 4
+CPU_ROOT_VOLUME_GIB = 50
+CPU_EXPIRE_AFTER = "720h"
+"""CPU nodes hold no loaded model, so they may be recycled monthly (the Karpenter default)."""
+CPU_MIN_GENERATION = 5
+MEMORY_GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
+"""Host memory per vCPU of each EC2 instance category (for the CPU pool's memory limit)."""
+
+IMDS_OPTIONS: dict[str, Any] = {
+    "httpEndpoint": "enabled",
+    "httpProtocolIPv6": "disabled",
+    "httpPutResponseHopLimit": 1,
+    "httpTokens": "required",
+}
+"""IMDSv2 only, hop limit 1: pods (one network hop away) cannot read the node role's credentials."""
+
+
+# --------------------------------------------------------------------------------------------- GPU pools
+
+
+def longest_request_timeout_s(spec: PlatformSpec, pool_name: str) -> float:
+    timeouts = [m.slo.request_timeout_s for m in spec.models if m.node_pool == pool_name]
+    return max(timeouts, default=DEFAULT_REQUEST_TIMEOUT_S)
+
+
+def termination_grace_period(spec: PlatformSpec, pool_name: str) -> str:
+    """Longest request timeout of the pool's models plus ``DRAIN_MARGIN_S``, rounded up to whole minutes."""
+    seconds = longest_request_timeout_s(spec, pool_name) + DRAIN_MARGIN_S
+    return f"{math.ceil(seconds / 60)}m"
+
+
+def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
+    """The slowest cold start (node + GPU ready + image + weights + engine) among the pool's models; 0 if none."""
+    starts = [sizing.cold_start(m, spec.topology.provisioning).total_s for m in spec.models if m.node_pool == pool_name]
+    return max(starts, default=0.0)
+
+
+def gpu_node_limits(pool: GpuNodePoolSpec) -> dict[str, Any]:
+    """``nvidia.com/gpu`` is the budget; cpu/memory are set so they never bind before it, whatever the type mix.
+
+    For each instance type, ``ceil(gpu_limit / gpus_per_node)`` nodes reach the GPU limit; the cpu and memory
+    limits are the largest such node count times that type's vCPUs / memory.
+    """
+    nodes = {it.name: math.ceil(pool.gpu_limit / it.gpus_per_node) for it in pool.instances}
+    cpu = max(nodes[it.name] * it.vcpus for it in pool.instances)
+    memory = max(nodes[it.name] * it.memory_gib for it in pool.instances)
+    return {labels.GPU_RESOURCE: pool.gpu_limit, "cpu": cpu, "memory": f"{memory}Gi"}
+
+
+def budgets_body(budgets: list[DisruptionBudget]) -> list[dict[str, Any]]:
+    return [b.model_dump(exclude_none=True) for b in budgets]
+
+
+def gpu_node_labels(pool: GpuNodePoolSpec) -> dict[str, str]:
+    return {**pool.labels, labels.NODE_POOL_LABEL: pool.name, labels.GPU_PRESENT_LABEL: "true"}
+
+
+def gpu_taint() -> dict[str, str]:
+    return {"key": labels.GPU_TAINT_KEY, "value": labels.GPU_TAINT_VALUE, "effect": labels.GPU_TAINT_EFFECT}
+
+
+def object_metadata(name: str) -> dict[str, Any]:
+    """Every Karpenter object gpuscale emits: an explicit name and the managed-by label."""
+    return {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}}
+
+
+def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_period: str) -> dict[str, Any]:
+    """The GPU NodePool: safe disruption, GPU taint, GPU/cpu/memory limits, instance and capacity types."""
+    metadata = object_metadata(pool.name)
+    if pool.acknowledge_underutilized_consolidation_evicts_inference:
+        # the policy pack accepts an unsafe GPU NodePool only when it carries the spec's acknowledgement
+        metadata["annotations"] = {labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION: "true"}
+    return {
+        "apiVersion": NODEPOOL_API,
+        "kind": "NodePool",
+        "metadata": metadata,
+        "spec": {
+            "template": {
+                "metadata": {"labels": gpu_node_labels(pool)},
+                "spec": {
+                    "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": pool.name},
+                    "requirements": [
+                        {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": list(pool.instance_types)},
+                        {
+                            "key": labels.KARPENTER_CAPACITY_TYPE_LABEL,
+                            "operator": "In",
+                            "values": list(pool.capacity_types),
+                        },
+                        {"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)},
+                    ],
+                    "taints": [gpu_taint()],
+                    "expireAfter": pool.expire_after,
+                    "terminationGracePeriod": termination_grace_period,
+                },
+            },
+            "limits": gpu_node_limits(pool),
+            "disruption": {
+                "consolidationPolicy": pool.consolidation_policy,
+                "consolidateAfter": pool.consolidate_after,
+                "budgets": budgets_body(pool.disruption_budgets),
+            },
+        },
+    }
+
+
+def efa_network_interfaces(efa_interfaces: int) -> list[dict[str, Any]]:
+    """The EC2 layout for EFA on multi-card instances: ENA primary + EFA-only on card 0, EFA-only on every other card.
+
+    (AWS EC2 user guide "Maximize network bandwidth ... with multiple network cards"; the CRD requires the
+    primary ``interface`` at card 0 / device 0 and at most one ``efa-only`` per card.)
+    """
+    if efa_interfaces <= 0:
+        return []
+    nics = [
+        {"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
+        {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"},
+    ]
+    nics += [
+        {"networkCardIndex": card, "deviceIndex": 0, "interfaceType": "efa-only"} for card in range(1, efa_interfaces)
+    ]
+    return nics
+
+
+def ami_family(alias: str) -> str:
+    return alias.partition("@")[0]
+
+
+def block_device_mappings(
+    alias: str, volume_gib: int, *, iops: int | None = None, throughput: int | None = None
+) -> list[dict[str, Any]]:
+    """Encrypted gp3. AL2023 has one root volume; Bottlerocket keeps a small OS volume and puts images on ``/dev/xvdb``."""
+    ebs: dict[str, Any] = {
+        "volumeSize": f"{volume_gib}Gi",
+        "volumeType": "gp3",
+        "encrypted": True,
+        "deleteOnTermination": True,
+    }
+    if iops is not None:
+        ebs["iops"] = iops
+    if throughput is not None:
+        ebs["throughput"] = throughput
+    if ami_family(alias) == "bottlerocket":
+        os_volume = {
+            "volumeSize": f"{BOTTLEROCKET_OS_VOLUME_GIB}Gi",
+            "volumeType": "gp3",
+            "encrypted": True,
+            "deleteOnTermination": True,
+        }
+        return [{"deviceName": "/dev/xvda", "ebs": os_volume}, {"deviceName": "/dev/xvdb", "ebs": ebs}]
+    return [{"deviceName": "/dev/xvda", "rootVolume": True, "ebs": ebs}]
+
+
+def discovery_selector(cluster_name: str) -> list[dict[str, Any]]:
+    return [{"tags": {labels.KARPENTER_DISCOVERY_TAG: cluster_name}}]
+
+
+def ec2nodeclass_body(
+    pool: GpuNodePoolSpec,
+    *,
+    cluster_name: str,
+    node_role_name: str,
+    root_volume_gib: int,
+    tags: dict[str, str],
+) -> dict[str, Any]:
+    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume."""
+    spec: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": pool.ami_alias}],
+        "role": node_role_name,
+        "subnetSelectorTerms": discovery_selector(cluster_name),
+        "securityGroupSelectorTerms": discovery_selector(cluster_name),
+        "metadataOptions": dict(IMDS_OPTIONS),
+        "blockDeviceMappings": block_device_mappings(
+            pool.ami_alias, root_volume_gib, iops=GPU_ROOT_IOPS, throughput=GPU_ROOT_THROUGHPUT_MIB_S
+        ),
+        "tags": {**tags, labels.NODE_POOL_LABEL: pool.name},
+    }
+    if all(it.local_nvme_gib > 0 for it in pool.instances):
+        # kubelet and containerd on the striped NVMe: image pulls and model caches off EBS, and Karpenter counts
+        # the instance store as ephemeral-storage (it does not detect a RAID0 it did not configure itself)
+        spec["instanceStorePolicy"] = "RAID0"
+    if pool.efa:
+        spec["networkInterfaces"] = efa_network_interfaces(min(it.efa_interfaces for it in pool.instances))
+    if pool.capacity_reservation_ids:
+        spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
+    return {
+        "apiVersion": EC2NODECLASS_API,
+        "kind": "EC2NodeClass",
+        "metadata": object_metadata(pool.name),
+        "spec": spec,
+    }
+
+
+def disruption_warnings(pool: GpuNodePoolSpec, cold_start_s: float) -> list[str]:
+    """Warnings for acknowledged unsafe settings (the spec refuses them unless acknowledged)."""
+    warnings: list[str] = []
+    if pool.consolidation_policy != "WhenEmpty":
+        warnings.append(
+            f"GPU pool {pool.name}: consolidationPolicy {pool.consolidation_policy} (acknowledged) lets Karpenter evict "
+            "in-flight inference to repack nodes; every eviction drops requests and reloads the model"
+        )
+    if duration_seconds(pool.consolidate_after) < cold_start_s:
+        warnings.append(
+            f"GPU pool {pool.name}: consolidateAfter {pool.consolidate_after} (acknowledged) is shorter than the "
+            f"slowest cold start on the pool ({cold_start_s:.0f} s): a node emptied by a brief dip is gone when "
+            "traffic returns"
+        )
+    return warnings
+
+
+def capacity_warnings(pool: GpuNodePoolSpec) -> list[str]:
+    """Settings that are valid but cannot take effect."""
+    if "reserved" in pool.capacity_types and not pool.capacity_reservation_ids:
+        return [
+            f"GPU pool {pool.name}: capacity type 'reserved' without capacity_reservation_ids; Karpenter only "
+            "launches into reservations its EC2NodeClass selects, so this pool gets on-demand/spot capacity only"
+        ]
+    return []
+
+
+# --------------------------------------------------------------------------------------------- CPU pool
+
+
+def cpu_node_limits(pool: CpuNodePoolSpec) -> dict[str, Any]:
+    memory = pool.cpu_limit * max(MEMORY_GIB_PER_VCPU[c] for c in pool.instance_categories)
+    return {"cpu": pool.cpu_limit, "memory": f"{memory}Gi"}
+
+
+def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str], name: str = CPU_POOL_NAME) -> dict[str, Any]:
+    """The general-purpose NodePool: no GPU taint; may repack (nothing on it holds a loaded model)."""
+    return {
+        "apiVersion": NODEPOOL_API,
+        "kind": "NodePool",
+        "metadata": object_metadata(name),
+        "spec": {
+            "template": {
+                "metadata": {"labels": {labels.NODE_POOL_LABEL: name}},
+                "spec": {
+                    "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": name},
+                    "requirements": [
+                        {"key": INSTANCE_CATEGORY_LABEL, "operator": "In", "values": list(pool.instance_categories)},
+                        {"key": INSTANCE_GENERATION_LABEL, "operator": "Gt", "values": [str(CPU_MIN_GENERATION)]},
+                        {"key": ARCH_LABEL, "operator": "In", "values": ["amd64"]},
+                        {
+                            "key": labels.KARPENTER_CAPACITY_TYPE_LABEL,
+                            "operator": "In",
+                            "values": list(pool.capacity_types),
+                        },
+                        {"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)},
+                    ],
+                    "expireAfter": CPU_EXPIRE_AFTER,
+                },
+            },
+            "limits": cpu_node_limits(pool),
+            "disruption": {
+                "consolidationPolicy": pool.consolidation_policy,
+                "consolidateAfter": pool.consolidate_after,
+                "budgets": [{"nodes": "10%"}],
+            },
+        },
+    }
+
+
+def cpu_ec2nodeclass_body(
+    *,
+    cluster_name: str,
+    node_role_name: str,
+    ami_alias: str,
+    tags: dict[str, str],
+    name: str = CPU_POOL_NAME,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": EC2NODECLASS_API,
+        "kind": "EC2NodeClass",
+        "metadata": object_metadata(name),
+        "spec": {
+            "amiSelectorTerms": [{"alias": ami_alias}],
+            "role": node_role_name,
+            "subnetSelectorTerms": discovery_selector(cluster_name),
+            "securityGroupSelectorTerms": discovery_selector(cluster_name),
+            "metadataOptions": dict(IMDS_OPTIONS),
+            "blockDeviceMappings": block_device_mappings(ami_alias, CPU_ROOT_VOLUME_GIB),
+            "tags": {**tags, labels.NODE_POOL_LABEL: name},
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------- Helm values
+
+
+def system_node_selector() -> dict[str, str]:
+    return {labels.SYSTEM_NODE_LABEL: labels.SYSTEM_NODE_ROLE}
+
+
+def karpenter_chart_values(
+    *,
+    cluster_name: str,
+    queue_name: str,
+    region: str,
+    service_account: str,
+    replicas: int,
+    cpu: str,
+    memory: str,
+    zonal_shift: bool = False,
+) -> dict[str, Any]:
+    """Values of the Karpenter chart: cluster, interruption queue, Pod Identity service account, system nodes.
+
+    The controller runs on the managed system node group (never on nodes it manages: the chart's default
+    affinity already requires ``karpenter.sh/nodepool DoesNotExist``), tolerating its CriticalAddonsOnly taint.
+    Requests equal limits (Guaranteed QoS) so node pressure never evicts the autoscaler.
+    """
+    resources = {"cpu": cpu, "memory": memory}
+    return {
+        "settings": {
+            "clusterName": cluster_name,
+            "interruptionQueue": queue_name,
+            "enableZonalShift": zonal_shift,
+        },
+        "serviceAccount": {"create": True, "name": service_account},
+        "replicas": replicas,
+        "nodeSelector": system_node_selector(),
+        "tolerations": [{"key": labels.CRITICAL_ADDONS_TAINT_KEY, "operator": "Exists"}],
+        # Pod Identity supplies credentials; the region must not come from IMDS (hop limit 1 blocks pods)
+        "controller": {
+            "resources": {"requests": resources, "limits": resources},
+            "env": [{"name": "AWS_REGION", "value": region}],
+        },
+    }
+
+
+def device_plugin_values(*, skip_pools: list[str] | None = None) -> dict[str, Any]:
+    """Values of the NVIDIA device plugin chart that land the DaemonSet on Karpenter GPU nodes.
+
+    The chart's default affinity wants an NFD label or ``nvidia.com/gpu.present=true``; Karpenter nodes have
+    no NFD, so our NodePools set the latter and we require exactly it. ``skip_pools`` (Bottlerocket pools,
+    whose OS ships its own plugin) are excluded by the ``gpuscale.io/node-pool`` label.
+    """
+    match: list[dict[str, Any]] = [{"key": labels.GPU_PRESENT_LABEL, "operator": "In", "values": ["true"]}]
+    if skip_pools:
+        match.append({"key": labels.NODE_POOL_LABEL, "operator": "NotIn", "values": sorted(skip_pools)})
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": match}]}
+            }
+        },
+        "tolerations": [
+            {"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT},
+            {"key": labels.CRITICAL_ADDONS_TAINT_KEY, "operator": "Exists"},
+        ],
+        "priorityClassName": "system-node-critical",
+        "gfd": {"enabled": False},
+        "nfd": {"enabled": False},
+    }

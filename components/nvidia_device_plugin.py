@@ -1,0 +1,68 @@
+"""The NVIDIA device plugin, so GPU nodes advertise ``nvidia.com/gpu`` (AL2023 NVIDIA AMIs do not ship it).
+
+Pitfall it avoids: the chart's default node affinity needs a Node Feature Discovery label or
+``nvidia.com/gpu.present=true``; Karpenter nodes run no NFD, so without the label the DaemonSet never lands
+and GPU pods stay Pending. Every gpuscale GPU NodePool sets the label; these values require it and tolerate
+the GPU taint. Bottlerocket pools are skipped: their OS ships its own plugin.
+See https://github.com/NVIDIA/k8s-device-plugin (``research/serving-facts.md`` section 3.1).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pydantic import Field
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests import karpenter
+from gpuscale.spec.base import Spec
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.versions import HelmChartPin
+
+
+class NvidiaDevicePluginArgs(Spec):
+    """Chart pin, namespace and the GPU pools the plugin must not run on."""
+
+    chart: HelmChartPin = versions.NVIDIA_DEVICE_PLUGIN
+    """Pinned ``nvidia-device-plugin`` chart."""
+    namespace: str = "nvidia-device-plugin"
+    """Namespace created for the DaemonSet."""
+    skip_pools: list[str] = Field(default_factory=list)
+    """GPU pools whose nodes already run a device plugin (Bottlerocket)."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> NvidiaDevicePluginArgs:
+        bottlerocket = [p.name for p in spec.topology.gpu_pools if karpenter.ami_family(p.ami_alias) == "bottlerocket"]
+        return cls(skip_pools=bottlerocket)
+
+
+class NvidiaDevicePlugin(pulumi.ComponentResource):
+    """The ``nvidia-device-plugin`` DaemonSet on every gpuscale GPU node.
+
+    Creates ``<name>-namespace`` and ``<name>-chart``. The kubernetes provider is inherited from ``opts``.
+    """
+
+    namespace: pulumi.Output[str]
+    chart: k8s.helm.v4.Chart
+
+    def __init__(self, name: str, args: NvidiaDevicePluginArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuscale:index:NvidiaDevicePlugin", name, None, opts)
+        ns = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.namespace, labels={labels.MANAGED_BY_LABEL: labels.MANAGED_BY}
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        repo = k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            chart=args.chart.chart,
+            version=args.chart.version,
+            namespace=args.namespace,
+            repository_opts=repo,
+            values=karpenter.device_plugin_values(skip_pools=args.skip_pools),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )
+        self.namespace = ns.metadata.name
+        self.register_outputs({"namespace": self.namespace})

@@ -1,0 +1,71 @@
+"""prometheus-adapter: serves vLLM gauges as per-pod custom metrics for the ``hpa`` autoscaler backend.
+
+Pinned to ``versions.PROMETHEUS_ADAPTER`` (chart 5.3.0, adapter v0.12.0). Upstream is deprecating the adapter in favour
+of KEDA (kubernetes-sigs/prometheus-adapter #701), which is why ``keda`` is gpuscale's default backend; ``hpa`` stays
+for clusters that already run the adapter. Only ``custom.metrics.k8s.io`` is served (``rules.external: []``) so it
+never fights KEDA for the external metrics API. See ``research/serving-facts.md`` 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests.autoscaling import prometheus_adapter_values
+from gpuscale.spec.base import Spec
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.versions import HelmChartPin
+
+
+class PrometheusAdapterArgs(Spec):
+    """Chart pin, namespace and the Prometheus to read."""
+
+    chart: HelmChartPin = versions.PROMETHEUS_ADAPTER
+    """Pinned ``prometheus-adapter`` chart."""
+    namespace: str = "prometheus-adapter"
+    """Namespace created for the adapter (its own, so it never collides with the Prometheus stack's)."""
+    prometheus_url: str
+    """Prometheus HTTP endpoint (``observability.prometheus_url``)."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> PrometheusAdapterArgs:
+        return cls(prometheus_url=spec.observability.prometheus_url)
+
+
+class PrometheusAdapter(pulumi.ComponentResource):
+    """The custom-metrics API server the ``hpa`` backend's HorizontalPodAutoscalers read.
+
+    Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart) with one rule per vLLM gauge,
+    renamed ``vllm:x`` -> ``vllm_x``.
+    """
+
+    chart: k8s.helm.v4.Chart
+    """The Helm release; HPAs need it serving before they can read their metrics."""
+    namespace: pulumi.Output[str]
+    """Namespace the adapter runs in."""
+
+    def __init__(
+        self, name: str, args: PrometheusAdapterArgs, *, depends_on: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuscale:index:PrometheusAdapter", name, None, opts)
+        ns = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            name="prometheus-adapter",
+            chart=args.chart.chart,
+            version=args.chart.version,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None,
+            namespace=args.namespace,
+            values=prometheus_adapter_values(args.prometheus_url),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        )
+        self.namespace = ns.metadata.name
+        self.register_outputs({"namespace": self.namespace})

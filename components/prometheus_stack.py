@@ -1,0 +1,79 @@
+"""kube-prometheus-stack: prometheus-operator (PodMonitor/ServiceMonitor CRDs) and the Prometheus autoscalers query.
+
+Pinned to ``versions.KUBE_PROMETHEUS_STACK`` = chart 88.0.0, the release that moved the chart to prometheus-operator
+v0.93.0 (prometheus-community/helm-charts PR #7152), the operator version of the PodMonitor CRD the tests validate
+against. Installed only when ``observability.install_prometheus_stack``; otherwise bring a Prometheus that selects
+PodMonitors in the model namespaces and point ``observability.prometheus_url`` at it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests.autoscaling import (
+    PROMETHEUS_STACK_RELEASE,
+    prometheus_stack_url,
+    prometheus_stack_values,
+)
+from gpuscale.spec.base import Spec
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.versions import HelmChartPin
+
+
+class PrometheusStackArgs(Spec):
+    """Chart pin, namespace and scrape interval."""
+
+    chart: HelmChartPin = versions.KUBE_PROMETHEUS_STACK
+    """Pinned ``kube-prometheus-stack`` chart."""
+    namespace: str = "monitoring"
+    """Namespace created for the stack; the default ``observability.prometheus_url`` points here."""
+    scrape_interval_s: int = 15
+    """Global scrape interval (PodMonitors set their own)."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> PrometheusStackArgs:
+        return cls(scrape_interval_s=spec.observability.scrape_interval_s)
+
+
+class PrometheusStack(pulumi.ComponentResource):
+    """Prometheus, prometheus-operator, its CRDs and the default exporters.
+
+    Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart, release
+    ``kube-prometheus-stack``). Prometheus selects every PodMonitor/ServiceMonitor in every namespace. PodMonitors
+    must wait for ``chart``: pass it to ``VllmService(depends_on=...)``.
+    """
+
+    chart: k8s.helm.v4.Chart
+    """The Helm release; a dependency for every PodMonitor/ServiceMonitor."""
+    namespace: pulumi.Output[str]
+    """Namespace the stack runs in."""
+    prometheus_url: pulumi.Output[str]
+    """In-cluster URL of Prometheus."""
+
+    def __init__(
+        self, name: str, args: PrometheusStackArgs, *, depends_on: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuscale:index:PrometheusStack", name, None, opts)
+        ns = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            name=PROMETHEUS_STACK_RELEASE,
+            chart=args.chart.chart,
+            version=args.chart.version,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None,
+            namespace=args.namespace,
+            values=prometheus_stack_values(args.scrape_interval_s),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        )
+        self.namespace = ns.metadata.name
+        self.prometheus_url = pulumi.Output.from_input(prometheus_stack_url(args.namespace))
+        self.register_outputs({"namespace": self.namespace, "prometheus_url": self.prometheus_url})

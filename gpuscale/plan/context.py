@@ -1,0 +1,319 @@
+"""The typed context the plan template renders; every number comes from sizing, synth or the simulator."""
+
+from __future__ import annotations
+
+
+from gpuscale import labels
+from gpuscale.components.manifests.kai_wiring import kai_pod_wiring
+from gpuscale.sizing import ModelSizing, PlatformSizing
+from gpuscale.spec.base import Spec, duration_seconds
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.teams import UNLIMITED
+
+
+class PoolRow(Spec):
+    name: str
+    instance_types: str
+    gpu: str
+    gpus_per_node: int
+    nvlink_domain_gpus: int
+    capacity_types: str
+    gpu_limit: int
+    consolidation_policy: str
+    consolidate_after: str
+    expire_after: str
+    usd_per_gpu_hour: float
+    root_volume_gib: int
+    acknowledged_unsafe: bool
+
+
+class ModelRow(Spec):
+    name: str
+    params_b: float
+    weight_precision: str
+    kv_cache_precision: str
+    max_context_tokens: int
+    mode: str
+    queue: str
+    node_pool: str
+    weights_uri: str
+
+
+class SloRow(Spec):
+    model: str
+    ttft_p99_s: float
+    itl_p99_s: float
+    request_timeout_s: float
+    goodput_target: float
+    criticality: str
+
+
+class WorkloadRow(Spec):
+    model: str
+    base_rps: float
+    peak_rps: float
+    peak_hours_per_day: float
+    prompt_mean: float
+    prompt_p99: float
+    output_mean: float
+    output_p99: float
+    burst: str
+    trace: str
+
+
+class QueueRow(Spec):
+    name: str
+    parent: str
+    depth: int
+    gpu_quota: str
+    gpu_limit: str
+    over_quota_weight: float
+    priority: int
+    preemptible: bool
+    leaf: bool
+    models: str
+
+
+class GangRow(Spec):
+    model: str
+    role: str
+    workload_kind: str
+    pods: int
+    gpus_per_pod: int
+    min_member: int
+    required_placement: str
+    preferred_placement: str
+    priority_class: str
+
+
+class RoleRow(Spec):
+    model: str
+    role: str
+    backend: str
+    metric: str
+    target: str
+    why: str
+    replicas_base: int
+    replicas_peak: int
+    min_replicas: int
+    max_replicas: int
+    scale_down_stabilization_s: int
+    polling_interval_s: int
+    cooldown_s: int
+
+
+class ColdStartRow(Spec):
+    model: str
+    node_s: float
+    gpu_ready_s: float
+    image_pull_s: float
+    weights_s: float
+    engine_init_s: float
+    total_s: float
+    warm_node_s: float
+    criticality: str
+    warm_pool: str
+
+
+class TrapRow(Spec):
+    """The 7-of-8 trap for the stack's largest replica."""
+
+    model: str
+    gpus: int
+    pods: int
+    gpus_per_pod: int
+    wait_s: float
+    """How long the first pods wait for the last node: node + GPU-ready + image pull."""
+    idle_gpu_minutes_without_gang: float
+    """GPUs bound by the early pods times that wait, per scale-out."""
+    applies: bool
+    """False when one replica fits one pod: the pod binds atomically."""
+
+
+class CheckRow(Spec):
+    number: str
+    check: str
+    passed: bool
+    detail: str
+
+
+class PlanContext(Spec):
+    """Everything the template reads."""
+
+    stack: str
+    cluster_name: str
+    stage: str
+    region: str
+    kubernetes_version: str
+    zones: str
+    node_provisioner: str
+    node_ready_s: str
+    pools: list[PoolRow]
+    models: list[ModelRow]
+    slos: list[SloRow]
+    workloads: list[WorkloadRow]
+    queues: list[QueueRow]
+    queue_mermaid: str
+    topology_levels: list[str]
+    sizing: list[ModelSizing]
+    gangs: list[GangRow]
+    trap: TrapRow
+    roles: list[RoleRow]
+    cold_starts: list[ColdStartRow]
+    checklist: list[CheckRow]
+    namespaces: list[str]
+    leaf_queues: list[str]
+    prometheus_url: str
+
+
+def _fmt_quota(v: float) -> str:
+    return "unlimited" if v == UNLIMITED else f"{v:g}"
+
+
+def _why(metric: str, role: str) -> str:
+    if metric == "vllm:num_requests_waiting":
+        return ("requests queued for prefill: grows with load while the GPU duty cycle is already pinned at 100%; "
+                "target = the queue one replica drains within half the TTFT p99 budget")
+    if metric == "vllm:kv_cache_usage_perc":
+        return ("fraction of KV blocks held by running sequences: the decode capacity limit; GPU memory cannot be used "
+                "because vLLM pre-allocates the KV cache")
+    return "concurrent sequences (batch size): for tight ITL targets"
+
+
+def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> PlanContext:
+    env, topo = spec.environment, spec.topology
+    by_model = {m.model: m for m in sizing.models}
+    pools = [
+        PoolRow(
+            name=p.name, instance_types=", ".join(p.instance_types), gpu=f"{p.instances[0].gpu.name} {p.instances[0].gpu_memory_gib:g} GiB",
+            gpus_per_node=max(i.gpus_per_node for i in p.instances), nvlink_domain_gpus=max(i.nvlink_domain_gpus for i in p.instances),
+            capacity_types=", ".join(p.capacity_types), gpu_limit=p.gpu_limit, consolidation_policy=p.consolidation_policy,
+            consolidate_after=p.consolidate_after, expire_after=p.expire_after,
+            usd_per_gpu_hour=round(min(i.usd_per_gpu_hour for i in p.instances), 3),
+            root_volume_gib=sizing.root_volume_gib[p.name],
+            acknowledged_unsafe=p.acknowledge_underutilized_consolidation_evicts_inference,
+        )
+        for p in topo.gpu_pools
+    ]
+    models = [
+        ModelRow(
+            name=m.name, params_b=m.architecture.params_b, weight_precision=m.architecture.weight_precision,
+            kv_cache_precision=m.architecture.kv_cache_precision, max_context_tokens=m.architecture.max_context_tokens,
+            mode=m.serving.mode, queue=m.queue, node_pool=m.node_pool, weights_uri=m.weights.uri,
+        )
+        for m in spec.models
+    ]
+    slos = [SloRow(model=m.name, **m.slo.model_dump()) for m in spec.models]
+    workloads = [
+        WorkloadRow(
+            model=m.name, base_rps=m.workload.base_rps, peak_rps=m.workload.peak_rps,
+            peak_hours_per_day=m.workload.peak_hours_per_day, prompt_mean=m.workload.prompt_tokens.mean,
+            prompt_p99=m.workload.prompt_tokens.p99, output_mean=m.workload.output_tokens.mean,
+            output_p99=m.workload.output_tokens.p99,
+            burst=(f"x{m.workload.burst.multiplier:g} for {m.workload.burst.duration_s:g} s, {m.workload.burst.per_hour:g}/h"
+                   if m.workload.burst.per_hour > 0 else "none"),
+            trace=(f"{m.workload.trace.path.name} (compress x{m.workload.trace.compress:g})" if m.workload.trace else "none"),
+        )
+        for m in spec.models
+    ]
+    depth: dict[str, int] = {}
+    queues: list[QueueRow] = []
+    mermaid = ["graph TD"]
+    for q, parent in spec.queues():
+        depth[q.name] = 0 if parent is None else depth[parent.name] + 1
+        used = [m.name for m in spec.models if m.queue == q.name]
+        queues.append(QueueRow(
+            name=q.name, parent=parent.name if parent else "-", depth=depth[q.name], gpu_quota=_fmt_quota(q.gpu_quota),
+            gpu_limit=_fmt_quota(q.gpu_limit), over_quota_weight=q.over_quota_weight, priority=q.priority,
+            preemptible=q.preemptible, leaf=q.is_leaf, models=", ".join(used) or "-",
+        ))
+        label = f"{q.name}<br/>quota {_fmt_quota(q.gpu_quota)} / limit {_fmt_quota(q.gpu_limit)} GPU<br/>prio {q.priority}{' preemptible' if q.preemptible else ''}"
+        mermaid.append(f'    {q.name.replace("-", "_")}["{label}"]')
+        if parent is not None:
+            mermaid.append(f"    {parent.name.replace('-', '_')} --> {q.name.replace('-', '_')}")
+        for m in used:
+            mermaid.append(f'    {q.name.replace("-", "_")} -.-> model_{m.replace("-", "_")}(("{m}"))')
+    gangs: list[GangRow] = []
+    roles: list[RoleRow] = []
+    colds: list[ColdStartRow] = []
+    for m in spec.models:
+        ms = by_model[m.name]
+        for r in ms.roles:
+            wiring = kai_pod_wiring(spec, m, r.role, ms.shape)
+            gangs.append(GangRow(
+                model=m.name, role=r.role, workload_kind="LeaderWorkerSet" if ms.shape.pods > 1 else "Deployment",
+                pods=ms.shape.pods, gpus_per_pod=ms.shape.gpus_per_pod, min_member=wiring.gang_min_member,
+                required_placement=wiring.pod_annotations.get(labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION, "-"),
+                preferred_placement=wiring.pod_annotations.get(labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION, "-"),
+                priority_class=wiring.priority_class_name,
+            ))
+            metric = r.metric + (f" + {r.secondary_metric}" if r.secondary_metric else "")
+            target = f"{r.target:g}" + (f" / {r.secondary_target:g}" if r.secondary_target is not None else "")
+            roles.append(RoleRow(
+                model=m.name, role=r.role, backend=m.autoscaling.backend, metric=metric, target=target, why=_why(r.metric, r.role),
+                replicas_base=r.replicas_at_base, replicas_peak=r.replicas_at_peak, min_replicas=r.min_replicas,
+                max_replicas=r.max_replicas, scale_down_stabilization_s=r.scale_down_stabilization_s,
+                polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s,
+            ))
+        c = ms.cold_start
+        if m.slo.criticality == "critical":
+            decision = f"warm pool: min_replicas >= 1 per role (a cold start costs {c.total_s:.0f} s against a {m.slo.ttft_p99_s:g} s TTFT p99)"
+        elif min(r.min_replicas for r in ms.roles) >= 1:
+            decision = "one warm replica per role (standard SLO; first request after idle would otherwise wait a cold start)"
+        else:
+            decision = f"scale to zero allowed (best effort): the first request after idle waits ~{c.total_s:.0f} s"
+        colds.append(ColdStartRow(
+            model=m.name, node_s=c.node_s, gpu_ready_s=c.gpu_ready_s, image_pull_s=c.image_pull_s, weights_s=c.weights_s,
+            engine_init_s=c.engine_init_s, total_s=c.total_s, warm_node_s=c.warm_node_s, criticality=m.slo.criticality,
+            warm_pool=decision,
+        ))
+    largest = max(sizing.models, key=lambda ms: (ms.shape.gpus, ms.shape.pods))
+    prov = topo.provisioning
+    wait = prov.node_ready_s[1] + prov.gpu_ready_s + prov.image_pull_s
+    held = (largest.shape.pods - 1) * largest.shape.gpus_per_pod
+    trap = TrapRow(
+        model=largest.model, gpus=largest.shape.gpus, pods=largest.shape.pods, gpus_per_pod=largest.shape.gpus_per_pod,
+        wait_s=wait, idle_gpu_minutes_without_gang=round(held * wait / 60.0, 1), applies=largest.shape.pods > 1,
+    )
+    checklist = _checklist(spec, sizing, gangs)
+    return PlanContext(
+        stack=stack, cluster_name=env.cluster_name, stage=env.stage, region=env.aws_region,
+        kubernetes_version=env.kubernetes_version, zones=", ".join(topo.zones), node_provisioner=prov.node_provisioner,
+        node_ready_s=f"{prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g}", pools=pools, models=models, slos=slos,
+        workloads=workloads, queues=queues, queue_mermaid="\n".join(mermaid),
+        topology_levels=[f"{lv.node_label}" + (f" ({lv.alias})" if lv.alias else "") for lv in topo.levels],
+        sizing=sizing.models, gangs=gangs, trap=trap, roles=roles, cold_starts=colds, checklist=checklist,
+        namespaces=sorted({m.serving.namespace for m in spec.models}), leaf_queues=spec.leaf_queue_names(), prometheus_url=spec.observability.prometheus_url,
+    )
+
+
+def _checklist(spec: PlatformSpec, sizing: PlatformSizing, gangs: list[GangRow]) -> list[CheckRow]:
+    prov = spec.topology.provisioning
+    fast = prov.node_provisioner == "karpenter" and prov.node_ready_s[1] <= 60
+    pools_ok = [p for p in spec.topology.gpu_pools if p.consolidation_policy == "WhenEmpty" and duration_seconds(p.consolidate_after) >= 3600]
+    multi = [m for m in sizing.models if m.shape.pods > 1]
+    critical = [m for m in spec.models if m.slo.criticality == "critical"]
+    warm_ok = [m for m in critical if all(r.min_replicas >= 1 for r in sizing.model(m.name).roles)]
+    return [
+        CheckRow(
+            number="45-60 s", check="GPU node provisioning by Karpenter (Cluster Autoscaler: 90-120 s)", passed=fast,
+            detail=f"{prov.node_provisioner}, node Ready in {prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g} s",
+        ),
+        CheckRow(
+            number="1h", check="GPU pools consolidate WhenEmpty after >= 1h", passed=len(pools_ok) == len(spec.topology.gpu_pools),
+            detail=", ".join(f"{p.name}: {p.consolidation_policy}/{p.consolidate_after}" for p in spec.topology.gpu_pools),
+        ),
+        CheckRow(
+            number="8 of 8", check="multi-GPU replicas start all-or-nothing (gang minMember = pods per replica)",
+            passed=all(g.min_member == g.pods for g in gangs),
+            detail=(", ".join(f"{m.model}: minMember {m.shape.pods} over {m.shape.nodes} nodes" for m in multi)
+                    or f"every replica fits one pod ({', '.join(f'{m.model}: {m.shape.gpus} GPU' for m in sizing.models)}); KAI binds it atomically"),
+        ),
+        CheckRow(
+            number=">= 1 warm", check="critical SLOs keep a warm replica per role", passed=len(warm_ok) == len(critical),
+            detail=(", ".join(f"{m.name}: min {min(r.min_replicas for r in sizing.model(m.name).roles)}" for m in critical)
+                    or "no critical model in this stack"),
+        ),
+    ]
+
+

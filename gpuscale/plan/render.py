@@ -1,0 +1,36 @@
+"""Render the plan document from a typed ``PlanContext`` (jinja2, StrictUndefined, deterministic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+import gpuscale.templates
+from gpuscale.plan.context import PlanContext
+
+TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
+DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
+
+
+def environment() -> jinja2.Environment:
+    """The one jinja2 environment: Markdown output (no autoescape); a missing variable fails the render."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(gpuscale.templates.__file__).parent),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_plan(context: PlanContext, template: str = TEMPLATE) -> str:
+    text = environment().get_template(template).render(c=context)
+    # collapse runs of blank lines left by conditional blocks, so diffs stay about content
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.strip() == "" and lines and lines[-1].strip() == "":
+            continue
+        lines.append(line.rstrip())
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,108 @@
+"""gpuscale CrossGuard policy pack: ``pulumi preview --policy-pack policy``.
+
+Every policy calls a pure rule from ``gpuscale.policy.rules`` (tested directly, and run offline by
+``gpuscale synth``); this file only adapts them to the policy SDK. It applies to any Pulumi program, so users who
+import our components into their own programs, or write their own manifests, get the same guardrails. Kubernetes
+objects inside ``helm.v4.Chart`` are separate resources to CrossGuard, so chart-rendered NodePools and
+ScaledObjects are checked too.
+
+Config (``--policy-pack-config cfg.json``): ``{"prod-ami-pinned": {"prodStacks": ["prod", "*-prod"]}}`` names the
+production stacks (default: ``prod``, ``production``, ``prod-*``, ``*-prod``, ``*.prod``, ``*/prod``).
+
+The pack object is only built when the Pulumi engine runs this file as ``__main__`` (constructing a
+``PolicyPack`` starts its gRPC server and never returns); importing the module gives ``POLICIES`` for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyConfigSchema,
+    PolicyPack,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from gpuscale.policy import rules
+
+PACK_NAME = "gpuscale"
+
+Rule = Callable[[str, Mapping[str, Any]], list[str]]
+
+
+def resource_policy(name: str, description: str, rule: Rule) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        # the rules read the SDK's proxies directly: only a field a rule actually reads can be "unknown during
+        # preview" (the SDK then notes that the policy could not run), not every unrelated field of the resource
+        for message in rule(args.resource_type, args.props):
+            report_violation(message, None)
+
+    return ResourceValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY
+    )
+
+
+def validate_prod_ami(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    patterns = args.get_config().get("prodStacks") or rules.DEFAULT_PROD_STACKS
+    prod = rules.is_prod_stack(rules.stack_from_urn(args.urn), patterns)
+    for message in rules.ami_pinned(args.resource_type, args.props, prod=prod):
+        report_violation(message, None)
+
+
+def validate_one_autoscaler_per_workload(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    resources = [(r.resource_type, r.props) for r in args.resources]
+    for v in rules.one_autoscaler_per_workload(resources):
+        report_violation(v.message, args.resources[v.index].urn)
+
+
+POLICIES: list[Policy] = [
+    resource_policy(
+        "gpu-nodepool-consolidation",
+        "A NodePool that launches GPU nodes uses consolidationPolicy WhenEmpty with consolidateAfter >= 1h, so "
+        "Karpenter never evicts in-flight inference to repack nodes (acknowledge with the gpuscale annotation).",
+        rules.gpu_nodepool_consolidation,
+    ),
+    resource_policy(
+        "autoscaler-metric",
+        "ScaledObject triggers and HPA metrics never use DCGM duty cycle, DCGM profiling counters, GPU memory or "
+        "vLLM metric names the pinned vLLM no longer exposes.",
+        rules.autoscaler_metric,
+    ),
+    resource_policy(
+        "autoscaler-role-scope",
+        "No autoscaler's query or selector spans prefill and decode (they saturate on different signals).",
+        rules.autoscaler_role_scope,
+    ),
+    resource_policy(
+        "gang-scheduling-multi-pod-gpu",
+        "A LeaderWorkerSet whose replica is several GPU pods is gang-scheduled by kai-scheduler in a KAI queue.",
+        rules.gang_scheduling,
+    ),
+    ResourceValidationPolicy(
+        name="prod-ami-pinned",
+        description="In production stacks an EC2NodeClass pins its AMI (no @latest alias, no floating SSM parameter).",
+        validate=validate_prod_ami,
+        enforcement_level=EnforcementLevel.MANDATORY,
+        config_schema=PolicyConfigSchema(
+            properties={"prodStacks": {"type": "array", "items": {"type": "string"},
+                                       "description": "fnmatch patterns of production stack names"}},
+        ),
+    ),
+    StackValidationPolicy(
+        name="one-autoscaler-per-workload",
+        description="No two ScaledObjects/HPAs scale the same workload (they overwrite each other's replicas).",
+        validate=validate_one_autoscaler_per_workload,
+        enforcement_level=EnforcementLevel.MANDATORY,
+    ),
+]
+
+
+if __name__ == "__main__":
+    PolicyPack(name=PACK_NAME, policies=POLICIES, enforcement_level=EnforcementLevel.MANDATORY)

@@ -1,0 +1,281 @@
+"""Autoscaling builders: one autoscaler per role, the right signal per role, thresholds from sizing, schemas."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gpuscale import labels, versions
+from gpuscale.components.manifests import autoscaling as au
+from gpuscale.components.manifests.autoscaling import RoleAutoscalerArgs
+from gpuscale.sizing import size_platform
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import StackConfigError, validate_config
+from tests.conftest import STACKS, requires_shared
+
+
+def role_args(spec: PlatformSpec, model: str, role: str) -> RoleAutoscalerArgs:
+    return RoleAutoscalerArgs.from_platform(spec, size_platform(spec), model, role)  # type: ignore[arg-type]
+
+
+def all_role_args(stack_specs: dict[str, PlatformSpec]) -> list[tuple[str, RoleAutoscalerArgs]]:
+    out = []
+    for name in STACKS:
+        spec = stack_specs[name]
+        sizing = size_platform(spec)
+        for m in spec.models:
+            out += [(name, RoleAutoscalerArgs.from_platform(spec, sizing, m.name, r)) for r in m.serving.roles]
+    return out
+
+
+def role_matchers(query: str) -> list[tuple[str, str]]:
+    return re.findall(r'gpuscale_io_role\s*(=~|!~|!=|=)\s*"([^"]*)"', query)
+
+
+# ---------------------------------------------------------------- the prod P/D contract (issue 5, Tests)
+
+
+def test_prod_prefill_and_decode_have_separate_scaled_objects(prod_spec: PlatformSpec) -> None:
+    prefill = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "prefill"))
+    decode = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "decode"))
+    assert prefill["metadata"]["name"] != decode["metadata"]["name"]
+    assert prefill["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-prefill"}
+    assert decode["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-decode"}
+    (p,) = prefill["spec"]["triggers"]
+    (d,) = decode["spec"]["triggers"]
+    assert p["type"] == d["type"] == "prometheus"
+    assert "vllm:num_requests_waiting" in p["metadata"]["query"]
+    assert "vllm:kv_cache_usage_perc" in d["metadata"]["query"]
+    for trigger, own, other in ((p, "prefill", "decode"), (d, "decode", "prefill")):
+        query = trigger["metadata"]["query"]
+        assert "DCGM" not in query.upper()
+        assert role_matchers(query) == [("=", own)]  # exactly its own role, by equality
+        assert other not in query
+        assert 'gpuscale_io_model="llama-70b-fp8"' in query and 'namespace="inference"' in query
+        assert au.check_single_role(query) == own
+        assert trigger["metadata"]["serverAddress"] == prod_spec.observability.prometheus_url
+        assert trigger["metricType"] == "AverageValue" and query.startswith("sum(")
+    for body in (prefill, decode):
+        assert body["spec"]["minReplicaCount"] >= 1  # critical SLO: a warm replica per role
+        assert prod_spec.models[0].slo.criticality == "critical"
+
+
+def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
+    sizing = size_platform(prod_spec).model("llama-70b-fp8")
+    for role in ("prefill", "decode"):
+        s = sizing.role(role)
+        body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", role))
+        (t,) = body["spec"]["triggers"]
+        assert t["metadata"]["threshold"] == f"{s.target:g}" and isinstance(t["metadata"]["threshold"], str)
+        spec = body["spec"]
+        assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (s.min_replicas, s.max_replicas)
+        assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (s.polling_interval_s, s.cooldown_s)
+        down = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+        assert down["stabilizationWindowSeconds"] == s.scale_down_stabilization_s
+        assert down["stabilizationWindowSeconds"] > sizing.cold_start.total_s  # longer than a cold start
+        assert "activationThreshold" not in t["metadata"]  # min >= 1: activation plays no part
+        assert "initialCooldownPeriod" not in spec
+    prefill_target = sizing.role("prefill").target
+    # queue-depth threshold: half the TTFT budget of prompts per replica (sizing's derivation)
+    expected = max(1.0, (0.5 * prod_spec.models[0].slo.ttft_p99_s * sizing.prefill_tokens_per_s) // 1500)
+    assert prefill_target == expected
+    assert sizing.role("decode").target == 0.8
+
+
+def test_aggregated_scales_on_queue_depth_and_kv_usage(prod_spec: PlatformSpec) -> None:
+    body = au.scaled_object_body(role_args(prod_spec, "search-8b", "aggregated"))
+    queue, kv = body["spec"]["triggers"]
+    assert "vllm:num_requests_waiting" in queue["metadata"]["query"]
+    assert "vllm:kv_cache_usage_perc" in kv["metadata"]["query"] and kv["metadata"]["threshold"] == "0.8"
+    assert queue["name"] != kv["name"]
+    for t in (queue, kv):
+        assert role_matchers(t["metadata"]["query"]) == [("=", "aggregated")]
+
+
+def test_dev_scales_to_zero_with_an_activation_threshold(dev_spec: PlatformSpec) -> None:
+    body = au.scaled_object_body(role_args(dev_spec, "llama-8b", "aggregated"))
+    spec = body["spec"]
+    assert spec["minReplicaCount"] == 0 and spec["maxReplicaCount"] == 4
+    queue, kv, cron = spec["triggers"]
+    assert queue["metadata"]["activationThreshold"] == "1"  # wake only when a request waits
+    assert kv["metadata"]["activationThreshold"] == "0"  # stay up while any request still holds KV
+    # at zero the vLLM gauges are gone: the schedule is the wake-up signal that survives zero
+    assert cron == {
+        "type": "cron", "name": "wake-schedule",
+        "metadata": {"timezone": "Europe/London", "start": "0 8 * * 1-5", "end": "0 19 * * 1-5", "desiredReplicas": "1"},
+    }
+    assert spec["initialCooldownPeriod"] >= size_platform(dev_spec).models[0].cold_start.total_s
+    (warning,) = au.scale_to_zero_warnings(role_args(dev_spec, "llama-8b", "aggregated"))
+    assert "outside its wake schedule" in warning
+
+
+def test_scale_to_zero_without_a_wake_signal_is_refused(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    raw = raw_stack("dev")
+    del raw["models"][0]["autoscaling"]["aggregated"]["wake_schedule"]
+    with pytest.raises(StackConfigError) as info:
+        validate_config(raw, "t")
+    (msg,) = info.value.problems
+    assert msg.startswith("gpuscale:models[0]: autoscaling.aggregated.min_replicas is 0, but at zero replicas vLLM's gauges vanish")
+    assert "wake_schedule" in msg
+
+
+def test_no_scale_to_zero_warning_with_a_warm_minimum(prod_spec: PlatformSpec) -> None:
+    assert au.scale_to_zero_warnings(role_args(prod_spec, "llama-70b-fp8", "prefill")) == []
+
+
+def test_paused_annotation(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    raw = raw_stack("dev")
+    raw["models"][0]["autoscaling"]["paused"] = True
+    body = au.scaled_object_body(role_args(validate_config(raw, "t"), "llama-8b", "aggregated"))
+    assert body["metadata"]["annotations"] == {labels.KEDA_PAUSED_ANNOTATION: "true"}
+    dev = au.scaled_object_body(role_args(validate_config(raw_stack("dev"), "t"), "llama-8b", "aggregated"))
+    assert "annotations" not in dev["metadata"]
+
+
+def test_lws_target_uses_its_scale_subresource(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    raw = raw_stack("prod")
+    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    body = au.scaled_object_body(role_args(validate_config(raw, "t"), "llama-70b-fp8", "decode"))
+    assert body["spec"]["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "llama-70b-fp8-decode",
+    }
+
+
+# ---------------------------------------------------------------- names and refusals
+
+
+def test_scaled_object_names_fit_keda_limit() -> None:
+    assert au.scaled_object_name("llama-70b-fp8", "prefill") == "llama-70b-fp8-prefill"
+    long = au.scaled_object_name("a" * 40, "aggregated")
+    assert len(long) <= au.KEDA_NAME_LIMIT == 54
+    assert long == au.scaled_object_name("a" * 40, "aggregated")  # deterministic
+    assert long != au.scaled_object_name("a" * 39 + "b", "aggregated")
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", long)
+
+
+def test_every_stack_name_fits(stack_specs: dict[str, PlatformSpec]) -> None:
+    for _stack, a in all_role_args(stack_specs):
+        assert len(au.autoscaler_body(a)["metadata"]["name"]) <= au.KEDA_NAME_LIMIT
+
+
+@pytest.mark.parametrize("role", ["prefill|decode", "", "all", "*"])
+def test_a_query_over_both_roles_is_refused(role: str) -> None:
+    with pytest.raises(ValueError, match="scales the wrong role"):
+        au.role_query("vllm:num_requests_waiting", "inference", "m", role)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'sum(vllm:num_requests_waiting{gpuscale_io_model="m"})',
+        'sum(vllm:num_requests_waiting{gpuscale_io_role=~"prefill|decode"})',
+        'sum(vllm:num_requests_waiting{gpuscale_io_role!="router"})',
+        'sum(vllm:num_requests_waiting{gpuscale_io_role="prefill",gpuscale_io_role="decode"})',
+    ],
+)
+def test_check_single_role_refuses(query: str) -> None:
+    with pytest.raises(ValueError, match="exactly one role"):
+        au.check_single_role(query)
+
+
+def test_removed_or_unknown_metrics_are_refused() -> None:
+    with pytest.raises(ValueError, match=re.escape("not exposed by vLLM v0.33.0")):
+        au.role_query("vllm:gpu_cache_usage_perc", "ns", "m", "decode")
+    with pytest.raises(ValueError, match="not a vLLM gauge"):
+        au.role_query("DCGM_FI_DEV_GPU_UTIL", "ns", "m", "decode")
+
+
+def test_args_refuse_a_foreign_role_or_target(prod_spec: PlatformSpec) -> None:
+    a = role_args(prod_spec, "llama-70b-fp8", "prefill")
+    with pytest.raises(ValueError, match="sized for role"):
+        RoleAutoscalerArgs(**{**a.__dict__, "role": "decode"})
+    other = a.target.model_copy(update={"name": "llama-70b-fp8-decode"})
+    with pytest.raises(ValueError, match="one autoscaler per role"):
+        au.scaled_object_body(RoleAutoscalerArgs(**{**a.__dict__, "target": other}))
+
+
+# ---------------------------------------------------------------- HPA backend (staging)
+
+
+def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformSpec]) -> None:
+    spec = stack_specs["staging"]
+    a = role_args(spec, "llama-70b", "aggregated")
+    assert a.backend == "hpa"
+    body = au.autoscaler_body(a)
+    assert body["apiVersion"] == "autoscaling/v2" and body["kind"] == "HorizontalPodAutoscaler"
+    hpa = body["spec"]
+    s = size_platform(spec).model("llama-70b").role("aggregated")
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (s.min_replicas, s.max_replicas) and hpa["minReplicas"] >= 1
+    assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-aggregated"}
+    queue, kv = hpa["metrics"]
+    assert queue["type"] == kv["type"] == "Pods"
+    assert queue["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
+    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(s.target)}
+    assert kv["pods"]["metric"]["name"] == "vllm_kv_cache_usage_perc"
+    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": "800m"}
+    for m in (queue, kv):
+        assert m["pods"]["metric"]["selector"]["matchLabels"]["gpuscale_io_role"] == "aggregated"
+    assert hpa["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == s.scale_down_stabilization_s
+
+
+def test_quantity() -> None:
+    assert [au.quantity(x) for x in (3, 3.0, 0.8, 0.85, 1.5)] == ["3", "3", "800m", "850m", "1500m"]
+    assert [au.fmt(x) for x in (13.0, 0.8, 1)] == ["13", "0.8", "1"]
+
+
+def test_adapter_values_serve_only_custom_metrics(stack_specs: dict[str, PlatformSpec]) -> None:
+    values = au.prometheus_adapter_values(stack_specs["staging"].observability.prometheus_url)
+    assert values["prometheus"] == {"url": "http://kube-prometheus-stack-prometheus.monitoring.svc", "port": 9090, "path": ""}
+    rules = values["rules"]
+    assert rules["external"] == [] and rules["resource"] == {} and rules["default"] is False
+    names = {r["name"]["as"] for r in rules["custom"]}
+    assert {"vllm_num_requests_waiting", "vllm_kv_cache_usage_perc"} <= names
+    for r in rules["custom"]:
+        assert r["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+        assert r["seriesQuery"].endswith('{namespace!="",pod!=""}')
+        assert "<<.LabelMatchers>>" in r["metricsQuery"]
+    with pytest.raises(ValueError, match="not an http"):
+        au.prometheus_adapter_values("prometheus:9090")
+
+
+def test_backend_selection(stack_specs: dict[str, PlatformSpec]) -> None:
+    assert au.needs_keda(stack_specs["prod"]) and au.needs_keda(stack_specs["dev"])
+    assert not au.needs_keda(stack_specs["staging"]) and au.needs_prometheus_adapter(stack_specs["staging"])
+    assert not au.needs_prometheus_adapter(stack_specs["prod"])
+
+
+def test_chart_values() -> None:
+    keda = au.keda_chart_values(servicemonitors=True)
+    assert keda["crds"]["install"] is True and keda["operator"]["replicaCount"] == 2
+    assert keda["prometheus"]["operator"]["serviceMonitor"]["enabled"] is True
+    assert au.keda_chart_values(servicemonitors=False)["prometheus"]["metricServer"]["serviceMonitor"]["enabled"] is False
+    prom = au.prometheus_stack_values(15)["prometheus"]["prometheusSpec"]
+    assert prom["podMonitorSelectorNilUsesHelmValues"] is False  # select PodMonitors of every release
+    assert prom["podMonitorNamespaceSelector"] == {} and prom["podMonitorSelector"] == {}  # in every namespace
+    assert prom["scrapeInterval"] == "15s"
+    assert au.prometheus_stack_url("monitoring") == "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    assert versions.KUBE_PROMETHEUS_STACK.version == "88.0.0"
+
+
+# ---------------------------------------------------------------- schemas
+
+
+@requires_shared
+def test_every_autoscaler_of_every_stack_is_schema_valid(stack_specs: dict[str, PlatformSpec]) -> None:
+    from tests.k8s_schema import assert_valid
+
+    bodies = [au.autoscaler_body(a) for _s, a in all_role_args(stack_specs)]
+    assert {b["kind"] for b in bodies} == {"ScaledObject", "HorizontalPodAutoscaler"}
+    assert_valid(*bodies)
+
+
+@requires_shared
+def test_keda_crd_refuses_min_above_max(prod_spec: PlatformSpec) -> None:
+    from tests.k8s_schema import validate_object
+
+    body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "decode"))
+    body["spec"]["minReplicaCount"] = body["spec"]["maxReplicaCount"] + 1
+    assert any("minReplicaCount" in p for p in validate_object(body))

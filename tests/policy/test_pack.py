@@ -1,0 +1,164 @@
+"""The CrossGuard pack in policy/: every rule is wired, and the callbacks report what the rules find.
+
+Constructing a ``PolicyPack`` starts the analyzer's gRPC server and blocks, so the pack module builds it only when
+the engine runs it as ``__main__``; here it is imported under another name and its policies are called directly,
+with the SDK's own argument classes and unknown-checking property proxies.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import re
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyResource,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+from gpuscale.policy import rules
+from gpuscale.synth.render import synthesize
+from tests.conftest import REPO
+from tests.synth.programs import Knobs, platform_program
+
+PACK_DIR = REPO / "policy"
+
+
+@pytest.fixture(scope="module")
+def pack() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpuscale_policy_pack", PACK_DIR / "__main__.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not __main__: no server starts
+    return module
+
+
+def recorded(knobs: Knobs | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+    result = synthesize(platform_program(knobs or Knobs()), region="us-east-1", stack="test")
+    return {r["key"]: (r["type"], r["inputs"]) for r in result.resources}
+
+
+def policy(pack: ModuleType, name: str) -> Any:
+    [p] = [p for p in pack.POLICIES if p.name == name]
+    return p
+
+
+def run_resource(p: ResourceValidationPolicy, rtype: str, props: dict[str, Any], *, stack: str = "dev",
+                 config: dict[str, Any] | None = None) -> list[str]:
+    found: list[str] = []
+    urn = f"urn:pulumi:{stack}::gpuscale::{rtype}::r"
+    args = ResourceValidationArgs(rtype, unknown_checking_proxy(copy.deepcopy(props)), urn, "r", None,  # type: ignore[arg-type]
+                                  None, config)
+    p.validate(args, lambda msg, urn=None: found.append(msg))
+    return found
+
+
+def test_the_pack_lists_every_rule(pack: ModuleType) -> None:
+    names = [p.name for p in pack.POLICIES]
+    assert len(names) == len(set(names))
+    assert set(names) == {*rules.RESOURCE_RULES, "prod-ami-pinned", "one-autoscaler-per-workload"}
+    assert all(p.enforcement_level is EnforcementLevel.MANDATORY for p in pack.POLICIES)
+    assert all(p.description for p in pack.POLICIES)
+    assert isinstance(policy(pack, "one-autoscaler-per-workload"), StackValidationPolicy)
+    assert re.match(r"^[a-zA-Z0-9-_.]{1,100}$", pack.PACK_NAME)
+
+
+def test_pack_project_files() -> None:
+    doc = yaml.safe_load((PACK_DIR / "PulumiPolicy.yaml").read_text())
+    assert doc["runtime"]["name"] == "python"
+    assert re.match(r"^\d+\.\d+\.\d+$", doc["version"])
+    assert (PACK_DIR / doc["runtime"]["options"]["virtualenv"]).resolve() == (REPO / ".venv").resolve()
+    reqs = (PACK_DIR / "requirements.txt").read_text()
+    assert "pulumi-policy" in reqs and "-e .." in reqs
+
+
+@pytest.mark.parametrize("name", sorted(rules.RESOURCE_RULES))
+def test_resource_policies_pass_the_compliant_program(pack: ModuleType, name: str) -> None:
+    p = policy(pack, name)
+    for rtype, props in recorded().values():
+        assert run_resource(p, rtype, props) == [], (name, rtype)
+
+
+def test_gpu_consolidation_policy_reports(pack: ModuleType) -> None:
+    rtype, props = recorded(Knobs(consolidation_policy="WhenEmptyOrUnderutilized"))[
+        "kubernetes:karpenter.sh/v1:NodePool::test-h100-nodepool"]
+    [msg] = run_resource(policy(pack, "gpu-nodepool-consolidation"), rtype, props)
+    assert "consolidationPolicy WhenEmptyOrUnderutilized" in msg
+
+
+def test_gang_policy_reports(pack: ModuleType) -> None:
+    rtype, props = recorded(Knobs(decode_scheduler="default-scheduler"))[
+        "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet::test-llama-decode"]
+    assert len(run_resource(policy(pack, "gang-scheduling-multi-pod-gpu"), rtype, props)) == 1
+
+
+def test_metric_policy_reports(pack: ModuleType) -> None:
+    rtype, props = recorded()["kubernetes:keda.sh/v1alpha1:ScaledObject::test-llama-decode-scaler"]
+    props = copy.deepcopy(props)
+    props["spec"]["triggers"][0]["metadata"]["query"] = "avg(DCGM_FI_DEV_GPU_UTIL)"
+    [msg] = run_resource(policy(pack, "autoscaler-metric"), rtype, props)
+    assert "DCGM_FI_DEV_GPU_UTIL" in msg
+
+
+def test_prod_ami_policy_uses_the_stack_name_and_config(pack: ModuleType) -> None:
+    p = policy(pack, "prod-ami-pinned")
+    rtype, props = recorded(Knobs(ami_alias="al2023@latest"))[
+        "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::test-h100-nodeclass"]
+    assert len(run_resource(p, rtype, props, stack="prod")) == 1
+    assert run_resource(p, rtype, props, stack="dev") == []
+    assert len(run_resource(p, rtype, props, stack="live", config={"prodStacks": ["live"]})) == 1
+
+
+def test_stack_policy_attributes_the_violation_to_the_second_autoscaler(pack: ModuleType) -> None:
+    resources = []
+    for i, (rtype, props) in enumerate(recorded().values()):
+        resources.append(PolicyResource(rtype, unknown_checking_proxy(props), f"urn:pulumi:dev::gpuscale::{rtype}::r{i}",
+                                        f"r{i}", None, None, None, [], {}))  # type: ignore[arg-type]
+    dup_type, dup = recorded()["kubernetes:keda.sh/v1alpha1:ScaledObject::test-llama-prefill-scaler"]
+    resources.append(PolicyResource(dup_type, unknown_checking_proxy(dup), "urn:pulumi:dev::gpuscale::dup::dup", "dup",
+                                    None, None, None, [], {}))  # type: ignore[arg-type]
+    found: list[tuple[str, str | None]] = []
+    policy(pack, "one-autoscaler-per-workload").validate(
+        StackValidationArgs(resources, None), lambda msg, urn=None: found.append((msg, urn))
+    )
+    [(msg, urn)] = found
+    assert urn == "urn:pulumi:dev::gpuscale::dup::dup"
+    assert "Deployment inference/llama-prefill is scaled by 2 autoscalers" in msg
+
+
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+def test_an_unknown_field_a_rule_reads_is_left_to_the_sdk(pack: ModuleType) -> None:
+    """During preview an unknown input raises the SDK's UnknownValueError, which it reports as not checkable."""
+    props = {"metadata": {"name": "x"}, "spec": {"template": UNKNOWN}}
+    with pytest.raises(UnknownValueError):
+        run_resource(policy(pack, "gpu-nodepool-consolidation"), rules.NODEPOOL, props)
+
+
+def test_unknown_fields_no_rule_reads_do_not_block_the_policies(pack: ModuleType) -> None:
+    rtype, props = recorded()["kubernetes:apps/v1:Deployment::test-llama-prefill"]
+    props = copy.deepcopy(props)
+    props["spec"]["template"]["spec"]["containers"][0]["image"] = UNKNOWN
+    for p in pack.POLICIES:
+        if isinstance(p, ResourceValidationPolicy):
+            assert run_resource(p, rtype, props) == []
+    rtype, props = recorded()["kubernetes:keda.sh/v1alpha1:ScaledObject::test-llama-prefill-scaler"]
+    props = copy.deepcopy(props)
+    props["spec"]["triggers"][0]["metadata"]["serverAddress"] = UNKNOWN  # trigger metadata is scanned whole
+    with pytest.raises(UnknownValueError):
+        run_resource(policy(pack, "autoscaler-metric"), rtype, props)
+
+
+def test_policy_dir_is_not_a_python_package_collision() -> None:
+    # `policy/` holds only the pack; the importable rules are gpuscale.policy
+    assert not (PACK_DIR / "__init__.py").exists()

@@ -1,0 +1,255 @@
+"""Policy rules, called directly with recorded resource inputs (the synth test program) and hand-written props."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gpuscale import labels
+from gpuscale.policy import rules
+from gpuscale.synth.render import synthesize
+from tests.synth.programs import Knobs, platform_program
+
+
+def recorded(knobs: Knobs | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Resource key -> (type, inputs) as the mocks recorded them."""
+    result = synthesize(platform_program(knobs or Knobs()), region="us-east-1", stack="test")
+    return {r["key"]: (r["type"], r["inputs"]) for r in result.resources}
+
+
+@pytest.fixture(scope="module")
+def compliant() -> dict[str, tuple[str, dict[str, Any]]]:
+    return recorded()
+
+
+NODEPOOL_KEY = "kubernetes:karpenter.sh/v1:NodePool::test-h100-nodepool"
+NODECLASS_KEY = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::test-h100-nodeclass"
+LWS_KEY = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet::test-llama-decode"
+PREFILL_SO_KEY = "kubernetes:keda.sh/v1alpha1:ScaledObject::test-llama-prefill-scaler"
+
+
+def test_the_test_program_is_compliant(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    assert rules.check_resources(list(compliant.values()), prod=True) == []
+
+
+# --- GPU NodePool consolidation ------------------------------------------------------------------------------
+
+
+def test_recorded_unsafe_gpu_nodepool_is_refused_twice() -> None:
+    rtype, props = recorded(Knobs(consolidation_policy="WhenEmptyOrUnderutilized", consolidate_after="5m"))[NODEPOOL_KEY]
+    msgs = rules.gpu_nodepool_consolidation(rtype, props)
+    assert len(msgs) == 2
+    assert msgs[0].startswith("GPU NodePool h100: consolidationPolicy WhenEmptyOrUnderutilized lets Karpenter evict")
+    assert "consolidateAfter 5m is shorter than 1h" in msgs[1]
+    assert labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION in msgs[0]
+
+
+def test_acknowledged_gpu_nodepool_is_accepted() -> None:
+    rtype, props = recorded(Knobs(consolidation_policy="WhenEmptyOrUnderutilized"))[NODEPOOL_KEY]
+    props = copy.deepcopy(props)
+    props["metadata"]["annotations"] = {labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION: "true"}
+    assert rules.gpu_nodepool_consolidation(rtype, props) == []
+
+
+def gpu_pool(disruption: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": "gpu"},
+        "spec": {"template": {"spec": {"requirements": [
+            {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["0"]}]}}, **spec},
+    }
+    if disruption is not None:
+        body["spec"]["disruption"] = disruption
+    return body
+
+
+@pytest.mark.parametrize(
+    ("disruption", "expected"),
+    [
+        (None, 2),  # CRD defaults: WhenEmptyOrUnderutilized after 0s
+        ({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1h"}, 0),
+        ({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "90m"}, 0),
+        ({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}, 0),
+        ({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "59m59s"}, 1),
+        ({"consolidationPolicy": "Balanced", "consolidateAfter": "2h"}, 1),
+        ({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "soon"}, 1),
+    ],
+)
+def test_gpu_nodepool_disruption(disruption: dict[str, Any] | None, expected: int) -> None:
+    assert len(rules.gpu_nodepool_consolidation(rules.NODEPOOL, gpu_pool(disruption))) == expected
+
+
+def test_static_and_cpu_pools_are_out_of_scope() -> None:
+    assert rules.gpu_nodepool_consolidation(rules.NODEPOOL, gpu_pool(None, replicas=2)) == []
+    cpu = {"metadata": {"name": "cpu"}, "spec": {
+        "template": {"spec": {"requirements": [
+            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]}]}},
+        "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5m"},
+    }}
+    assert rules.gpu_nodepool_consolidation(rules.NODEPOOL, cpu) == []
+    assert rules.gpu_nodepool_consolidation(rules.EC2NODECLASS, gpu_pool(None)) == []
+
+
+@pytest.mark.parametrize(
+    ("template", "limits", "gpu"),
+    [
+        ({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g6e.xlarge"]}]}, {}, True),
+        ({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m7g.large"]}]}, {}, False),
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["p5", "p5e"]}]}, {}, True),
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["g"]}]}, {}, True),
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": ["0"]}]}, {}, False),
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "DoesNotExist"}]}, {}, False),
+        ({"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}, {}, True),
+        ({}, {"nvidia.com/gpu": 16}, True),
+        ({}, {"cpu": 100}, False),
+    ],
+)
+def test_nodepool_selects_gpus(template: dict[str, Any], limits: dict[str, Any], gpu: bool) -> None:
+    assert rules.nodepool_selects_gpus({"template": {"spec": template}, "limits": limits}) is gpu
+
+
+# --- autoscaler metric and scope ------------------------------------------------------------------------------
+
+
+def scaled_object_with(compliant: dict[str, tuple[str, dict[str, Any]]], query: str) -> tuple[str, dict[str, Any]]:
+    rtype, props = compliant[PREFILL_SO_KEY]
+    props = copy.deepcopy(props)
+    props["spec"]["triggers"][0]["metadata"]["query"] = query
+    return rtype, props
+
+
+@pytest.mark.parametrize(
+    ("query", "needle"),
+    [
+        ("avg(DCGM_FI_DEV_GPU_UTIL{pod=~'llama.*'})", "duty cycle"),
+        ("avg(DCGM_FI_PROF_SM_ACTIVE)", "profiling counters"),
+        ("max(DCGM_FI_DEV_FB_USED) / 1e3", "pre-allocates the KV cache"),
+        ('avg(vllm:gpu_cache_usage_perc{gpuscale_io_role="decode"})', "use vllm:kv_cache_usage_perc"),
+        ("sum(vllm:num_requests_swapped)", "no longer exposes"),
+    ],
+)
+def test_banned_scaledobject_signals(compliant: dict[str, tuple[str, dict[str, Any]]], query: str, needle: str) -> None:
+    [msg] = rules.autoscaler_metric(*scaled_object_with(compliant, query))
+    assert msg.startswith("ScaledObject llama-prefill trigger 0 (prometheus) uses ")
+    assert needle in msg
+
+
+def test_recorded_scaledobjects_use_vllm_signals(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    scalers = [v for k, v in compliant.items() if v[0] == rules.SCALEDOBJECT]
+    assert len(scalers) == 2
+    assert all(rules.autoscaler_metric(t, p) == [] and rules.autoscaler_role_scope(t, p) == [] for t, p in scalers)
+
+
+def hpa(metric_name: str, selector: dict[str, Any] | None = None, name: str = "x") -> dict[str, Any]:
+    metric: dict[str, Any] = {"name": metric_name}
+    if selector is not None:
+        metric["selector"] = selector
+    return {
+        "metadata": {"name": name, "namespace": "inference"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-prefill"},
+            "minReplicas": 1, "maxReplicas": 4,
+            "metrics": [{"type": "Pods", "pods": {"metric": metric, "target": {"type": "AverageValue", "averageValue": "4"}}}],
+        },
+    }
+
+
+def test_hpa_metrics() -> None:
+    hpa_type = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+    assert rules.autoscaler_metric(hpa_type, hpa("vllm_num_requests_waiting")) == []
+    [duty] = rules.autoscaler_metric(hpa_type, hpa("DCGM_FI_DEV_GPU_UTIL"))
+    assert duty.startswith("HorizontalPodAutoscaler x metric 0 (Pods) uses DCGM_FI_DEV_GPU_UTIL")
+    [removed] = rules.autoscaler_metric(hpa_type, hpa("vllm_gpu_cache_usage_perc"))  # prometheus-adapter's renaming
+    assert "vllm:gpu_cache_usage_perc" in removed
+
+
+def test_an_autoscaler_spanning_prefill_and_decode_is_refused(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    query = 'sum(vllm:num_requests_waiting{gpuscale_io_model="llama",gpuscale_io_role=~"prefill|decode"})'
+    [msg] = rules.autoscaler_role_scope(*scaled_object_with(compliant, query))
+    assert "selects both prefill and decode" in msg
+    selector = {"matchExpressions": [{"key": "gpuscale.io/role", "operator": "In", "values": ["prefill", "decode"]}]}
+    assert len(rules.autoscaler_role_scope("kubernetes:autoscaling/v2:HorizontalPodAutoscaler",
+                                           hpa("vllm_kv_cache_usage_perc", selector))) == 1
+
+
+def test_two_autoscalers_on_one_workload(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    resources = list(compliant.values())
+    assert rules.one_autoscaler_per_workload(resources) == []
+    resources.append(("kubernetes:autoscaling/v2:HorizontalPodAutoscaler", hpa("vllm_num_requests_waiting", name="extra")))
+    [v] = rules.one_autoscaler_per_workload(resources)
+    assert v.index == len(resources) - 1
+    assert v.message.startswith("Deployment inference/llama-prefill is scaled by 2 autoscalers (")
+    assert "ScaledObject inference/llama-prefill" in v.message and "HorizontalPodAutoscaler inference/extra" in v.message
+    other_ns = hpa("vllm_num_requests_waiting", name="elsewhere")
+    other_ns["metadata"]["namespace"] = "staging"
+    assert len(rules.one_autoscaler_per_workload([*resources[:-1], ("kubernetes:autoscaling/v2:HorizontalPodAutoscaler", other_ns)])) == 0
+
+
+def test_autoscaler_target_defaults_to_a_deployment() -> None:
+    props = {"metadata": {"name": "s"}, "spec": {"scaleTargetRef": {"name": "w"}}}
+    assert rules.autoscaler_target(rules.SCALEDOBJECT, props) == ("default", "apps", "Deployment", "w")
+    assert rules.autoscaler_target(rules.NODEPOOL, props) is None
+
+
+# --- gang scheduling -------------------------------------------------------------------------------------------
+
+
+def test_recorded_multi_node_lws_without_kai_is_refused(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    assert rules.gang_scheduling(*compliant[LWS_KEY]) == []
+    rtype, props = recorded(Knobs(decode_scheduler="default-scheduler"))[LWS_KEY]
+    [msg] = rules.gang_scheduling(rtype, props)
+    assert msg.startswith("LeaderWorkerSet llama-decode: workerTemplate uses schedulerName default-scheduler, "
+                          "but one replica is 2 GPU pods")
+    assert "schedulerName: kai-scheduler" in msg
+
+
+def test_gang_rule_edges(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    rtype, props = compliant[LWS_KEY]
+    single = copy.deepcopy(props)
+    single["spec"]["leaderWorkerTemplate"]["size"] = 1
+    assert rules.gang_scheduling(rtype, single) == []
+    cpu = copy.deepcopy(props)
+    del cpu["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"]
+    assert rules.gang_scheduling(rtype, cpu) == []
+    leader = copy.deepcopy(props)
+    leader["spec"]["leaderWorkerTemplate"]["leaderTemplate"] = {"spec": {"containers": []}}
+    [msg] = rules.gang_scheduling(rtype, leader)
+    assert "leaderTemplate uses schedulerName default-scheduler" in msg
+    unqueued = copy.deepcopy(props)
+    del unqueued["metadata"]["labels"]
+    del unqueued["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]["kai.scheduler/queue"]
+    [msg] = rules.gang_scheduling(rtype, unqueued)
+    assert "no kai.scheduler/queue label" in msg
+
+
+# --- prod AMI --------------------------------------------------------------------------------------------------
+
+
+def test_prod_ami_must_be_pinned(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    assert rules.ami_pinned(*compliant[NODECLASS_KEY], prod=True) == []
+    rtype, props = recorded(Knobs(ami_alias="al2023@latest"))[NODECLASS_KEY]
+    [msg] = rules.ami_pinned(rtype, props, prod=True)
+    assert msg.startswith("EC2NodeClass h100: amiSelectorTerms[0].alias al2023@latest in production")
+    assert rules.ami_pinned(rtype, props, prod=False) == []
+    ssm = copy.deepcopy(props)
+    ssm["spec"]["amiSelectorTerms"] = [{"ssmParameter": "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/"
+                                                        "x86_64/nvidia/recommended/image_id"}]
+    assert len(rules.ami_pinned(rtype, ssm, prod=True)) == 1
+
+
+@pytest.mark.parametrize(("stack", "prod"), [("prod", True), ("eu-prod", True), ("Production", True),
+                                             ("acme/prod", True), ("dev", False), ("preprod-test", False)])
+def test_is_prod_stack(stack: str, prod: bool) -> None:
+    assert rules.is_prod_stack(stack) is prod
+
+
+def test_stack_from_urn() -> None:
+    assert rules.stack_from_urn("urn:pulumi:prod::gpuscale::kubernetes:karpenter.sh/v1:NodePool::h100") == "prod"
+    assert rules.stack_from_urn("garbage") == ""
+
+
+def test_check_resources_names_each_rule() -> None:
+    bad = recorded(Knobs(consolidation_policy="Balanced", ami_alias="al2023@latest", decode_scheduler="default-scheduler"))
+    found = {rule for _, rule, _ in rules.check_resources(list(bad.values()), prod=True)}
+    assert found == {"gpu-nodepool-consolidation", "prod-ami-pinned", "gang-scheduling-multi-pod-gpu"}
