@@ -19,6 +19,7 @@ app.command("schema")(_validate.schema)
 # Further commands register below, one line each.
 app.command("synth")(_synth.synth)
 app.command("diff")(_synth.diff)
+app.command("simulate")(__import__("gpuscale.cli.simulate", fromlist=["simulate"]).simulate)
 
 
 def main() -> None:

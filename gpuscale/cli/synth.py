@@ -9,6 +9,7 @@ import typer
 from pydantic import ValidationError
 
 from gpuscale.cli.common import StackFileOpt, StackOpt, console, err_console, fail, spec_from_options
+from gpuscale.crosscheck import CrossLayerError
 from gpuscale.policy.rules import check_resources
 from gpuscale.sizing import SizingError
 from gpuscale.spec.problems import SpecProblems
@@ -40,6 +41,8 @@ def synth(stack: StackOpt = None, stack_file: StackFileOpt = None, out: OutOpt =
         fail([f"{NAMESPACE}:{path}: {msg}" for path, msg in exc.problems])
     except ValidationError as exc:
         fail(format_errors(exc))
+    except CrossLayerError as exc:
+        fail(exc.problems)
     except (SizingError, ValueError) as exc:  # cross-layer checks refuse with a message naming the numbers
         fail([str(exc)])
     target = out if out is not None else Path("synth-out") / spec.environment.name

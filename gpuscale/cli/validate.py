@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, spec_from_options
+from gpuscale.crosscheck import check_platform
 from gpuscale.sizing import PlatformSizing, SizingError, size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import NAMESPACE
@@ -22,6 +23,9 @@ def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
         sizing = size_platform(spec)
     except SizingError as exc:
         fail([str(exc)])
+    problems = check_platform(spec, sizing)
+    if problems:
+        fail(problems)
     env = spec.environment
     console.print(
         f"[bold]{env.name}[/] ({env.stage}) cluster [bold]{env.cluster_name}[/] in {env.aws_region}, "
