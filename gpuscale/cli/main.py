@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
 
@@ -19,7 +20,7 @@ app.command("schema")(_validate.schema)
 # Further commands register below, one line each.
 app.command("synth")(_synth.synth)
 app.command("diff")(_synth.diff)
-app.command("simulate")(__import__("gpuscale.cli.simulate", fromlist=["simulate"]).simulate)
+app.command("simulate")(_simulate.simulate)
 
 
 def main() -> None:

@@ -85,7 +85,7 @@ def test_dev_scales_to_zero_with_activation(run_pulumi: Run, dev_spec: PlatformS
     records, _ = build(run_pulumi, dev_spec)
     (so,) = [r for r in records if r.type == SCALED_OBJECT]
     assert so.inputs["spec"]["minReplicaCount"] == 0
-    assert so.inputs["spec"]["triggers"][0]["metadata"]["activationThreshold"] == "1"
+    assert so.inputs["spec"]["triggers"][0]["metadata"]["activationThreshold"] == "0"
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -100,7 +100,7 @@ def test_dev_scales_to_zero_with_an_activation_threshold(dev_spec: PlatformSpec)
     spec = body["spec"]
     assert spec["minReplicaCount"] == 0 and spec["maxReplicaCount"] == 4
     queue, kv, cron = spec["triggers"]
-    assert queue["metadata"]["activationThreshold"] == "1"  # wake only when a request waits
+    assert queue["metadata"]["activationThreshold"] == "0"  # KEDA activates on metric > threshold: one waiting request
     assert kv["metadata"]["activationThreshold"] == "0"  # stay up while any request still holds KV
     # at zero the vLLM gauges are gone: the schedule is the wake-up signal that survives zero
     assert cron == {

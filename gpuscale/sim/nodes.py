@@ -1,0 +1,210 @@
+"""Layer 1: GPU nodes, how long they take to arrive, what a replica waits through, and who removes them.
+
+Latency chain (perf-model.md section 4): decision (Karpenter batches pending pods for 1-10 s; Cluster Autoscaler
+scans every 10 s, simulates for 5-30 s and goes through an ASG, 0-60 s more), launch to node Ready (the spec's
+``node_ready_s`` for the provisioner it names; the user's figures 45-60 s Karpenter vs 90-120 s Cluster
+Autoscaler otherwise), Ready to ``nvidia.com/gpu`` allocatable (``gpu_ready_s``), then per pod: image pull on a
+fresh node, weight load, engine init (sizing's ``cold_start``), each jittered uniformly by +-15%.
+
+Removal: Karpenter ``WhenEmpty`` deletes a node once it has had no pod change for ``consolidateAfter``;
+``WhenEmptyOrUnderutilized`` also deletes a node whose pods fit on the other nodes, evicting them (their
+in-flight requests are lost and each evicted replica reloads its model). Cluster Autoscaler's scale-down is the
+same repacking at its defaults (utilisation below 50% for 10 min, not within 10 min of a scale-up).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import Field
+
+from gpuscale.sizing import ColdStart
+from gpuscale.spec.base import Spec
+from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
+
+KARPENTER_DECISION_S = (1.0, 10.0)
+"""BATCH_IDLE_DURATION 1 s .. BATCH_MAX_DURATION 10 s (Karpenter settings reference)."""
+KARPENTER_READY_S = (45.0, 60.0)
+"""The user's Karpenter figure, used when the spec describes Cluster Autoscaler."""
+CA_SCAN_INTERVAL_S = 10.0
+"""Cluster Autoscaler ``scan-interval``."""
+CA_DECISION_S = (5.0, 30.0)
+"""Cluster Autoscaler simulation latency on a small cluster (CA FAQ: <= 30 s, 5 s average)."""
+CA_ASG_S = (0.0, 60.0)
+"""ASG indirection before the instance launches (perf-model.md 4.1)."""
+CA_READY_S = (90.0, 120.0)
+"""The user's Cluster Autoscaler figure, used when the spec describes Karpenter."""
+CA_UNNEEDED_S = 600.0
+"""``scale-down-unneeded-time`` and ``scale-down-delay-after-add`` defaults."""
+CA_UTILISATION = 0.5
+"""``scale-down-utilization-threshold`` (by requests)."""
+KARPENTER_DISRUPTION_POLL_S = 10.0
+"""How often the disruption controller looks for candidates."""
+STARTUP_JITTER = 0.15
+
+
+class ProvisionerSpec(Spec):
+    """How a node autoscaler turns pending pods into a schedulable GPU node."""
+
+    kind: Literal["karpenter", "cluster-autoscaler"]
+    decision_s: tuple[float, float]
+    """Pending pod seen -> launch call, uniform (min, max)."""
+    scan_interval_s: float = Field(default=0.0, ge=0)
+    """Periodic scan (Cluster Autoscaler); 0 reacts to pending pods at once (Karpenter's watch)."""
+    launch_extra_s: tuple[float, float] = (0.0, 0.0)
+    """Extra launch indirection (ASG), uniform."""
+    node_ready_s: tuple[float, float]
+    """Launch -> node Ready, uniform."""
+    gpu_ready_s: tuple[float, float]
+    """Node Ready -> GPUs allocatable, uniform."""
+
+    def sample_launch_delay(self, rng: random.Random) -> float:
+        return rng.uniform(*self.decision_s) + rng.uniform(*self.launch_extra_s)
+
+    def sample_boot(self, rng: random.Random) -> float:
+        return rng.uniform(*self.node_ready_s) + rng.uniform(*self.gpu_ready_s)
+
+    @property
+    def worst_case_s(self) -> float:
+        """Longest pending-pod -> schedulable-GPU latency this provisioner draws."""
+        return self.scan_interval_s + self.decision_s[1] + self.launch_extra_s[1] + self.node_ready_s[1] + self.gpu_ready_s[1]
+
+
+class StartupSpec(Spec):
+    """What a replica's pod waits through once bound: image pull (fresh node only), weights, engine init."""
+
+    image_pull_s: float = Field(ge=0)
+    weights_s: float = Field(ge=0)
+    engine_init_s: float = Field(ge=0)
+    jitter: float = Field(default=STARTUP_JITTER, ge=0, lt=1)
+    """Each part is drawn uniformly within +-jitter of its nominal value."""
+
+    def sample(self, rng: random.Random, nominal: float) -> float:
+        return nominal * rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
+
+    @property
+    def worst_case_s(self) -> float:
+        return (self.image_pull_s + self.weights_s + self.engine_init_s) * (1.0 + self.jitter)
+
+
+class ConsolidationSpec(Spec):
+    """Who removes GPU nodes, and when."""
+
+    policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "cluster-autoscaler", "none"]
+    consolidate_after_s: float = Field(ge=0)
+    """Quiet time (no pod added or removed) before a node is a candidate; CA: unneeded time."""
+    utilisation_threshold: float = Field(default=1.0, gt=0, le=1)
+    """Underutilised means requested GPUs / node GPUs below this (CA 0.5; Karpenter: any node whose pods fit elsewhere)."""
+    budget_nodes: int = Field(default=1, ge=1)
+    """Nodes disrupted per poll (the NodePool's disruption budget)."""
+    poll_s: float = Field(default=KARPENTER_DISRUPTION_POLL_S, gt=0)
+    delay_after_add_s: float = Field(default=0.0, ge=0)
+    """No scale-down this long after a node was added (CA ``scale-down-delay-after-add``)."""
+
+    @property
+    def evicts(self) -> bool:
+        return self.policy in ("WhenEmptyOrUnderutilized", "cluster-autoscaler")
+
+
+def karpenter(prov: ProvisioningSpec) -> ProvisionerSpec:
+    ready = prov.node_ready_s if prov.node_provisioner == "karpenter" else KARPENTER_READY_S
+    return ProvisionerSpec(
+        kind="karpenter", decision_s=KARPENTER_DECISION_S, node_ready_s=ready,
+        gpu_ready_s=(prov.gpu_ready_s * (1 - STARTUP_JITTER), prov.gpu_ready_s * (1 + STARTUP_JITTER)),
+    )
+
+
+def cluster_autoscaler(prov: ProvisioningSpec) -> ProvisionerSpec:
+    ready = prov.node_ready_s if prov.node_provisioner == "cluster-autoscaler" else CA_READY_S
+    return ProvisionerSpec(
+        kind="cluster-autoscaler", decision_s=CA_DECISION_S, scan_interval_s=CA_SCAN_INTERVAL_S,
+        launch_extra_s=CA_ASG_S, node_ready_s=ready,
+        gpu_ready_s=(prov.gpu_ready_s * (1 - STARTUP_JITTER), prov.gpu_ready_s * (1 + STARTUP_JITTER)),
+    )
+
+
+def provisioner_of(prov: ProvisioningSpec) -> ProvisionerSpec:
+    """The provisioner the spec describes."""
+    return karpenter(prov) if prov.node_provisioner == "karpenter" else cluster_autoscaler(prov)
+
+
+def startup_of(cold: ColdStart) -> StartupSpec:
+    return StartupSpec(image_pull_s=cold.image_pull_s, weights_s=cold.weights_s, engine_init_s=cold.engine_init_s)
+
+
+def consolidation_of(pool: GpuNodePoolSpec) -> ConsolidationSpec:
+    """The NodePool's disruption settings as the simulator runs them."""
+    budget = next((int(b.nodes) for b in pool.disruption_budgets if b.schedule is None and b.nodes.isdigit()), 1)
+    return ConsolidationSpec(
+        policy="WhenEmpty" if pool.consolidation_policy == "WhenEmpty" else "WhenEmptyOrUnderutilized",
+        consolidate_after_s=pool.consolidate_after_s, budget_nodes=max(budget, 1),
+    )
+
+
+def when_empty(after_s: float) -> ConsolidationSpec:
+    return ConsolidationSpec(policy="WhenEmpty", consolidate_after_s=after_s)
+
+
+def when_empty_or_underutilized(after_s: float = 0.0) -> ConsolidationSpec:
+    """Karpenter's default disruption (``consolidateAfter: 0s``)."""
+    return ConsolidationSpec(policy="WhenEmptyOrUnderutilized", consolidate_after_s=after_s)
+
+
+def cluster_autoscaler_scale_down() -> ConsolidationSpec:
+    return ConsolidationSpec(
+        policy="cluster-autoscaler", consolidate_after_s=CA_UNNEEDED_S, utilisation_threshold=CA_UTILISATION,
+        delay_after_add_s=CA_UNNEEDED_S,
+    )
+
+
+PROVISIONING, READY, GONE = 0, 1, 2
+
+
+class Node:
+    """One GPU node of the pool (mutable simulation state)."""
+
+    __slots__ = ("foreign", "free", "gpus", "last_change", "nid", "pods", "pull_done_at", "ready_at", "requested_at", "state")
+
+    def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0) -> None:
+        self.nid = nid
+        self.gpus = gpus
+        self.foreign = foreign
+        """GPUs held by other tenants' pods: never ours, never freed."""
+        self.free = gpus - foreign
+        self.state = PROVISIONING
+        self.requested_at = requested_at
+        self.ready_at: float | None = None
+        self.pull_done_at: float | None = None
+        """When the vLLM image finished (or will finish) pulling on this node; None before the first pull."""
+        self.pods = 0
+        self.last_change = requested_at
+
+    def image_cached(self, t: float) -> bool:
+        return self.pull_done_at is not None and self.pull_done_at <= t
+
+    @property
+    def used(self) -> int:
+        return self.gpus - self.foreign - self.free
+
+
+def consolidation_candidate(
+    nodes: list[Node], t: float, spec: ConsolidationSpec, last_scale_up_t: float, pods_fit_elsewhere: Callable[[Node], bool],
+) -> tuple[Node, bool] | None:
+    """The node the disruption controller removes now, and whether it must evict pods to do so.
+
+    Empty nodes go first; an eviction candidate is the node with the fewest pods (cheapest disruption).
+    """
+    if spec.policy == "none" or t - last_scale_up_t < spec.delay_after_add_s:
+        return None
+    quiet = [n for n in nodes if n.state == READY and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s]
+    empty = [n for n in quiet if n.pods == 0]
+    if empty:
+        return min(empty, key=lambda n: (n.last_change, n.nid)), False
+    if not spec.evicts:
+        return None
+    under = [n for n in quiet if n.used / n.gpus < spec.utilisation_threshold and pods_fit_elsewhere(n)]
+    if not under:
+        return None
+    return min(under, key=lambda n: (n.pods, -n.free, n.nid)), True

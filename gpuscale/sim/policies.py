@@ -1,0 +1,508 @@
+"""Layer 3: the replica autoscalers compared, each run with its controller's real mechanics.
+
+One discriminated union of policy specs (``kind:``):
+
+* ``dcgm-duty-cycle`` - the naive HPA on ``DCGM_FI_DEV_GPU_UTIL`` through prometheus-adapter (a Pods metric):
+  ``desired = ceil(ready x utilisation / target)`` with the HPA's missing-pod rules, 10% tolerance, 15 s sync,
+  default behaviour (up: max(+4 pods, +100%) per 15 s; down: 300 s stabilisation). Optionally an operator adds
+  one replica by hand at a given time (``kubectl scale``).
+* ``queue-depth`` - HPA/KEDA on ``sum(vllm:num_requests_waiting)`` (prefill, aggregated) and
+  ``sum(vllm:kv_cache_usage_perc)`` (decode, aggregated) as AverageValue targets, generic thresholds (queue 5 as
+  in llm-d/Dynamo, KV 0.8), Kubernetes default behaviour.
+* ``gpuscale`` - what gpuscale emits for the spec: the ``RoleSizing`` metrics, targets, warm minimum, maximum,
+  stabilisation and polling, the scale-up/-down policies of ``components.manifests.autoscaling.hpa_behavior``,
+  KEDA activation and cooldown when the minimum is 0.
+* ``oracle`` - perfect foresight: reads every future arrival, computes the replicas each moment needs at the
+  sizing's per-replica capacity, and asks for them one cold start ahead; a lower bound on GPU-hours.
+* ``fixed`` - a constant replica count (a hand-made scale-up; the gang scenario).
+
+Controllers are plain objects built by ``build_controller``; they observe the last metric scrape and return a
+desired replica count per role.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field
+
+from gpuscale import sizing as sizing_mod
+from gpuscale.sim.replica import ReplicaModel
+from gpuscale.sim.traffic import Arrivals
+from gpuscale.sizing import RoleSizing
+from gpuscale.spec.base import Spec
+from gpuscale.spec.model import Role
+
+MetricSource = Literal["duty", "queue", "kv", "running"]
+METRIC_SOURCES: dict[str, MetricSource] = {
+    "vllm:num_requests_waiting": "queue",
+    "vllm:kv_cache_usage_perc": "kv",
+    "vllm:num_requests_running": "running",
+}
+
+
+class ScalingPolicy(Spec):
+    """One HPA ``behavior`` policy: at most ``value`` pods or percent per ``period_s``."""
+
+    type: Literal["Pods", "Percent"]
+    value: float = Field(gt=0)
+    period_s: float = Field(gt=0)
+
+
+class ScalingRules(Spec):
+    """HPA ``behavior.scaleUp`` or ``scaleDown``."""
+
+    stabilization_s: float = Field(default=0.0, ge=0)
+    select: Literal["Max", "Min"] = "Max"
+    policies: list[ScalingPolicy] = Field(min_length=1)
+
+
+class HpaBehavior(Spec):
+    """The HPA's rate limits and stabilisation; defaults are Kubernetes' when ``behavior`` is unset."""
+
+    scale_up: ScalingRules = ScalingRules(
+        policies=[ScalingPolicy(type="Percent", value=100, period_s=15), ScalingPolicy(type="Pods", value=4, period_s=15)]
+    )
+    scale_down: ScalingRules = ScalingRules(stabilization_s=300, policies=[ScalingPolicy(type="Percent", value=100, period_s=15)])
+    tolerance: float = Field(default=0.1, ge=0)
+    """``--horizontal-pod-autoscaler-tolerance``: no change while |metric/target - 1| <= tolerance."""
+
+    @classmethod
+    def from_k8s(cls, behavior: dict[str, object]) -> HpaBehavior:
+        """Read an autoscaling/v2 ``behavior`` dict (what gpuscale emits)."""
+
+        def rules(raw: object) -> ScalingRules:
+            assert isinstance(raw, dict)
+            return ScalingRules(
+                stabilization_s=float(raw.get("stabilizationWindowSeconds", 0)),
+                select=raw.get("selectPolicy", "Max"),
+                policies=[ScalingPolicy(type=p["type"], value=p["value"], period_s=p["periodSeconds"]) for p in raw["policies"]],
+            )
+
+        return cls(scale_up=rules(behavior["scaleUp"]), scale_down=rules(behavior["scaleDown"]))
+
+
+class DutyCyclePolicy(Spec):
+    """Naive HPA on the GPU duty cycle (``DCGM_FI_DEV_GPU_UTIL``)."""
+
+    kind: Literal["dcgm-duty-cycle"] = "dcgm-duty-cycle"
+    target: float = Field(default=0.8, gt=0, le=1)
+    """Target average utilisation (80%)."""
+    sync_period_s: float = Field(default=15.0, gt=0)
+    behavior: HpaBehavior = HpaBehavior()
+    min_replicas: int = Field(default=1, ge=1)
+    """An HPA cannot scale to zero."""
+    max_replicas: int | None = Field(default=None, gt=0)
+    """Default: the sizing's maximum of each role."""
+    manual_add_at_s: float | None = Field(default=None, ge=0)
+    """An operator adds one replica by hand at this time."""
+    manual_add_role: Role | None = None
+    """Role of the hand-added replica; default the first role (aggregated or prefill)."""
+
+
+class QueueDepthPolicy(Spec):
+    """HPA/KEDA on queue depth (prefill, aggregated) and KV-cache use (decode, aggregated), generic thresholds."""
+
+    kind: Literal["queue-depth"] = "queue-depth"
+    queue_target: float = Field(default=5.0, gt=0)
+    """Waiting requests per replica (llm-d / Dynamo default 5)."""
+    kv_target: float = Field(default=0.8, gt=0, le=1)
+    """KV-cache use per replica."""
+    sync_period_s: float = Field(default=15.0, gt=0)
+    behavior: HpaBehavior = HpaBehavior()
+    min_replicas: int = Field(default=1, ge=1)
+    max_replicas: int | None = Field(default=None, gt=0)
+    count_gateway_queue: bool = False
+    """Add requests the gateway holds (no ready replica) to the queue metric."""
+
+
+class GpuscalePolicy(Spec):
+    """The autoscaler gpuscale generates for the spec, from ``RoleSizing``."""
+
+    kind: Literal["gpuscale"] = "gpuscale"
+    min_replicas: int | None = Field(default=None, ge=0)
+    """Override the sized warm minimum (scenarios that start from an empty cluster)."""
+    count_gateway_queue: bool = False
+    """Add the gateway's held requests to the queue metric (a KEDA HTTP add-on or router metric); the emitted
+    queries read vLLM pods only, so with zero pods nothing wakes the model."""
+    activation_threshold: float | None = Field(default=None, ge=0)
+    """Override the sized KEDA activation threshold (0 -> 1 when the first metric exceeds it)."""
+
+
+class OraclePolicy(Spec):
+    """Perfect foresight: the lower bound on GPU-hours at full SLO attainment."""
+
+    kind: Literal["oracle"] = "oracle"
+    prefill_utilisation: float = Field(default=0.85, gt=0, le=1)
+    """Prefill replicas run at this fraction of their prompt throughput (queueing headroom for TTFT)."""
+    smoothing_s: float = Field(default=60.0, gt=0)
+    """Load is averaged over this window before sizing."""
+    sync_period_s: float = Field(default=15.0, gt=0)
+
+
+class FixedPolicy(Spec):
+    """A constant replica count per role."""
+
+    kind: Literal["fixed"] = "fixed"
+    replicas: int = Field(default=1, ge=0)
+    sync_period_s: float = Field(default=15.0, gt=0)
+
+
+PolicySpec = Annotated[
+    DutyCyclePolicy | QueueDepthPolicy | GpuscalePolicy | OraclePolicy | FixedPolicy, Field(discriminator="kind")
+]
+
+
+@dataclass(frozen=True)
+class RoleObservation:
+    """One role as the last scrape saw it."""
+
+    role: str
+    current: int
+    """Replicas the workload asks for (``spec.replicas``)."""
+    ready: int
+    """Ready replicas (pods reporting metrics)."""
+    duty_sum: float
+    """Sum over ready replicas of the GPU duty cycle over the scrape interval (each 0..1)."""
+    queue: float
+    """Sum of ``vllm:num_requests_waiting``."""
+    gateway: float
+    """Requests the gateway holds because no replica is ready."""
+    kv_sum: float
+    """Sum of ``vllm:kv_cache_usage_perc`` (fractions)."""
+    running: float
+    """Sum of ``vllm:num_requests_running``."""
+
+
+@dataclass(frozen=True)
+class ControllerContext:
+    """What a controller may know at construction (the oracle reads the future arrivals)."""
+
+    roles: dict[str, RoleSizing]
+    replica: ReplicaModel
+    arrivals: Arrivals
+    duration_s: float
+    lead_s: float
+    """Worst-case time from asking for a replica to it serving on a fresh node."""
+    itl_slo_s: float
+    mode: str
+
+
+@dataclass(frozen=True)
+class MetricRule:
+    source: MetricSource
+    target: float
+    pods_metric: bool
+    """True: a Pods metric averaged over ready pods (prometheus-adapter); False: an AverageValue sum (KEDA)."""
+
+
+def pods_average_desired(total: float, ready: int, current: int, target: float, tol: float) -> int:
+    """The HPA's replica count for a Pods metric, with its rules for pods that report no metric yet.
+
+    Missing pods count as 0 when scaling up and as the target when scaling down; if that flips the direction
+    or lands within tolerance, nothing changes.
+    """
+    if ready == 0:
+        return current
+    ratio = total / (ready * target)
+    missing = max(current - ready, 0)
+    if missing == 0:
+        return current if abs(ratio - 1.0) <= tol else math.ceil(ratio * ready - 1e-9)
+    pods = ready + missing
+    new = total / (target * pods) if ratio > 1.0 else (total + missing * target) / (target * pods)
+    if abs(new - 1.0) <= tol or (new > 1.0) != (ratio > 1.0):
+        return current
+    return math.ceil(new * pods - 1e-9)
+
+
+def average_value_desired(total: float, current: int, target: float, tol: float) -> int:
+    """The HPA's replica count for an AverageValue target: ``ceil(total / target)`` outside tolerance."""
+    if current == 0:
+        return math.ceil(total / target - 1e-9)
+    if abs(total / (target * current) - 1.0) <= tol:
+        return current
+    return math.ceil(total / target - 1e-9)
+
+
+class HpaRole:
+    """The HPA control loop of one role (KEDA is an HPA plus activation and cooldown)."""
+
+    def __init__(
+        self, rules: list[MetricRule], min_replicas: int, max_replicas: int, behavior: HpaBehavior, *,
+        keda_activation: float | None = None, cooldown_s: float = 300.0, count_gateway: bool = False,
+    ) -> None:
+        self.rules = rules
+        self.min_replicas = min_replicas
+        self.max_replicas = max(max_replicas, min_replicas)
+        self.behavior = behavior
+        self.keda_activation = keda_activation
+        self.cooldown_s = cooldown_s
+        self.count_gateway = count_gateway
+        self.recommendations: list[tuple[float, int]] = []
+        self.events: list[tuple[float, int]] = []
+        self.last_active_t = 0.0
+
+    def _value(self, source: MetricSource, obs: RoleObservation) -> float:
+        if source == "duty":
+            return obs.duty_sum
+        if source == "queue":
+            return obs.queue + (obs.gateway if self.count_gateway else 0.0)
+        if source == "kv":
+            return obs.kv_sum
+        return obs.running
+
+    def decide(self, t: float, obs: RoleObservation) -> int:
+        current = obs.current
+        if self.keda_activation is not None and self.min_replicas == 0:
+            first = self._value(self.rules[0].source, obs)
+            active = (
+                first > self.keda_activation
+                or any(self._value(r.source, obs) > 0 for r in self.rules[1:])
+                or (self.count_gateway and obs.gateway > 0)  # a held request wakes any role
+            )
+            if active:
+                self.last_active_t = t
+            if current == 0:
+                return self._record(t, current, 1 if active else 0)
+            if not active and t - self.last_active_t >= self.cooldown_s:
+                return self._record(t, current, 0)
+        hpa_min = max(self.min_replicas, 1)
+        raw = 0
+        tol = self.behavior.tolerance
+        for rule in self.rules:
+            total = self._value(rule.source, obs)
+            if rule.pods_metric:
+                raw = max(raw, pods_average_desired(total, obs.ready, current, rule.target, tol))
+            else:
+                raw = max(raw, average_value_desired(total, current, rule.target, tol))
+        desired = self._stabilise(t, current, raw)
+        desired = self._rate_limit(t, current, desired)
+        return self._record(t, current, min(max(desired, hpa_min), self.max_replicas))
+
+    def _stabilise(self, t: float, current: int, raw: int) -> int:
+        up_w, down_w = self.behavior.scale_up.stabilization_s, self.behavior.scale_down.stabilization_s
+        keep = max(up_w, down_w)
+        if not self.recommendations:  # the autoscaler has been running: its recent history is the current count
+            self.recommendations.append((t, current))
+        self.recommendations = [(ts, r) for ts, r in self.recommendations if ts > t - keep]
+        self.recommendations.append((t, raw))
+        up = min([r for ts, r in self.recommendations if ts > t - up_w] + [raw])
+        down = max([r for ts, r in self.recommendations if ts > t - down_w] + [raw])
+        rec = current
+        if rec < up:
+            rec = up
+        if rec > down:
+            rec = down
+        return rec
+
+    def _rate_limit(self, t: float, current: int, desired: int) -> int:
+        if desired > current:
+            rules = self.behavior.scale_up
+            pick: Callable[[int, int], int] = max if rules.select == "Max" else min
+            limit: int | None = None
+            for p in rules.policies:
+                added = sum(d for ts, d in self.events if d > 0 and ts > t - p.period_s)
+                start = current - added
+                prop = int(start + p.value) if p.type == "Pods" else math.ceil(start * (1.0 + p.value / 100.0))
+                limit = prop if limit is None else pick(limit, prop)
+            return min(desired, limit if limit is not None else desired)
+        if desired < current:
+            rules = self.behavior.scale_down
+            pick = min if rules.select == "Max" else max
+            limit = None
+            for p in rules.policies:
+                removed = sum(-d for ts, d in self.events if d < 0 and ts > t - p.period_s)
+                start = current + removed
+                prop = int(start - p.value) if p.type == "Pods" else int(start * (1.0 - p.value / 100.0))
+                limit = prop if limit is None else pick(limit, prop)
+            return max(desired, limit if limit is not None else desired)
+        return desired
+
+    def _record(self, t: float, current: int, desired: int) -> int:
+        if desired != current:
+            self.events = [(ts, d) for ts, d in self.events if ts > t - 600.0]
+            self.events.append((t, desired - current))
+        return desired
+
+
+class Controller:
+    """Base: ``decide`` maps the last observation of every role to desired replicas."""
+
+    sync_period_s: float = 15.0
+
+    def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
+        raise NotImplementedError
+
+
+class HpaController(Controller):
+    """One ``HpaRole`` per role, plus an optional hand-made scale-up."""
+
+    def __init__(self, roles: dict[str, HpaRole], sync_period_s: float, manual: tuple[float, str] | None = None) -> None:
+        self.roles = roles
+        self.sync_period_s = sync_period_s
+        self.manual = manual
+        self._manual_done = False
+
+    def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
+        if self.manual is not None and not self._manual_done and t >= self.manual[0]:
+            # the operator raises the HPA's floor (and ceiling) by one so the HPA cannot undo the extra replica
+            hpa = self.roles[self.manual[1]]
+            extra = obs[self.manual[1]].current + 1
+            hpa.min_replicas = max(hpa.min_replicas, extra)
+            hpa.max_replicas = max(hpa.max_replicas, extra)
+            self._manual_done = True
+        return {name: hpa.decide(t, obs[name]) for name, hpa in self.roles.items()}
+
+
+class FixedController(Controller):
+    def __init__(self, roles: list[str], replicas: int, sync_period_s: float) -> None:
+        self.targets = dict.fromkeys(roles, replicas)
+        self.sync_period_s = sync_period_s
+
+    def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
+        return dict(self.targets)
+
+
+class OracleController(Controller):
+    """Replays a schedule computed from the future arrivals."""
+
+    def __init__(self, policy: OraclePolicy, ctx: ControllerContext) -> None:
+        self.sync_period_s = policy.sync_period_s
+        self.schedule = oracle_schedule(policy, ctx)
+
+    def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
+        i = int(t // self.sync_period_s)
+        return {role: int(s[min(i, len(s) - 1)]) for role, s in self.schedule.items()}
+
+
+def decode_output_rate_per_replica(replica: ReplicaModel, itl_slo_s: float, mean_context: float) -> float:
+    """Output tokens/s one replica sustains with its step time at ``ITL_HEADROOM`` x the ITL target.
+
+    Little's law on a linear step: with ``o`` tokens/s per replica the batch is ``b = o s`` and
+    ``s = base + k b``, so ``s = base / (1 - k o)``; ``s <= S`` gives ``o <= (1 - base/S) / k``; KV caps it too.
+    """
+    s_max = itl_slo_s * sizing_mod.ITL_HEADROOM
+    k = replica.step_per_seq_s + replica.step_per_context_token_s * mean_context
+    by_step = (1.0 - replica.step_base_s / s_max) / k if replica.step_base_s < s_max else 1.0 / k / 10.0
+    by_kv = sizing_mod.KV_TARGET_UTILISATION * replica.kv_capacity_tokens / (mean_context * s_max)
+    return max(min(by_step, by_kv), 1e-6)
+
+
+def aggregated_need(
+    r: ReplicaModel, prompt_rate: np.ndarray, output_rate: np.ndarray, itl_slo_s: float, mean_context: float,
+    max_replicas: int, utilisation: float,
+) -> np.ndarray:
+    """Smallest replica count whose mean inter-token gap, stretched by the prefill chunks sharing the steps, meets
+    ``ITL_HEADROOM`` x the ITL target.
+
+    Per replica, prefill takes a share ``f`` of the time and every step (mixed or not) gives each sequence one
+    token, so TPOT = decode part / (1 - f); with the batch b = o x TPOT that is TPOT = base / ((1 - f) - k o).
+    """
+    s_max = itl_slo_s * sizing_mod.ITL_HEADROOM
+    k = r.step_per_seq_s + r.step_per_context_token_s * mean_context
+    need = np.full(prompt_rate.shape, max_replicas, dtype=float)
+    undecided = (prompt_rate > 0) | (output_rate > 0)
+    need[~undecided] = 0
+    for n in range(1, max_replicas + 1):
+        f = prompt_rate / (n * r.prefill_tokens_per_s * utilisation)
+        ko = k * output_rate / n
+        room = (1.0 - f) - ko
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tpot = np.where(room > 0, r.step_base_s / np.maximum(room, 1e-9), np.inf)
+        kv_ok = output_rate / n * s_max * mean_context <= sizing_mod.KV_TARGET_UTILISATION * r.kv_capacity_tokens
+        ok = undecided & (tpot <= s_max) & kv_ok
+        need[ok] = n
+        undecided &= ~ok
+        if not undecided.any():
+            break
+    return need
+
+
+def oracle_schedule(policy: OraclePolicy, ctx: ControllerContext) -> dict[str, np.ndarray]:
+    """Desired replicas per role per sync period: the need of the next cold-start window, known in advance."""
+    dt = policy.sync_period_s
+    a = ctx.arrivals
+    lead_bins = math.ceil(ctx.lead_s / dt)
+    n_bins = math.ceil(ctx.duration_s / dt) + 1
+    total_bins = n_bins + lead_bins + 1
+    idx = np.minimum((a.arrival_s // dt).astype(np.int64), total_bins - 1) if len(a) else np.zeros(0, dtype=np.int64)
+    prompt_rate = np.bincount(idx, weights=a.prompt_tokens.astype(float), minlength=total_bins) / dt
+    output_rate = np.bincount(idx, weights=a.output_tokens.astype(float), minlength=total_bins) / dt
+    w = max(1, round(policy.smoothing_s / dt))
+    kernel = np.ones(w) / w
+    prompt_rate = np.convolve(prompt_rate, kernel, mode="same")
+    output_rate = np.convolve(output_rate, kernel, mode="same")
+    ctx_mean = float(np.mean(a.prompt_tokens + a.output_tokens / 2.0)) if len(a) else 1.0
+    r = ctx.replica
+    prefill_need = prompt_rate / (r.prefill_tokens_per_s * policy.prefill_utilisation)
+    decode_need = output_rate / decode_output_rate_per_replica(r, ctx.itl_slo_s, ctx_mean)
+    out: dict[str, np.ndarray] = {}
+    for role, rs in ctx.roles.items():
+        if role == "aggregated":
+            need = aggregated_need(r, prompt_rate, output_rate, ctx.itl_slo_s, ctx_mean, rs.max_replicas, policy.prefill_utilisation)
+        else:
+            x = prefill_need if role == "prefill" else decode_need
+            need = np.ceil(x - 1e-9).clip(0, rs.max_replicas)
+        ahead = np.lib.stride_tricks.sliding_window_view(np.concatenate([need, np.zeros(lead_bins)]), lead_bins + 1)
+        out[role] = ahead.max(axis=1)[:n_bins].astype(np.int64)
+    return out
+
+
+def _max_for(policy_max: int | None, rs: RoleSizing) -> int:
+    return policy_max if policy_max is not None else rs.max_replicas
+
+
+def gpuscale_behavior(rs: RoleSizing) -> HpaBehavior:
+    """The ``behavior`` gpuscale's RoleAutoscaler emits for this role."""
+    from gpuscale.components.manifests.autoscaling import hpa_behavior  # the emitted numbers, not a copy
+
+    return HpaBehavior.from_k8s(hpa_behavior(rs))
+
+
+def build_controller(policy: PolicySpec, ctx: ControllerContext, backend: str = "keda") -> Controller:
+    """The controller of one policy for the roles in ``ctx``."""
+    if isinstance(policy, OraclePolicy):
+        return OracleController(policy, ctx)
+    if isinstance(policy, FixedPolicy):
+        return FixedController(list(ctx.roles), policy.replicas, policy.sync_period_s)
+    roles: dict[str, HpaRole] = {}
+    if isinstance(policy, DutyCyclePolicy):
+        for role, rs in ctx.roles.items():
+            roles[role] = HpaRole([MetricRule("duty", policy.target, True)], policy.min_replicas, _max_for(policy.max_replicas, rs), policy.behavior)
+        manual: tuple[float, str] | None = None
+        if policy.manual_add_at_s is not None:
+            role_name: str = policy.manual_add_role if policy.manual_add_role is not None else next(iter(ctx.roles))
+            manual = (policy.manual_add_at_s, role_name)
+        return HpaController(roles, policy.sync_period_s, manual)
+    if isinstance(policy, QueueDepthPolicy):
+        for role, rs in ctx.roles.items():
+            rules = []
+            if role in ("aggregated", "prefill"):
+                rules.append(MetricRule("queue", policy.queue_target, False))
+            if role in ("aggregated", "decode"):
+                rules.append(MetricRule("kv", policy.kv_target, False))
+            roles[role] = HpaRole(
+                rules, policy.min_replicas, _max_for(policy.max_replicas, rs), policy.behavior,
+                count_gateway=policy.count_gateway_queue,
+            )
+        return HpaController(roles, policy.sync_period_s)
+    for role, rs in ctx.roles.items():
+        rules = [MetricRule(METRIC_SOURCES[rs.metric], rs.target, False)]
+        if rs.secondary_metric is not None and rs.secondary_target is not None:
+            rules.append(MetricRule(METRIC_SOURCES[rs.secondary_metric], rs.secondary_target, False))
+        min_r = policy.min_replicas if policy.min_replicas is not None else rs.min_replicas
+        roles[role] = HpaRole(
+            rules, min_r, rs.max_replicas, gpuscale_behavior(rs),
+            keda_activation=(
+                (policy.activation_threshold if policy.activation_threshold is not None else rs.activation_threshold)
+                if backend == "keda" else None
+            ),
+            cooldown_s=rs.cooldown_s,
+            count_gateway=policy.count_gateway_queue,
+        )
+    sync = min(rs.polling_interval_s for rs in ctx.roles.values())
+    return HpaController(roles, float(sync))

@@ -1,0 +1,270 @@
+"""Request arrivals: synthetic (Poisson base, ramps, bursts, huge prompts) and replay of real traces.
+
+Synthetic arrivals are a non-homogeneous Poisson process drawn by thinning: candidates at the highest rate,
+each kept with probability ``rate(t) / max rate``. Token counts are lognormal fitted to the spec's mean and p99.
+Traces are read in place in either of the two formats of ``../shared/traces`` (README there):
+``arrival_s,input_tokens,output_tokens`` (``*_norm.csv``) or the upstream Azure 2023
+``TIMESTAMP,ContextTokens,GeneratedTokens``. ``compress`` divides arrival times, turning a light one-hour trace
+into a scale-out test (Splitwise replays the same traces; record the factor with the results).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from gpuscale.spec.base import Spec
+from gpuscale.spec.workload import BurstSpec, TokenDistribution
+
+Z99 = 2.3263478740408408
+"""Standard-normal 99th percentile."""
+NORM_HEADER = ("arrival_s", "input_tokens", "output_tokens")
+AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message names the file, the line and the expected format."""
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Every request of a run, sorted by arrival: three aligned arrays plus a few labelled requests."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    labels: dict[int, str] = field(default_factory=dict)
+    """Index -> label of requests whose fate is reported one by one (e.g. the 2 a.m. huge prompt)."""
+    timeouts_s: dict[int, float] = field(default_factory=dict)
+    """Index -> client timeout overriding the SLO's ``request_timeout_s`` for that request."""
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.shape[0])
+
+    @property
+    def span_s(self) -> float:
+        return float(self.arrival_s[-1]) if len(self) else 0.0
+
+
+class RatePoint(Spec):
+    """One corner of a piecewise-linear request rate."""
+
+    t_s: float = Field(ge=0)
+    """Seconds after the start of the run."""
+    rps: float = Field(ge=0)
+    """Requests per second at ``t_s``; linear in between, constant beyond the first and last points."""
+
+
+class HugePrompt(Spec):
+    """One request of a given size at a given time (the 2 a.m. 1M-token prompt)."""
+
+    at_s: float = Field(ge=0)
+    """Arrival time, seconds after the start."""
+    prompt_tokens: int = Field(gt=0)
+    """Prompt length."""
+    output_tokens: int = Field(default=64, gt=0)
+    """Tokens generated."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """This client's timeout to the first token; default the SLO's ``request_timeout_s``."""
+    label: str = "huge-prompt"
+    """Name the result reports this request under."""
+
+
+class SyntheticTraffic(Spec):
+    """Poisson arrivals at a piecewise-linear rate, with random bursts and optional huge prompts."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    profile: list[RatePoint] = Field(min_length=1)
+    """Request rate over time."""
+    burst: BurstSpec = BurstSpec(per_hour=0.0)
+    """Bursts multiply the rate for ``duration_s`` (Poisson, ``per_hour``)."""
+    prompt_tokens: TokenDistribution
+    """Prompt length distribution (lognormal through mean and p99)."""
+    output_tokens: TokenDistribution
+    """Output length distribution."""
+    max_prompt_tokens: int | None = Field(default=None, gt=0)
+    """Clip the lognormal tail (the model's context length)."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """Clip the output tail."""
+    huge_prompts: list[HugePrompt] = Field(default_factory=list)
+    """Extra single requests."""
+
+    @model_validator(mode="after")
+    def _sorted(self) -> SyntheticTraffic:
+        ts = [p.t_s for p in self.profile]
+        if ts != sorted(ts):
+            raise ValueError(f"profile points must be in time order, got t_s {ts}")
+        return self
+
+
+class TraceTraffic(Spec):
+    """Replay of a request trace file."""
+
+    kind: Literal["trace"] = "trace"
+    path: Path
+    """``*_norm.csv`` or the upstream Azure 2023 CSV."""
+    compress: float = Field(default=1.0, gt=0)
+    """Divide arrival times by this factor (k = 5-20 turns the 1-hour Azure traces into a scale-out test)."""
+    start_s: float = Field(default=0.0, ge=0)
+    """Skip the trace before this offset (trace seconds, before compression)."""
+
+
+TrafficSpec = Annotated[SyntheticTraffic | TraceTraffic, Field(discriminator="kind")]
+
+
+def lognormal_params(dist: TokenDistribution) -> tuple[float, float]:
+    """(mu, sigma) of the lognormal whose mean and 99th percentile are the distribution's.
+
+    Solves ``ln(p99/mean) = z*sigma - sigma^2/2`` (smaller root); a p99 beyond ~15x the mean has no lognormal
+    with that mean, so sigma is capped at z.
+    """
+    ratio = math.log(dist.p99 / dist.mean)
+    disc = Z99 * Z99 - 2.0 * ratio
+    sigma = Z99 - math.sqrt(disc) if disc > 0 else Z99
+    return math.log(dist.mean) - sigma * sigma / 2.0, sigma
+
+
+def sample_tokens(rng: np.random.Generator, dist: TokenDistribution, n: int, cap: int | None) -> np.ndarray:
+    mu, sigma = lognormal_params(dist)
+    x = np.rint(rng.lognormal(mu, sigma, n)) if sigma > 0 else np.full(n, round(dist.mean), dtype=float)
+    return np.clip(x, 1, cap if cap is not None else None).astype(np.int64)
+
+
+def rate_at(profile: list[RatePoint], t: np.ndarray) -> np.ndarray:
+    rate: np.ndarray = np.interp(t, [p.t_s for p in profile], [p.rps for p in profile])
+    return rate
+
+
+def burst_windows(rng: np.random.Generator, burst: BurstSpec, duration_s: float) -> list[tuple[float, float]]:
+    """Start and end of each burst: a Poisson number of bursts, uniformly placed."""
+    if burst.per_hour <= 0 or burst.multiplier <= 1:
+        return []
+    n = int(rng.poisson(burst.per_hour * duration_s / 3600.0))
+    starts = np.sort(rng.uniform(0.0, duration_s, n))
+    return [(float(s), float(s) + burst.duration_s) for s in starts]
+
+
+def _synthetic(spec: SyntheticTraffic, seed: int, duration_s: float) -> Arrivals:
+    rng_t = np.random.default_rng([seed, 1])
+    rng_tok = np.random.default_rng([seed, 2])
+    windows = burst_windows(rng_t, spec.burst, duration_s)
+    peak = max(p.rps for p in spec.profile) * (spec.burst.multiplier if windows else 1.0)
+    if peak > 0:
+        n = int(rng_t.poisson(peak * duration_s))
+        t = np.sort(rng_t.uniform(0.0, duration_s, n))
+        rate = rate_at(spec.profile, t)
+        for s, e in windows:
+            lo, hi = np.searchsorted(t, [s, e])
+            rate[lo:hi] *= spec.burst.multiplier
+        t = t[rng_t.uniform(0.0, peak, n) < rate]
+    else:
+        t = np.zeros(0)
+    prompts = sample_tokens(rng_tok, spec.prompt_tokens, len(t), spec.max_prompt_tokens)
+    outputs = sample_tokens(rng_tok, spec.output_tokens, len(t), spec.max_output_tokens)
+    if not spec.huge_prompts:
+        return Arrivals(t, prompts, outputs)
+    extra = [h for h in spec.huge_prompts if h.at_s < duration_s]
+    t_all = np.concatenate([t, [h.at_s for h in extra]])
+    p_all = np.concatenate([prompts, np.array([h.prompt_tokens for h in extra], dtype=np.int64)])
+    o_all = np.concatenate([outputs, np.array([h.output_tokens for h in extra], dtype=np.int64)])
+    order = np.argsort(t_all, kind="stable")
+    where = {int(old): new for new, old in enumerate(order)}
+    labels = {where[len(t) + i]: h.label for i, h in enumerate(extra)}
+    timeouts = {where[len(t) + i]: h.timeout_s for i, h in enumerate(extra) if h.timeout_s is not None}
+    return Arrivals(t_all[order], p_all[order], o_all[order], labels, timeouts)
+
+
+def _parse_timestamp(value: str) -> np.datetime64:
+    return np.datetime64(value.strip().replace(" ", "T"), "ns")
+
+
+def load_trace(path: Path) -> Arrivals:
+    """Read a trace in either supported format; arrival times start at 0. Raises ``TraceError``."""
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not a text CSV file") from None
+    expected = f"expected the header {','.join(NORM_HEADER)} or {','.join(AZURE_HEADER)}"
+    if not rows:
+        raise TraceError(f"{path}: empty file; {expected}")
+    header = tuple(c.strip() for c in rows[0])
+    if header not in (NORM_HEADER, AZURE_HEADER):
+        raise TraceError(f"{path}: unknown header {','.join(header)!r}; {expected}")
+    body = [r for r in rows[1:] if r]
+    if not body:
+        raise TraceError(f"{path}: no requests after the header")
+    times = np.empty(len(body))
+    prompts = np.empty(len(body), dtype=np.int64)
+    outputs = np.empty(len(body), dtype=np.int64)
+    first: np.datetime64 | None = None
+    for i, row in enumerate(body):
+        try:
+            if len(row) != 3:
+                raise ValueError(f"{len(row)} columns")
+            if header == NORM_HEADER:
+                times[i] = float(row[0])
+            else:
+                ts = _parse_timestamp(row[0])
+                first = ts if first is None else first
+                times[i] = (ts - first) / np.timedelta64(1, "ns") / 1e9
+            prompts[i] = int(row[1])
+            outputs[i] = int(row[2])
+        except ValueError as exc:
+            raise TraceError(f"{path}: line {i + 2}: cannot parse {','.join(row)!r} ({exc}); {expected}") from None
+    if not np.all(np.isfinite(times)) or np.any(prompts < 0) or np.any(outputs < 0):
+        raise TraceError(f"{path}: arrival times must be finite and token counts non-negative")
+    order = np.argsort(times, kind="stable")
+    times = times[order] - times[order][0]
+    # a request always has a prompt and yields at least one token (vLLM's minimum)
+    return Arrivals(times, np.maximum(prompts[order], 1), np.maximum(outputs[order], 1))
+
+
+def _trace(spec: TraceTraffic, duration_s: float | None) -> Arrivals:
+    a = load_trace(spec.path)
+    t = (a.arrival_s - spec.start_s) / spec.compress
+    keep = t >= 0
+    if duration_s is not None:
+        keep &= t < duration_s
+    return Arrivals(t[keep], a.prompt_tokens[keep], a.output_tokens[keep])
+
+
+def generate(spec: SyntheticTraffic | TraceTraffic, seed: int, duration_s: float | None) -> Arrivals:
+    """All arrivals of a run. Synthetic traffic needs ``duration_s``; a trace is cut at it when given."""
+    if isinstance(spec, TraceTraffic):
+        return _trace(spec, duration_s)
+    if duration_s is None:
+        raise ValueError("synthetic traffic needs a duration")
+    return _synthetic(spec, seed, duration_s)
+
+
+def trace_span_s(spec: TraceTraffic) -> float:
+    """Compressed length of a trace (reads the file)."""
+    a = load_trace(spec.path)
+    return max(a.span_s - spec.start_s, 0.0) / spec.compress
+
+
+def plateau_profile(
+    base_rps: float, peak_rps: float, duration_s: float, *, rise_at: float, peak_from: float, peak_until: float,
+    back_at: float,
+) -> list[RatePoint]:
+    """Base, linear ramp, plateau at peak, ramp back: corners given as fractions of ``duration_s``."""
+    corners = [(0.0, base_rps), (rise_at, base_rps), (peak_from, peak_rps), (peak_until, peak_rps), (back_at, base_rps)]
+    return [RatePoint(t_s=f * duration_s, rps=r) for f, r in corners]
+
+
+def diurnal_profile(base_rps: float, peak_rps: float, day_s: float, peak_hours: float) -> list[RatePoint]:
+    """One day (possibly compressed into ``day_s``): base at night, a ramp of 1/24 day, ``peak_hours`` at peak."""
+    peak = min(max(peak_hours / 24.0, 0.0), 22.0 / 24.0)
+    ramp = 1.0 / 24.0
+    mid = 14.0 / 24.0  # peak centred on early afternoon
+    start, end = mid - peak / 2, mid + peak / 2
+    return plateau_profile(base_rps, peak_rps, day_s, rise_at=start - ramp, peak_from=start, peak_until=end, back_at=end + ramp)

@@ -1,0 +1,76 @@
+"""``gpuscale simulate``: exit codes, table, JSON and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuscale.cli import app
+from tests.conftest import SHARED, requires_shared, stack_path
+
+runner = CliRunner()
+PROD = ["simulate", "--stack-file", str(stack_path("prod"))]
+
+
+def test_gang_scenario_prints_table_and_writes_json_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "r" / "gang.json"
+    result = runner.invoke(app, [*PROD, "--scenario", "gang-7-of-8", "--json", str(out), "--plot", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    assert "default-scheduler" in result.output and "kai-gang" in result.output
+    assert "score = 100 x slo_attainment" in result.output
+    data = json.loads(out.read_text())
+    assert data["scenario"] == "gang-7-of-8" and [r["name"] for r in data["results"]] == ["default-scheduler", "kai-gang"]
+    for name in ("replicas.png", "queue_depth.png", "ttft.png"):
+        assert (tmp_path / "p" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_policies_subset_and_seed() -> None:
+    args = [*PROD, "--scenario", "2am-huge-prompt", "--policies", "karpenter+warm-pool", "--seed", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "karpenter+warm-pool" in result.output and "cluster-autoscaler" not in result.output.split("score =")[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--scenario", "rush-hour"], "unknown scenario 'rush-hour'; choose one of: peak-hour, 2am-huge-prompt"),
+        (["--scenario", "gang-7-of-8", "--policies", "gang,yolo"], "choose from: default-scheduler, kai-gang"),
+        (["--model", "gpt-5"], "unknown model 'gpt-5'; this stack serves: llama-70b-fp8, search-8b"),
+        (["--trace", "/nonexistent/trace.csv"], "cannot read the trace"),
+        (["--scenario", "stack", "--trace", "x.csv"], "pass either --scenario or --trace"),
+        (["--compress", "0"], "--compress must be > 0"),
+        (["--duration-s", "-5"], "--duration-s must be > 0"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(args: list[str], expected: str) -> None:
+    result = runner.invoke(app, [*PROD, *args])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unreadable_trace_format_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("when,what\n1,2\n")
+    result = runner.invoke(app, [*PROD, "--trace", str(bad)])
+    assert result.exit_code == 2 and "unknown header" in result.output
+
+
+def test_missing_stack_exits_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["simulate", "--stack-file", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "file not found" in result.output
+
+
+@requires_shared
+def test_trace_replay_from_the_cli(tmp_path: Path) -> None:
+    trace = SHARED / "traces" / "azure2023_code_norm.csv"
+    args = [*PROD, "--model", "search-8b", "--trace", str(trace), "--compress", "20", "--policies", "gpuscale",
+            "--json", str(tmp_path / "t.json")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["parameters"]["compress"] == 20 and data["results"][0]["arrived"] > 8000

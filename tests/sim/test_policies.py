@@ -1,0 +1,131 @@
+"""Controller mechanics: the HPA formula, tolerance, missing pods, stabilisation, rate limits, KEDA activation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from gpuscale.sim.policies import (
+    ControllerContext,
+    DutyCyclePolicy,
+    GpuscalePolicy,
+    HpaBehavior,
+    HpaRole,
+    MetricRule,
+    OraclePolicy,
+    PolicySpec,
+    RoleObservation,
+    average_value_desired,
+    build_controller,
+    gpuscale_behavior,
+    oracle_schedule,
+    pods_average_desired,
+)
+from gpuscale.sim.replica import replica_model_from_sizing
+from gpuscale.sim.traffic import Arrivals
+from gpuscale.sizing import size_platform
+from gpuscale.spec.platform import PlatformSpec
+
+
+def obs(current: int, ready: int, *, duty: float = 0.0, queue: float = 0.0, kv: float = 0.0, gateway: float = 0.0) -> RoleObservation:
+    return RoleObservation("aggregated", current, ready, duty, queue, gateway, kv, 0.0)
+
+
+def test_hpa_formula_ceil_current_times_metric_over_target() -> None:
+    assert pods_average_desired(total=2.0, ready=2, current=2, target=0.8, tol=0.1) == 3  # ceil(2 x 1.0/0.8)
+    assert pods_average_desired(total=1.7, ready=2, current=2, target=0.8, tol=0.1) == 2  # 0.85/0.8: inside 10%
+    assert pods_average_desired(total=0.8, ready=2, current=2, target=0.8, tol=0.1) == 1
+    assert average_value_desired(total=50, current=2, target=5, tol=0.1) == 10
+    assert average_value_desired(total=10.4, current=2, target=5, tol=0.1) == 2
+
+
+def test_hpa_counts_pods_without_metrics_as_zero_when_scaling_up() -> None:
+    # 1 ready pod at 100%, 1 still loading: ceil(1.0 / 0.8) = 2 = current, so nothing more is asked
+    assert pods_average_desired(total=1.0, ready=1, current=2, target=0.8, tol=0.1) == 2
+    # 3 ready at 100% + 1 loading: (3.0 / (0.8 x 4)) = 0.94 is inside tolerance -> stay at 4
+    assert pods_average_desired(total=3.0, ready=3, current=4, target=0.8, tol=0.1) == 4
+    assert pods_average_desired(total=4.0, ready=4, current=5, target=0.8, tol=0.1) == 5
+    assert pods_average_desired(total=0.0, ready=0, current=3, target=0.8, tol=0.1) == 3
+
+
+def test_duty_cycle_hpa_grows_a_quarter_per_cold_start() -> None:
+    hpa = HpaRole([MetricRule("duty", 0.8, True)], 1, 50, HpaBehavior())
+    current, ready = 2, 2
+    path = []
+    for step in range(6):
+        current = hpa.decide(15.0 * step, obs(current, ready, duty=float(ready)))
+        path.append(current)
+    assert path == [3, 3, 3, 3, 3, 3]  # waits for the new replica to report
+    assert hpa.decide(100.0, obs(3, 3, duty=3.0)) == 4
+
+
+def test_scale_down_waits_for_the_stabilisation_window() -> None:
+    hpa = HpaRole([MetricRule("queue", 5, False)], 1, 20, HpaBehavior())
+    assert hpa.decide(0.0, obs(4, 4, queue=20)) == 4
+    assert hpa.decide(15.0, obs(4, 4, queue=0)) == 4
+    assert hpa.decide(299.0, obs(4, 4, queue=0)) == 4
+    assert hpa.decide(301.0, obs(4, 4, queue=0)) == 1
+
+
+def test_default_scale_up_limit_is_max_of_4_pods_and_100_percent() -> None:
+    hpa = HpaRole([MetricRule("queue", 5, False)], 1, 100, HpaBehavior())
+    assert hpa.decide(0.0, obs(1, 1, queue=500)) == 5  # max(1 + 4, 2 x 1)
+    assert hpa.decide(5.0, obs(5, 1, queue=500)) == 5  # the period's budget is spent
+    assert hpa.decide(16.0, obs(5, 1, queue=500)) == 10
+
+
+def test_gpuscale_policy_reads_the_emitted_behaviour(prod_spec: PlatformSpec) -> None:
+    rs = size_platform(prod_spec).model("llama-70b-fp8").role("prefill")
+    b = gpuscale_behavior(rs)
+    assert b.scale_down.stabilization_s == rs.scale_down_stabilization_s == 420
+    assert {(p.type, p.value, p.period_s) for p in b.scale_up.policies} == {("Percent", 100, 60), ("Pods", 2, 60)}
+    assert [(p.type, p.value) for p in b.scale_down.policies] == [("Pods", 1)]
+    hpa = HpaRole([MetricRule("queue", rs.target, False)], 1, 9, b)
+    assert hpa.decide(0.0, obs(1, 1, queue=1000)) == 3  # max(+100%, +2 pods) per minute
+    assert hpa.decide(30.0, obs(3, 1, queue=1000)) == 3
+
+
+def test_keda_activation_and_cooldown() -> None:
+    hpa = HpaRole([MetricRule("queue", 5, False)], 0, 4, HpaBehavior(), keda_activation=0.0, cooldown_s=300, count_gateway=True)
+    assert hpa.decide(0.0, obs(0, 0)) == 0
+    assert hpa.decide(15.0, obs(0, 0, gateway=1)) == 1  # a held request wakes the model
+    assert hpa.decide(30.0, obs(1, 1, queue=0)) == 1
+    assert hpa.decide(200.0, obs(1, 1)) == 1
+    assert hpa.decide(320.0, obs(1, 1)) == 0  # idle for the cooldown
+
+
+def test_manual_replica_sticks(prod_spec: PlatformSpec) -> None:
+    sizing = size_platform(prod_spec).model("search-8b")
+    ctx = ControllerContext(
+        roles={"aggregated": sizing.role("aggregated")}, replica=replica_model_from_sizing(prod_spec.models[1], sizing),
+        arrivals=Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)), duration_s=600,
+        lead_s=300, itl_slo_s=0.05, mode="aggregated",
+    )
+    c = build_controller(DutyCyclePolicy(manual_add_at_s=60), ctx)
+    assert c.decide(30.0, {"aggregated": obs(3, 3, duty=2.1)})["aggregated"] == 3
+    assert c.decide(60.0, {"aggregated": obs(3, 3, duty=2.1)})["aggregated"] == 4
+    assert c.decide(500.0, {"aggregated": obs(4, 4, duty=0.4)})["aggregated"] == 4
+
+
+def test_policy_union_parses_by_kind() -> None:
+    ta: TypeAdapter[PolicySpec] = TypeAdapter(PolicySpec)
+    assert isinstance(ta.validate_python({"kind": "gpuscale"}), GpuscalePolicy)
+    assert ta.validate_python({"kind": "dcgm-duty-cycle", "target": 0.7}).target == 0.7  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match="kind"):
+        ta.validate_python({"kind": "cpu"})
+
+
+def test_oracle_asks_one_lead_time_ahead(prod_spec: PlatformSpec) -> None:
+    m = prod_spec.models[1]
+    sizing = size_platform(prod_spec).model(m.name)
+    t = np.concatenate([np.arange(0, 600, 1.0), np.arange(600, 1200, 0.05)])  # 1 -> 20 req/s at 600 s
+    arrivals = Arrivals(t, np.full(t.size, 800, dtype=np.int64), np.full(t.size, 150, dtype=np.int64))
+    ctx = ControllerContext(
+        roles={"aggregated": sizing.role("aggregated")}, replica=replica_model_from_sizing(m, sizing), arrivals=arrivals,
+        duration_s=1200, lead_s=300, itl_slo_s=m.slo.itl_p99_s, mode="aggregated",
+    )
+    s = oracle_schedule(OraclePolicy(), ctx)["aggregated"]
+    assert s[5] == 1  # 75 s: nothing coming within the lead time
+    assert s[(310 // 15)] >= 4  # 310 s: the step at 600 s is within the 300 s lead (plus smoothing)
+    assert s[-10] == s.max()
