@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: plan test validate lint typecheck clean
+.PHONY: plan test validate lint typecheck bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +12,16 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
+PLAN_SCENARIOS := stack consolidation-24x7 gang-7-of-8 2am-huge-prompt
+
+# The main job: validate, synth, simulate and write outputs/skill-gpu-autoscaler-plan.md for $(STACK).
 plan: $(VENV)/.installed
 	$(BIN)/gpuscale validate --stack $(STACK)
+	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth
+	for sc in $(PLAN_SCENARIOS); do \
+		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --json out/$(STACK)/sim/$$sc.json || exit 1; \
+	done
+	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -n 2 -q
@@ -27,6 +35,10 @@ lint: $(VENV)/.installed
 
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy gpuscale components
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/synth_bench.py
+	$(BIN)/python bench/sim_bench.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuscale.cli import plan as _plan
 from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
@@ -21,6 +22,7 @@ app.command("schema")(_validate.schema)
 app.command("synth")(_synth.synth)
 app.command("diff")(_synth.diff)
 app.command("simulate")(_simulate.simulate)
+app.command("plan")(_plan.plan)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ import jinja2
 
 import gpuscale.templates
 from gpuscale.plan.context import PlanContext
+from gpuscale.plan.evidence import Evidence
 
 TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
 DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
@@ -25,8 +26,8 @@ def environment() -> jinja2.Environment:
     )
 
 
-def render_plan(context: PlanContext, template: str = TEMPLATE) -> str:
-    text = environment().get_template(template).render(c=context)
+def render_plan(context: PlanContext, evidence: Evidence, template: str = TEMPLATE) -> str:
+    text = environment().get_template(template).render(c=context, e=evidence)
     # collapse runs of blank lines left by conditional blocks, so diffs stay about content
     lines: list[str] = []
     for line in text.splitlines():

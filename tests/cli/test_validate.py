@@ -105,3 +105,10 @@ def test_schema_validates_the_stack_files() -> None:
     schema = json.loads(result.output)
     for stack in STACKS:
         jsonschema.validate(yaml.safe_load(stack_path(stack).read_text()), schema)
+
+
+def test_committed_schema_is_current(tmp_path: Path) -> None:
+    # stacks/gpuscale.schema.json is what editors read; it must match the spec models
+    out = tmp_path / "schema.json"
+    assert runner.invoke(app, ["schema", "--out", str(out)]).exit_code == 0
+    assert out.read_text() == (stack_path("dev").parent / "gpuscale.schema.json").read_text()

@@ -1,0 +1,116 @@
+"""The plan document: every section, numbers equal to sizing and simulator, strict template, deterministic, snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import pytest
+from syrupy.assertion import SnapshotAssertion
+from typer.testing import CliRunner
+
+from gpuscale.cli import app
+from gpuscale.plan.context import build_context
+from gpuscale.plan.evidence import Evidence, node_manifests, run_simulations
+from gpuscale.plan.render import TEMPLATE, environment, render_plan
+from gpuscale.sizing import size_platform
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.synth.render import synth_spec
+from tests.conftest import STACKS, stack_path
+
+runner = CliRunner()
+HEADINGS = [
+    "## 1. Inputs", "## 2. The three layers", "## 3. Sizing", "## 4. Layer 1: nodes (Karpenter)",
+    "## 5. Layer 2: scheduling (KAI Scheduler)", "## 6. Layer 3: replicas (app-level signals)", "## 7. Cold start",
+    "## 8. Simulation", '## 9. Troubleshooting: "GPUs are free but the pod stays Pending"', "## 10. Checklist: the four numbers",
+]
+SHORT_S = 900.0
+
+
+def evidence(spec: PlatformSpec, stack: str, image_dir: Path, duration_s: float | None = SHORT_S) -> Evidence:
+    objects = [o for _, o in synth_spec(spec, stack=stack).kubernetes_objects()]
+    sims = run_simulations(spec, stack=stack, image_dir=image_dir, image_prefix="images", duration_s=duration_s)
+    return Evidence(node_manifests=node_manifests(objects), simulations=sims)
+
+
+@pytest.fixture(scope="module")
+def rendered(stack_specs: dict[str, PlatformSpec], tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Evidence]]:
+    out = {}
+    for stack in STACKS:
+        spec = stack_specs[stack]
+        ev = evidence(spec, stack, tmp_path_factory.mktemp(stack))
+        out[stack] = (render_plan(build_context(stack, spec, size_platform(spec)), ev), ev)
+    return out
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_section_is_there(rendered: dict[str, tuple[str, Evidence]], stack: str) -> None:
+    text, _ = rendered[stack]
+    positions = [text.index(h) for h in HEADINGS]
+    assert positions == sorted(positions)
+    assert "```mermaid" in text and "PASS" in text
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_numbers_equal_the_sizing_module(stack_specs: dict[str, PlatformSpec], rendered: dict[str, tuple[str, Evidence]], stack: str) -> None:
+    text, _ = rendered[stack]
+    for m in size_platform(stack_specs[stack]).models:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {m.model} | {m.weights_gib:.1f} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[4] == f"{m.kv_capacity_tokens:,}"
+        assert cells[5] == f"{m.shape.tensor_parallel_size} x {m.shape.pipeline_parallel_size}"
+        assert cells[6] == str(m.shape.gpus) and cells[7] == str(m.shape.nodes)
+        assert cells[11] == f"{sum(r.replicas_at_base for r in m.roles)} / {sum(r.replicas_at_peak for r in m.roles)}"
+        assert cells[12] == f"{m.gpu_hours_per_day:.0f}"
+        assert f"**{int(m.cold_start.total_s)}**" in text
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_numbers_equal_the_simulator(rendered: dict[str, tuple[str, Evidence]], stack: str) -> None:
+    text, ev = rendered[stack]
+    sim = ev.simulations["stack"]
+    assert {r.policy for r in sim.rows} >= {"dcgm-duty-cycle", "queue-depth", "gpuscale", "oracle"}
+    for r in sim.rows:
+        assert f"| {r.policy} | {r.arrived} | {r.completed} | {r.dropped} | {r.lost_in_flight} | {r.still_queued} | {r.slo_attainment_pct}% |" in text
+        assert f"| {r.score} |" in text
+
+
+def test_prod_plan_shows_the_disaggregated_autoscalers(rendered: dict[str, tuple[str, Evidence]]) -> None:
+    text, _ = rendered["prod"]
+    assert "| llama-70b-fp8 | prefill | keda |" in text and "| llama-70b-fp8 | decode | keda |" in text
+    assert "`NodePool/h100`" in text and "consolidationPolicy: WhenEmpty" in text
+    assert 'kai_queue_allocated_gpus{queue_name="chat"}' in text
+
+
+def test_missing_template_variable_fails_loudly(stack_specs: dict[str, PlatformSpec], rendered: dict[str, tuple[str, Evidence]]) -> None:
+    spec = stack_specs["dev"]
+    full = build_context("dev", spec, size_platform(spec))
+    context = {name: getattr(full, name) for name in type(full).model_fields if name != "checklist"}
+    with pytest.raises(jinja2.UndefinedError, match="checklist"):
+        environment().get_template(TEMPLATE).render(c=context, e=rendered["dev"][1])
+
+
+def test_two_renders_are_byte_identical(tmp_path: Path) -> None:
+    args = ["plan", "--stack-file", str(stack_path("dev")), "--sim-duration-s", str(SHORT_S)]
+    first = runner.invoke(app, [*args, "--out", str(tmp_path / "a" / "plan.md")])
+    second = runner.invoke(app, [*args, "--out", str(tmp_path / "b" / "plan.md")])
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    assert (tmp_path / "a" / "plan.md").read_bytes() == (tmp_path / "b" / "plan.md").read_bytes()
+    images = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.png"))
+    assert len(images) == 3
+    for rel in images:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_invalid_stack_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("config:\n  gpuscale:models: 3\n")
+    result = runner.invoke(app, ["plan", "--stack-file", str(bad), "--out", str(tmp_path / "plan.md")])
+    assert result.exit_code == 2 and not (tmp_path / "plan.md").exists()
+
+
+def test_dev_plan_snapshot(stack_specs: dict[str, PlatformSpec], tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    # the document `make plan` writes for the dev stack (default simulation lengths)
+    spec = stack_specs["dev"]
+    text = render_plan(build_context("dev", spec, size_platform(spec)), evidence(spec, "dev", tmp_path, duration_s=None))
+    assert text == snapshot
