@@ -145,9 +145,9 @@ class InferencePlatform(pulumi.ComponentResource):
         self.cluster_name = cluster.cluster_name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.endpoint = cluster.endpoint
-        self.node_pool_names = pulumi.Output.all(*[p.node_pool_name for p in gpu_pools], cpu.node_pool_name)  # type: ignore[assignment]
+        self.node_pool_names = pulumi.Output.all(*[p.node_pool_name for p in gpu_pools], cpu.node_pool_name)
         self.queue_names = queues.queue_names
-        self.model_endpoints = pulumi.Output.all(**endpoints)  # type: ignore[assignment]
+        self.model_endpoints = pulumi.Output.all(**endpoints)
         self.register_outputs({
             "cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig, "endpoint": self.endpoint,
             "node_pool_names": self.node_pool_names, "queue_names": self.queue_names, "model_endpoints": self.model_endpoints,

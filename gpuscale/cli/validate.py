@@ -31,7 +31,7 @@ def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
         f"[bold]{env.name}[/] ({env.stage}) cluster [bold]{env.cluster_name}[/] in {env.aws_region}, "
         f"Kubernetes {env.kubernetes_version}, zones {', '.join(spec.topology.zones)}"
     )
-    console.print(f"GPU pools: " + ", ".join(
+    console.print("GPU pools: " + ", ".join(
         f"{p.name} ({'/'.join(p.instance_types)}, {'/'.join(p.capacity_types)}, {p.gpu_limit} GPUs, "
         f"{p.consolidation_policy} after {p.consolidate_after})" for p in spec.topology.gpu_pools
     ))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from gpuscale import labels
 from gpuscale.components.manifests.kai_wiring import kai_pod_wiring
 from gpuscale.sizing import ModelSizing, PlatformSizing
@@ -231,8 +230,8 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         mermaid.append(f'    {q.name.replace("-", "_")}["{label}"]')
         if parent is not None:
             mermaid.append(f"    {parent.name.replace('-', '_')} --> {q.name.replace('-', '_')}")
-        for m in used:
-            mermaid.append(f'    {q.name.replace("-", "_")} -.-> model_{m.replace("-", "_")}(("{m}"))')
+        for model_name in used:
+            mermaid.append(f'    {q.name.replace("-", "_")} -.-> model_{model_name.replace("-", "_")}(("{model_name}"))')
     gangs: list[GangRow] = []
     roles: list[RoleRow] = []
     colds: list[ColdStartRow] = []

@@ -8,8 +8,8 @@ figure perf-model.md section 3 uses for its KV-capacity table.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 from pydantic import Field, model_validator
 

@@ -82,46 +82,49 @@ def _short_hash(text: str) -> str:
 
 def _computed(typ: str, logical: str, name: str, rid: str, region: str) -> dict[str, Any]:
     """Outputs a provider would compute, keyed by wire (camelCase) names."""
-    acct = ACCOUNT_ID
-    if typ == "aws:iam/role:Role":
-        return {"arn": f"arn:aws:iam::{acct}:role/{name}", "name": name, "uniqueId": f"AROA{_short_hash(name).upper()}"}
-    if typ == "aws:iam/policy:Policy":
-        return {"arn": f"arn:aws:iam::{acct}:policy/{name}", "name": name}
-    if typ == "aws:iam/instanceProfile:InstanceProfile":
-        return {"arn": f"arn:aws:iam::{acct}:instance-profile/{name}", "name": name}
-    if typ == "aws:sqs/queue:Queue":
-        return {"arn": f"arn:aws:sqs:{region}:{acct}:{name}", "name": name,
-                "url": f"https://sqs.{region}.amazonaws.com/{acct}/{name}"}
-    if typ == "aws:cloudwatch/eventRule:EventRule":
-        return {"arn": f"arn:aws:events:{region}:{acct}:rule/{name}", "name": name}
-    if typ == "aws:kms/key:Key":
-        return {"arn": f"arn:aws:kms:{region}:{acct}:key/{rid}", "keyId": rid}
     if typ == "aws:eks/cluster:Cluster":
-        return {
-            "arn": f"arn:aws:eks:{region}:{acct}:cluster/{name}", "name": name,
-            "endpoint": f"https://{_short_hash(name).upper()}.gr7.{region}.eks.amazonaws.com",
-            "certificateAuthority": {"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnN5bnRoCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"},
-            "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/{_short_hash(name).upper()}"}]}],
-            "version": "1.33", "clusterSecurityGroupId": f"sg-{_short_hash(name + 'csg')}",
-            "vpcConfig": {"clusterSecurityGroupId": f"sg-{_short_hash(name + 'csg')}"},
-        }
-    if typ == "aws:ec2/vpc:Vpc":
-        return {"arn": f"arn:aws:ec2:{region}:{acct}:vpc/vpc-{_short_hash(logical)}", "id": f"vpc-{_short_hash(logical)}"}
-    if typ == "aws:ec2/subnet:Subnet":
-        return {"arn": f"arn:aws:ec2:{region}:{acct}:subnet/subnet-{_short_hash(logical)}"}
-    if typ == "aws:ec2/securityGroup:SecurityGroup":
-        return {"arn": f"arn:aws:ec2:{region}:{acct}:security-group/sg-{_short_hash(logical)}"}
-    if typ == "aws:eks/podIdentityAssociation:PodIdentityAssociation":
-        return {"associationArn": f"arn:aws:eks:{region}:{acct}:podidentityassociation/{rid}", "associationId": rid}
-    if typ == "aws:eks/accessEntry:AccessEntry":
-        return {"accessEntryArn": f"arn:aws:eks:{region}:{acct}:access-entry/{rid}"}
-    if typ in ("aws:eks/addon:Addon", "aws:eks/nodeGroup:NodeGroup"):
-        return {"arn": f"arn:aws:eks:{region}:{acct}:{typ.split(':')[-1].lower()}/{rid}"}
-    if typ.startswith("kubernetes:") and typ != "kubernetes:helm.sh/v4:Chart":
-        return {}
+        return _eks_cluster(name, region)
+    if typ in _ARNS:
+        return _ARNS[typ](logical, name, rid, region)
     if typ == "kubernetes:helm.sh/v4:Chart":
         return {"resources": []}
     return {}
+
+
+def _arn(service: str, region: str, rest: str) -> str:
+    return f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{rest}"
+
+
+_Computed = Callable[[str, str, str, str], dict[str, Any]]
+_ARNS: dict[str, _Computed] = {
+    "aws:iam/role:Role": lambda lg, n, rid, r: {"arn": _arn("iam", "", f"role/{n}"), "name": n, "uniqueId": f"AROA{_short_hash(n).upper()}"},
+    "aws:iam/policy:Policy": lambda lg, n, rid, r: {"arn": _arn("iam", "", f"policy/{n}"), "name": n},
+    "aws:iam/instanceProfile:InstanceProfile": lambda lg, n, rid, r: {"arn": _arn("iam", "", f"instance-profile/{n}"), "name": n},
+    "aws:sqs/queue:Queue": lambda lg, n, rid, r: {
+        "arn": _arn("sqs", r, n), "name": n, "url": f"https://sqs.{r}.amazonaws.com/{ACCOUNT_ID}/{n}"},
+    "aws:cloudwatch/eventRule:EventRule": lambda lg, n, rid, r: {"arn": _arn("events", r, f"rule/{n}"), "name": n},
+    "aws:kms/key:Key": lambda lg, n, rid, r: {"arn": _arn("kms", r, f"key/{rid}"), "keyId": rid},
+    "aws:ec2/vpc:Vpc": lambda lg, n, rid, r: {"arn": _arn("ec2", r, f"vpc/vpc-{_short_hash(lg)}"), "id": f"vpc-{_short_hash(lg)}"},
+    "aws:ec2/subnet:Subnet": lambda lg, n, rid, r: {"arn": _arn("ec2", r, f"subnet/subnet-{_short_hash(lg)}")},
+    "aws:ec2/securityGroup:SecurityGroup": lambda lg, n, rid, r: {"arn": _arn("ec2", r, f"security-group/sg-{_short_hash(lg)}")},
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": lambda lg, n, rid, r: {
+        "associationArn": _arn("eks", r, f"podidentityassociation/{rid}"), "associationId": rid},
+    "aws:eks/accessEntry:AccessEntry": lambda lg, n, rid, r: {"accessEntryArn": _arn("eks", r, f"access-entry/{rid}")},
+    "aws:eks/addon:Addon": lambda lg, n, rid, r: {"arn": _arn("eks", r, f"addon/{rid}")},
+    "aws:eks/nodeGroup:NodeGroup": lambda lg, n, rid, r: {"arn": _arn("eks", r, f"nodegroup/{rid}")},
+}
+
+
+def _eks_cluster(name: str, region: str) -> dict[str, Any]:
+    tag = _short_hash(name).upper()
+    sg = f"sg-{_short_hash(name + 'csg')}"
+    return {
+        "arn": _arn("eks", region, f"cluster/{name}"), "name": name,
+        "endpoint": f"https://{tag}.gr7.{region}.eks.amazonaws.com",
+        "certificateAuthority": {"data": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCnN5bnRoCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"},
+        "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{region}.amazonaws.com/id/{tag}"}]}],
+        "version": "1.33", "clusterSecurityGroupId": sg, "vpcConfig": {"clusterSecurityGroupId": sg},
+    }
 
 
 class RecordingMonitor(_mocks.MockMonitor):
@@ -131,8 +134,8 @@ class RecordingMonitor(_mocks.MockMonitor):
         super().__init__(mocks)
         self.records: list[RecordedResource] = []
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
-        response = super().RegisterResource(request)
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
             inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
             self.records.append(RecordedResource(

@@ -54,7 +54,8 @@ def test_invalid_input_exits_2_with_path(tmp_path: Path, mutate, expected: str) 
     result = runner.invoke(app, ["validate", "--stack-file", str(write_stack(tmp_path, mutate))])
     assert result.exit_code == 2
     assert expected in result.output
-    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 def test_missing_file(tmp_path: Path) -> None:
