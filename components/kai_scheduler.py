@@ -11,7 +11,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale import labels, versions
+from gpuscale import versions
+from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.components.manifests.kai import KAI_NAMESPACE, kai_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -44,19 +45,9 @@ class KaiScheduler(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KaiSchedulerArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:KaiScheduler", name, None, opts)
-        ns = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            name="kai-scheduler",
-            chart=versions.KAI_SCHEDULER.chart,
-            version=versions.KAI_SCHEDULER.version,
-            namespace=args.namespace,
+        _, self.chart = namespaced_chart(
+            self, name, release="kai-scheduler", pin=versions.KAI_SCHEDULER, namespace=args.namespace,
             values=kai_chart_values(args.platform),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
         )
         self.namespace = pulumi.Output.from_input(args.namespace)
         self.chart_version = pulumi.Output.from_input(versions.KAI_SCHEDULER.version)

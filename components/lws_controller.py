@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale import labels, versions
+from gpuscale import versions
+from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.components.manifests.vllm import lws_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.versions import HelmChartPin
@@ -47,19 +48,9 @@ class LwsController(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuscale:index:LwsController", name, None, opts)
-        ns = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            name="lws",
-            chart=args.chart.chart,
-            version=args.chart.version,
-            namespace=args.namespace,
-            values=lws_chart_values(),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        ns, self.chart = namespaced_chart(
+            self, name, release="lws", pin=args.chart, namespace=args.namespace, values=lws_chart_values(),
+            depends_on=depends_on,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -13,7 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pydantic import Field
 
-from gpuscale import labels, versions
+from gpuscale import versions
+from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.components.manifests import karpenter
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -47,22 +48,9 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NvidiaDevicePluginArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:NvidiaDevicePlugin", name, None, opts)
-        ns = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.namespace, labels={labels.MANAGED_BY_LABEL: labels.MANAGED_BY}
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        repo = k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            chart=args.chart.chart,
-            version=args.chart.version,
-            namespace=args.namespace,
-            repository_opts=repo,
+        ns, self.chart = namespaced_chart(
+            self, name, release="nvidia-device-plugin", pin=args.chart, namespace=args.namespace,
             values=karpenter.device_plugin_values(skip_pools=args.skip_pools),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

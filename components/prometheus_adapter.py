@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale import labels, versions
+from gpuscale import versions
+from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.components.manifests.autoscaling import prometheus_adapter_values
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -52,20 +53,9 @@ class PrometheusAdapter(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuscale:index:PrometheusAdapter", name, None, opts)
-        ns = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            name="prometheus-adapter",
-            chart=args.chart.chart,
-            version=args.chart.version,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None,
-            namespace=args.namespace,
-            values=prometheus_adapter_values(args.prometheus_url),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        ns, self.chart = namespaced_chart(
+            self, name, release="prometheus-adapter", pin=args.chart, namespace=args.namespace,
+            values=prometheus_adapter_values(args.prometheus_url), depends_on=depends_on,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale import labels, versions
+from gpuscale import versions
+from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.components.manifests.autoscaling import (
     PROMETHEUS_STACK_RELEASE,
     prometheus_stack_url,
@@ -59,20 +60,9 @@ class PrometheusStack(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuscale:index:PrometheusStack", name, None, opts)
-        ns = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            name=PROMETHEUS_STACK_RELEASE,
-            chart=args.chart.chart,
-            version=args.chart.version,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=args.chart.repo) if args.chart.repo else None,
-            namespace=args.namespace,
-            values=prometheus_stack_values(args.scrape_interval_s),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns, *depends_on]),
+        ns, self.chart = namespaced_chart(
+            self, name, release=PROMETHEUS_STACK_RELEASE, pin=args.chart, namespace=args.namespace,
+            values=prometheus_stack_values(args.scrape_interval_s), depends_on=depends_on,
         )
         self.namespace = ns.metadata.name
         self.prometheus_url = pulumi.Output.from_input(prometheus_stack_url(args.namespace))
