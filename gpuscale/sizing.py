@@ -7,14 +7,14 @@ section 3 (KV capacity) and section 4 (cold-start chain).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
 from gpuscale import perf
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
-from gpuscale.spec.model import ModelDeployment, Role
+from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec
 from gpuscale.spec.teams import UNLIMITED, QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
 
@@ -28,8 +28,25 @@ NCCL_OVERHEAD_GIB = 1.05
 """Extra per-GPU NCCL buffers when TP/PP > 1 (the TP>1 rows of the same table)."""
 PREFILL_TARGET_UTILISATION = 0.7
 """Prefill replicas are sized to run at 70% of their prompt throughput at peak (queueing headroom)."""
+DECODE_TARGET_UTILISATION = 0.7
+"""Decode replicas are sized to run at 70% of the output-token throughput of the batch that meets the ITL target.
+Near that batch the step time rises hyperbolically with load: on prod's 70B the throughput at the ITL target itself is
+only ~7% above the one at 80% of it, less than the HPA's 10% tolerance, so a replica sized at 100% misses ITL on any
+ramp or burst that outruns a cold start."""
 KV_TARGET_UTILISATION = 0.8
-"""Default decode KV-cache target (llm-d WVA ``kvCacheThreshold`` 0.80)."""
+"""KV-cache ceiling (llm-d WVA ``kvCacheThreshold`` 0.80): decode batches never plan past it, and the derived decode
+KV target never exceeds it."""
+KV_TARGET_FLOOR = 0.1
+"""Lowest derived KV target: below it the signal is mostly noise from one or two long sequences."""
+PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
+QUEUE_METRIC = "vllm:num_requests_waiting"
+KV_METRIC = "vllm:kv_cache_usage_perc"
+RUNNING_METRIC = "vllm:num_requests_running"
+GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
+RATE_WINDOW = "1m"
+RATE_WINDOW_S = 60.0
+"""``rate()`` window of counter signals (``RATE_WINDOW`` in PromQL): four 15 s scrapes, so one missed scrape still
+leaves a rate; the simulator measures the same window."""
 ITL_HEADROOM = 0.8
 """Decode batches are sized so the step time is 80% of the ITL p99 target."""
 VLLM_IMAGE_GIB = 30
@@ -83,17 +100,31 @@ class ColdStart(Spec):
         return self.weights_s + self.engine_init_s
 
 
+class ScalingSignal(Spec):
+    """One metric an autoscaler scales a role on; the HPA takes the largest replica count over a role's signals."""
+
+    metric: str
+    """vLLM metric name as scraped (a gauge, or a ``*_total`` counter)."""
+    query_kind: Literal["gauge", "rate"]
+    """``gauge``: ``sum(<metric>)``; ``rate``: ``sum(rate(<metric>[1m]))`` (a counter's per-second increase)."""
+    target: float
+    """Per-replica target: the HPA wants ``ceil(sum / target)`` replicas."""
+    why: str
+    """One sentence on what the signal measures and where the target comes from (shown in the plan)."""
+
+    @property
+    def label(self) -> str:
+        """How the signal reads in tables: the metric, or ``rate(<counter>[1m])``."""
+        return f"rate({self.metric}[{RATE_WINDOW}])" if self.query_kind == "rate" else self.metric
+
+
 class RoleSizing(Spec):
     """Replica counts and autoscaler settings of one role."""
 
     role: Role
-    metric: str
-    """vLLM gauge the autoscaler targets."""
-    target: float
-    """Per-replica target value of the metric."""
-    secondary_metric: str | None = None
-    """A second trigger (aggregated mode scales on queue depth and KV usage)."""
-    secondary_target: float | None = None
+    signals: list[ScalingSignal] = Field(min_length=1)
+    """What the role scales on, primary first: prefill [prompt-token rate, queue depth], decode [KV usage,
+    output-token rate], aggregated [prompt-token rate, queue depth, KV usage]."""
     replicas_at_base: int
     replicas_at_peak: int
     min_replicas: int
@@ -102,6 +133,19 @@ class RoleSizing(Spec):
     polling_interval_s: int
     cooldown_s: int
     activation_threshold: float
+
+    @property
+    def metric(self) -> str:
+        """The primary signal's metric."""
+        return self.signals[0].metric
+
+    @property
+    def target(self) -> float:
+        """The primary signal's per-replica target."""
+        return self.signals[0].target
+
+    def signal(self, metric: str) -> ScalingSignal | None:
+        return next((x for x in self.signals if x.metric == metric), None)
 
 
 class ModelSizing(Spec):
@@ -255,10 +299,16 @@ def cold_start(model: ModelDeployment, provisioning: ProvisioningSpec) -> ColdSt
     )
 
 
+def mean_decode_context(model: ModelDeployment) -> float:
+    """Average tokens a decoding sequence holds in KV: its prompt plus half its output."""
+    w = model.workload
+    return w.prompt_tokens.mean + w.output_tokens.mean / 2
+
+
 def decode_batch_at_slo(model: ModelDeployment, instance: GpuInstanceType, shape: ReplicaShape, kv_tokens: int) -> int:
     """Largest batch whose step time stays within ITL_HEADROOM x ITL target and whose KV fits."""
-    arch, w = model.architecture, model.workload
-    ctx = w.prompt_tokens.mean + w.output_tokens.mean / 2  # average tokens held by a decoding sequence
+    arch = model.architecture
+    ctx = mean_decode_context(model)
     cap = model.serving.max_num_seqs or (1024 if instance.gpu.name in ("H100", "H200") else DEFAULT_MAX_NUM_SEQS)
     limit = model.slo.itl_p99_s * ITL_HEADROOM
     best = 0
@@ -284,9 +334,19 @@ def _queue_gpu_budget(spec: PlatformSpec, queue: str) -> float:
     return math.inf
 
 
+def decode_kv_target(model: ModelDeployment, decode_batch: int, kv_tokens: int) -> float:
+    """KV use of the batch that meets the ITL target: ``decode_batch_at_slo x mean context / KV capacity``.
+
+    A fixed 0.8 lets the batch grow to ~2x that on chat-sized contexts, so ITL is missed long before the autoscaler
+    reacts. Capped at ``KV_TARGET_UTILISATION`` (preemption headroom), floored at ``KV_TARGET_FLOOR``, 2 decimals.
+    """
+    used = decode_batch * mean_decode_context(model) / kv_tokens if kv_tokens > 0 else KV_TARGET_UTILISATION
+    return round(max(KV_TARGET_FLOOR, min(KV_TARGET_UTILISATION, used)), 2)
+
+
 def _role_sizing(
     spec: PlatformSpec, model: ModelDeployment, role: Role, shape: ReplicaShape, prefill_tps: float,
-    decode_batch: int, cold: ColdStart, others_min_gpus: int,
+    decode_batch: int, kv_tokens: int, decode_tps: float, cold: ColdStart, others_min_gpus: int,
 ) -> RoleSizing:
     w, s = model.workload, model.autoscaling.role(role)
     pool = spec.topology.pool(model.node_pool)
@@ -295,20 +355,20 @@ def _role_sizing(
         return rps * w.prompt_tokens.mean / (prefill_tps * PREFILL_TARGET_UTILISATION)
 
     def decode_replicas(rps: float) -> float:
-        itl = model.slo.itl_p99_s * ITL_HEADROOM
-        in_flight = rps * w.output_tokens.mean * itl
-        return in_flight / max(decode_batch, 1)
+        if decode_tps <= 0:  # not even one sequence meets the ITL target: one sequence per replica
+            return rps * w.output_tokens.mean * model.slo.itl_p99_s
+        return rps * w.output_tokens.mean / (decode_tps * DECODE_TARGET_UTILISATION)
+
+    def fractional(rps: float) -> float:
+        if role == "prefill":
+            return prefill_replicas(rps)
+        if role == "decode":
+            return decode_replicas(rps)
+        return prefill_replicas(rps) + decode_replicas(rps)
 
     def needed(rps: float) -> int:
-        if role == "prefill":
-            x = prefill_replicas(rps)
-        elif role == "decode":
-            x = decode_replicas(rps)
-        else:
-            x = prefill_replicas(rps) + decode_replicas(rps)
-        return max(1, math.ceil(x - 1e-9)) if rps > 0 else 0
+        return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
 
-    queue_depth_target = max(1.0, math.floor(0.5 * model.slo.ttft_p99_s * prefill_tps / w.prompt_tokens.mean))
     default_min = 0 if model.slo.criticality == "best_effort" else 1
     min_r = s.min_replicas if s.min_replicas is not None else default_min
     budget = min(_queue_gpu_budget(spec, model.queue), pool.gpu_limit) - others_min_gpus
@@ -317,19 +377,82 @@ def _role_sizing(
     stabilization = s.scale_down_stabilization_s
     if stabilization is None:
         stabilization = max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60))
-    if role == "decode":
-        metric, target = s.metric or "vllm:kv_cache_usage_perc", s.target or KV_TARGET_UTILISATION
-        second, second_target = None, None
-    else:
-        metric, target = s.metric or "vllm:num_requests_waiting", s.target or queue_depth_target
-        second, second_target = (("vllm:kv_cache_usage_perc", KV_TARGET_UTILISATION) if role == "aggregated" else (None, None))
     return RoleSizing(
-        role=role, metric=metric, target=target, secondary_metric=second, secondary_target=second_target,
+        role=role, signals=_signals(model, role, s, prefill_tps, decode_batch, kv_tokens, decode_tps, fractional(1.0)),
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=max_r, scale_down_stabilization_s=stabilization,
         polling_interval_s=s.polling_interval_s, cooldown_s=s.cooldown_s,
         activation_threshold=s.activation_threshold if s.activation_threshold is not None else 0.0,
     )
+
+
+def _signals(
+    model: ModelDeployment, role: Role, s: RoleScalingSpec, prefill_tps: float, decode_batch: int, kv_tokens: int,
+    decode_tps: float, replicas_per_rps: float,
+) -> list[ScalingSignal]:
+    """The role's signals, primary first; the stack file's ``metric``/``target`` replace the primary one."""
+    w, slo = model.workload, model.slo
+    ctx = mean_decode_context(model)
+    util, d_util = PREFILL_TARGET_UTILISATION, DECODE_TARGET_UTILISATION
+    grows = "prompt tokens/s per replica, which grows with load and, unlike the queue, does not read 0 while capacity suffices"
+    if role == "aggregated":
+        # the replica also decodes what it prefills: the prompt rate at which the sized replica count suffices
+        rate_target = round(w.prompt_tokens.mean / replicas_per_rps)
+        rate_why = (
+            f"{grows}: {w.prompt_tokens.mean:g}-token prompts at {util:.0%} of the {prefill_tps:,.0f} tok/s prefill rate "
+            f"plus their {w.output_tokens.mean:g}-token outputs at {d_util:.0%} of the {decode_tps:,.0f} tok/s ITL batch"
+        )
+    else:
+        rate_target = round(prefill_tps * util)
+        rate_why = f"{grows}: {util:.0%} of the {prefill_tps:,.0f} tok/s prefill rate"
+    queue_target = max(1.0, math.floor(0.5 * slo.ttft_p99_s * prefill_tps / w.prompt_tokens.mean))
+    queue_why = (
+        f"burst signal: the prompts one replica clears in half the TTFT p99 budget (0.5 x {slo.ttft_p99_s:g} s x "
+        f"{prefill_tps:,.0f} tok/s / {w.prompt_tokens.mean:g} tokens); it reads 0 whenever capacity suffices, so it "
+        "only ever adds replicas"
+    )
+    kv_target = decode_kv_target(model, decode_batch, kv_tokens)
+    kv_why = (
+        f"KV use of the {decode_batch}-sequence batch that meets the ITL p99 target ({decode_batch} x {ctx:,.0f} tokens "
+        f"/ {kv_tokens:,} tokens, at most {KV_TARGET_UTILISATION:g}), where a fixed {KV_TARGET_UTILISATION:g} lets the "
+        "batch outgrow the ITL target before the autoscaler reacts"
+    )
+    running_target = float(max(decode_batch, 1))
+    running_why = f"running sequences per replica: the {decode_batch}-sequence batch that meets the ITL p99 target"
+    gen_target = max(round(decode_tps * d_util), 1)
+    gen_why = (
+        f"output tokens/s per replica, which grows with load: {d_util:.0%} of the {decode_tps:,.0f} tok/s of the "
+        f"{decode_batch}-sequence ITL batch; KV usage alone grows faster than load near the ITL limit, so on its own it "
+        "has no steady replica count and oscillates"
+    )
+    table: dict[str, ScalingSignal] = {
+        PROMPT_TOKENS_METRIC: ScalingSignal(metric=PROMPT_TOKENS_METRIC, query_kind="rate", target=rate_target, why=rate_why),
+        QUEUE_METRIC: ScalingSignal(metric=QUEUE_METRIC, query_kind="gauge", target=queue_target, why=queue_why),
+        KV_METRIC: ScalingSignal(metric=KV_METRIC, query_kind="gauge", target=kv_target, why=kv_why),
+        RUNNING_METRIC: ScalingSignal(metric=RUNNING_METRIC, query_kind="gauge", target=running_target, why=running_why),
+        GENERATION_TOKENS_METRIC: ScalingSignal(
+            metric=GENERATION_TOKENS_METRIC, query_kind="rate", target=gen_target, why=gen_why,
+        ),
+    }
+    defaults = {
+        "prefill": [PROMPT_TOKENS_METRIC, QUEUE_METRIC],
+        "decode": [KV_METRIC, GENERATION_TOKENS_METRIC],
+        "aggregated": [PROMPT_TOKENS_METRIC, QUEUE_METRIC, KV_METRIC],
+    }[role]
+    signals = [table[m] for m in defaults]
+    if s.metric is not None or s.target is not None:
+        primary = table[s.metric] if s.metric is not None else signals[0]
+        where = f"autoscaling.{role}"
+        if s.target is not None:
+            primary = primary.model_copy(update={
+                "target": s.target,
+                "why": f"{where}.target {s.target:g} set in the stack file (sizing would derive {primary.target:g}: {primary.why})",
+            })
+        elif s.metric is not None:
+            primary = primary.model_copy(update={"why": f"{where}.metric set in the stack file; {primary.why}"})
+        # the stack's metric replaces the primary signal; a default that reads the same metric is not repeated
+        signals = [primary] + [x for x in signals[1:] if x.metric != primary.metric]
+    return signals
 
 
 def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
@@ -341,8 +464,9 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     kv_tokens = kv_capacity_tokens(model, inst, tp, pp)
     prefill_tps = perf.prefill_tokens_per_s(model.architecture, inst.gpu, shape.gpus)
     batch = decode_batch_at_slo(model, inst, shape, kv_tokens)
-    ctx = model.workload.prompt_tokens.mean + model.workload.output_tokens.mean / 2
+    ctx = mean_decode_context(model)
     step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
+    decode_tps = round(batch / step, 1) if batch else 0.0
     cold = cold_start(model, spec.topology.provisioning)
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
@@ -351,7 +475,7 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
             (model.autoscaling.role(o).min_replicas or (0 if model.slo.criticality == "best_effort" else 1)) * shape.gpus
             for o in role_names if o != role
         )
-        roles.append(_role_sizing(spec, model, role, shape, prefill_tps, batch, cold, others))
+        roles.append(_role_sizing(spec, model, role, shape, prefill_tps, batch, kv_tokens, decode_tps, cold, others))
     peak_h = model.workload.peak_hours_per_day
     base_gpus = sum(r.replicas_at_base for r in roles) * shape.gpus
     peak_gpus = sum(r.replicas_at_peak for r in roles) * shape.gpus
@@ -367,7 +491,7 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         prefill_tokens_per_s=round(prefill_tps, 1),
         itl_light_s=round(perf.decode_step_s(model.architecture, inst.gpu, tp, pp, 1, ctx), 5),
         decode_batch_at_slo=batch,
-        decode_tokens_per_s=round(batch / step, 1) if batch else 0.0,
+        decode_tokens_per_s=decode_tps,
         cold_start=cold,
         roles=roles,
         usd_per_gpu_hour=round(inst.usd_per_gpu_hour, 4),

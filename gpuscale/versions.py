@@ -6,8 +6,7 @@ Sources: ``research/upstream-facts.md`` and ``research/serving-facts.md`` (read 
 
 from __future__ import annotations
 
-from typing import Mapping
-
+from collections.abc import Mapping
 
 from gpuscale.spec.base import Spec
 
@@ -102,6 +101,9 @@ VLLM_METRICS: frozenset[str] = frozenset(
     }
 )
 """vLLM gauges an autoscaler may target with the pinned vLLM (``vllm/v1/metrics/loggers.py``)."""
+
+VLLM_RATE_METRICS: frozenset[str] = frozenset({"vllm:prompt_tokens_total", "vllm:generation_tokens_total"})
+"""vLLM Counters an autoscaler may ``rate()`` (scraped with the ``_total`` suffix; upstream-facts.md section 7)."""
 
 VLLM_REMOVED_METRICS: Mapping[str, str] = {
     "vllm:gpu_cache_usage_perc": "deprecated in vLLM 0.9 and absent since ~0.12; use vllm:kv_cache_usage_perc",

@@ -1,13 +1,15 @@
 """Pure builders for app-level autoscaling: PromQL per role, KEDA ScaledObject, autoscaling/v2 HPA, chart values.
 
 Why these signals (``docs/layer3-serving.md``): ``DCGM_FI_DEV_GPU_UTIL`` is a duty cycle (100% with 10 or 100 requests
-in flight) and vLLM pre-allocates its KV cache (GPU memory is flat), so neither measures load. Prefill saturates on
-queued prompts (``vllm:num_requests_waiting``), decode on KV-cache occupancy (``vllm:kv_cache_usage_perc``), and each
-role gets its own autoscaler whose query selects exactly that role's pods.
+in flight) and vLLM pre-allocates its KV cache (GPU memory is flat), so neither measures load. Prefill scales on its
+prompt-token throughput (proportional to load, so capacity holds while nothing queues) with queued prompts
+(``vllm:num_requests_waiting``) as the burst signal; decode on KV-cache occupancy (``vllm:kv_cache_usage_perc``) at the
+level the ITL target allows. Each role gets its own autoscaler whose queries select exactly that role's pods, one
+trigger (or HPA metric) per ``RoleSizing.signals`` entry; the HPA takes the largest replica count over them.
 
-Every query is ``sum(<gauge>{one role})`` with ``metricType: AverageValue``: the HPA then wants
-``ceil(sum / target)`` replicas, i.e. the per-replica average at the target, counting only pods that report (a pod
-still loading neither dilutes the average nor inflates it).
+Every query is ``sum(<gauge>{one role})`` or ``sum(rate(<counter>{one role}[1m]))`` with ``metricType:
+AverageValue``: the HPA then wants ``ceil(sum / target)`` replicas, i.e. the per-replica average at the target,
+counting only pods that report (a pod still loading neither dilutes the average nor inflates it).
 
 Facts: ``research/upstream-facts.md`` section 3 (ScaledObject, 54-character name rule, prometheus trigger) and 7
 (vLLM metric names); ``research/serving-facts.md`` section 4 (KEDA chart, prometheus-adapter rules).
@@ -25,7 +27,7 @@ from pydantic import model_validator
 
 from gpuscale import labels, versions
 from gpuscale.components.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
-from gpuscale.sizing import PlatformSizing, RoleSizing
+from gpuscale.sizing import QUEUE_METRIC, RATE_WINDOW, PlatformSizing, RoleSizing, ScalingSignal
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
@@ -56,7 +58,7 @@ class RoleAutoscalerArgs(Spec):
     paused: bool = False
     """KEDA only: freeze scaling (``autoscaling.keda.sh/paused``)."""
     scaling: RoleSizing
-    """Metric, per-replica target, min/max, stabilisation, polling, cooldown, activation (from sizing)."""
+    """Signals with per-replica targets, min/max, stabilisation, polling, cooldown, activation (from sizing)."""
     target: WorkloadRef
     """The role's Deployment or LeaderWorkerSet (both have a scale subresource)."""
     prometheus_url: str
@@ -136,8 +138,9 @@ def check_single_role(query: str) -> str:
     return str(roles[0][1])
 
 
-def role_query(metric: str, namespace: str, model: str, role: str) -> str:
-    """``sum(<gauge>{namespace, model, role})``: this model's pods of exactly one role."""
+def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "gauge") -> str:
+    """This model's pods of exactly one role: ``sum(<gauge>{ns, model, role})`` or, for a counter,
+    ``sum(rate(<counter>{ns, model, role}[1m]))`` (per-pod rates, then summed: a pod restart resets only its own)."""
     if role not in ROLES:
         raise ValueError(
             f"role {role!r}: an autoscaler query must select exactly one of {', '.join(ROLES)}; one query over "
@@ -145,9 +148,21 @@ def role_query(metric: str, namespace: str, model: str, role: str) -> str:
         )
     if metric in versions.VLLM_REMOVED_METRICS:
         raise ValueError(f"{metric} is not exposed by vLLM {versions.VLLM.tag}: {versions.VLLM_REMOVED_METRICS[metric]}")
-    if metric not in versions.VLLM_METRICS:
-        raise ValueError(f"{metric}: not a vLLM gauge an autoscaler may target; use one of {', '.join(sorted(versions.VLLM_METRICS))}")
-    query = f'sum({metric}{{namespace="{namespace}",{MODEL_PROM_LABEL}="{model}",{ROLE_PROM_LABEL}="{role}"}})'
+    selector = f'{{namespace="{namespace}",{MODEL_PROM_LABEL}="{model}",{ROLE_PROM_LABEL}="{role}"}}'
+    if kind == "rate":
+        if metric not in versions.VLLM_RATE_METRICS:
+            raise ValueError(
+                f"{metric}: not a vLLM counter an autoscaler may rate(); use one of {', '.join(sorted(versions.VLLM_RATE_METRICS))}"
+            )
+        query = f"sum(rate({metric}{selector}[{RATE_WINDOW}]))"
+    elif kind == "gauge":
+        if metric in versions.VLLM_RATE_METRICS:
+            raise ValueError(f"{metric} is a counter: its sum only ever grows; scale on its rate (query_kind: rate)")
+        if metric not in versions.VLLM_METRICS:
+            raise ValueError(f"{metric}: not a vLLM gauge an autoscaler may target; use one of {', '.join(sorted(versions.VLLM_METRICS))}")
+        query = f"sum({metric}{selector})"
+    else:
+        raise ValueError(f"query kind {kind!r}: use gauge or rate")
     check_single_role(query)
     return query
 
@@ -156,12 +171,18 @@ def trigger_name(metric: str) -> str:
     return metric.split(":", 1)[-1].replace("_", "-")
 
 
-def role_metrics(s: RoleSizing) -> list[tuple[str, float]]:
-    """(metric, per-replica target) pairs: one, or two in aggregated mode (queue depth and KV usage)."""
-    out = [(s.metric, s.target)]
-    if s.secondary_metric is not None and s.secondary_target is not None:
-        out.append((s.secondary_metric, s.secondary_target))
-    return out
+def role_signals(s: RoleSizing) -> list[ScalingSignal]:
+    """The role's signals, primary first (prefill: prompt-token rate, queue depth; decode: KV usage; aggregated: all
+    three). The HPA computes a replica count per signal and takes the largest."""
+    return list(s.signals)
+
+
+def activation_threshold(s: RoleSizing, signal: ScalingSignal) -> float:
+    """KEDA 0 <-> 1: the sized threshold applies to the queue-depth trigger (a waiting request wakes the role; the
+    primary trigger when there is no queue signal); every other trigger activates above 0, so the role stays awake
+    while prompts flow or any request still holds KV."""
+    waker = s.signal(QUEUE_METRIC) or s.signals[0]
+    return s.activation_threshold if signal is waker else 0.0
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -222,17 +243,16 @@ def _check_target(args: RoleAutoscalerArgs) -> None:
 def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
     s = args.scaling
     triggers = []
-    for i, (metric, target) in enumerate(role_metrics(s)):
+    for sig in role_signals(s):
         metadata = {
             "serverAddress": args.prometheus_url,
-            "query": role_query(metric, args.namespace, args.model, args.role),
-            "threshold": fmt(target),
+            "query": role_query(sig.metric, args.namespace, args.model, args.role, sig.query_kind),
+            "threshold": fmt(sig.target),
         }
         if s.min_replicas == 0:
-            # 0 <-> 1 is decided by activation, not threshold: wake above the first trigger's activation threshold,
-            # and stay awake while any KV is in use (a request is still running)
-            metadata["activationThreshold"] = fmt(s.activation_threshold if i == 0 else 0.0)
-        triggers.append({"type": "prometheus", "name": trigger_name(metric), "metricType": "AverageValue", "metadata": metadata})
+            # 0 <-> 1 is decided by activation, not threshold
+            metadata["activationThreshold"] = fmt(activation_threshold(s, sig))
+        triggers.append({"type": "prometheus", "name": trigger_name(sig.metric), "metricType": "AverageValue", "metadata": metadata})
     if args.wake_schedule is not None:
         w = args.wake_schedule
         triggers.append({
@@ -268,9 +288,11 @@ def scaled_object_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
 # ---------------------------------------------------------------- HPA (prometheus-adapter)
 
 
-def adapter_metric_name(metric: str) -> str:
-    """The name prometheus-adapter serves a vLLM gauge under (``:`` renamed to ``_``)."""
-    return metric.replace(":", "_")
+def adapter_metric_name(metric: str, kind: str = "gauge") -> str:
+    """The name prometheus-adapter serves a vLLM metric under: a gauge with ``:`` renamed to ``_``; a counter's
+    per-second rate as ``..._per_second`` (``vllm:prompt_tokens_total`` -> ``vllm_prompt_tokens_per_second``)."""
+    name = metric.replace(":", "_")
+    return f"{name.removesuffix('_total')}_per_second" if kind == "rate" else name
 
 
 def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
@@ -283,13 +305,13 @@ def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
             "type": "Pods",
             "pods": {
                 "metric": {
-                    "name": adapter_metric_name(metric),
+                    "name": adapter_metric_name(sig.metric, sig.query_kind),
                     "selector": {"matchLabels": {ROLE_PROM_LABEL: args.role, MODEL_PROM_LABEL: args.model}},
                 },
-                "target": {"type": "AverageValue", "averageValue": quantity(target)},
+                "target": {"type": "AverageValue", "averageValue": quantity(sig.target)},
             },
         }
-        for metric, target in role_metrics(s)
+        for sig in role_signals(s)
     ]
     return {
         "apiVersion": "autoscaling/v2",
@@ -346,15 +368,24 @@ def keda_chart_values(servicemonitors: bool) -> dict[str, Any]:
 
 
 def adapter_rules() -> list[dict[str, Any]]:
-    """One Pods-metric rule per autoscalable vLLM gauge (serving-facts section 4), renamed ``vllm:x`` -> ``vllm_x``."""
+    """One Pods-metric rule per autoscalable vLLM gauge (serving-facts section 4), renamed ``vllm:x`` -> ``vllm_x``,
+    and one per rate()-able counter, served per pod as ``vllm_x_per_second`` over the same 1 m window as KEDA's."""
+    overrides = {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
     rules = []
     for metric in sorted(versions.VLLM_METRICS):
         agg = "max" if metric == "vllm:kv_cache_usage_perc" else "sum"
         rules.append({
             "seriesQuery": f'{metric}{{namespace!="",pod!=""}}',
-            "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+            "resources": {"overrides": overrides},
             "name": {"matches": f"^{metric}$", "as": adapter_metric_name(metric)},
             "metricsQuery": f"{agg}(<<.Series>>{{<<.LabelMatchers>>}}) by (<<.GroupBy>>)",
+        })
+    for metric in sorted(versions.VLLM_RATE_METRICS):
+        rules.append({
+            "seriesQuery": f'{metric}{{namespace!="",pod!=""}}',
+            "resources": {"overrides": overrides},
+            "name": {"matches": f"^{metric}$", "as": adapter_metric_name(metric, "rate")},
+            "metricsQuery": f"sum(rate(<<.Series>>{{<<.LabelMatchers>>}}[{RATE_WINDOW}])) by (<<.GroupBy>>)",
         })
     return rules
 

@@ -63,8 +63,8 @@ def role_table(sizing: PlatformSizing) -> Table:
         t.add_column(col)
     for m in sizing.models:
         for r in m.roles:
-            metric = r.metric + (f" + {r.secondary_metric}" if r.secondary_metric else "")
-            target = f"{r.target:g}" + (f" / {r.secondary_target:g}" if r.secondary_target is not None else "")
+            metric = " + ".join(x.label for x in r.signals)
+            target = " / ".join(f"{x.target:g}" for x in r.signals)
             t.add_row(m.model, r.role, metric, target, f"{r.replicas_at_base}/{r.replicas_at_peak}",
                       str(r.min_replicas), str(r.max_replicas), str(r.scale_down_stabilization_s))
     return t

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpuscale import labels
 from gpuscale.components.manifests.kai_wiring import kai_pod_wiring
-from gpuscale.sizing import ModelSizing, PlatformSizing
+from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
 from gpuscale.spec.base import Spec, duration_seconds
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
@@ -169,14 +169,9 @@ def _fmt_quota(v: float) -> str:
     return "unlimited" if v == UNLIMITED else f"{v:g}"
 
 
-def _why(metric: str, role: str) -> str:
-    if metric == "vllm:num_requests_waiting":
-        return ("requests queued for prefill: grows with load while the GPU duty cycle is already pinned at 100%; "
-                "target = the queue one replica drains within half the TTFT p99 budget")
-    if metric == "vllm:kv_cache_usage_perc":
-        return ("fraction of KV blocks held by running sequences: the decode capacity limit; GPU memory cannot be used "
-                "because vLLM pre-allocates the KV cache")
-    return "concurrent sequences (batch size): for tight ITL targets"
+def _why(r: RoleSizing) -> str:
+    """Each signal of the role and why it is there (sizing's one sentence per signal), primary first."""
+    return ". ".join(f"`{x.label}` (target {x.target:g}): {x.why}" for x in r.signals)
 
 
 def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> PlanContext:
@@ -246,10 +241,10 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
                 preferred_placement=wiring.pod_annotations.get(labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION, "-"),
                 priority_class=wiring.priority_class_name,
             ))
-            metric = r.metric + (f" + {r.secondary_metric}" if r.secondary_metric else "")
-            target = f"{r.target:g}" + (f" / {r.secondary_target:g}" if r.secondary_target is not None else "")
+            metric = " + ".join(x.label for x in r.signals)
+            target = " / ".join(f"{x.target:g}" for x in r.signals)
             roles.append(RoleRow(
-                model=m.name, role=r.role, backend=m.autoscaling.backend, metric=metric, target=target, why=_why(r.metric, r.role),
+                model=m.name, role=r.role, backend=m.autoscaling.backend, metric=metric, target=target, why=_why(r),
                 replicas_base=r.replicas_at_base, replicas_peak=r.replicas_at_peak, min_replicas=r.min_replicas,
                 max_replicas=r.max_replicas, scale_down_stabilization_s=r.scale_down_stabilization_s,
                 polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s,
@@ -260,7 +255,9 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         elif min(r.min_replicas for r in ms.roles) >= 1:
             decision = "one warm replica per role (standard SLO; first request after idle would otherwise wait a cold start)"
         else:
-            decision = f"scale to zero allowed (best effort): the first request after idle waits ~{c.total_s:.0f} s"
+            wakes = [w for r in m.serving.roles if (w := m.autoscaling.role(r).wake_schedule) is not None]
+            when = f"; held awake {wakes[0].start} .. {wakes[0].end} ({wakes[0].timezone}) by a KEDA cron trigger" if wakes else ""
+            decision = f"scale to zero allowed (best effort): the first request after idle waits ~{c.total_s:.0f} s{when}"
         colds.append(ColdStartRow(
             model=m.name, node_s=c.node_s, gpu_ready_s=c.gpu_ready_s, image_pull_s=c.image_pull_s, weights_s=c.weights_s,
             engine_init_s=c.engine_init_s, total_s=c.total_s, warm_node_s=c.warm_node_s, criticality=m.slo.criticality,

@@ -54,7 +54,10 @@ _BANNED_METRICS: tuple[tuple[re.Pattern[str], str], ...] = (
      "vLLM pre-allocates the KV cache at start-up, so GPU memory is flat: the autoscaler scales up once and "
      "never down"),
 )
-_FIX = "scale prefill on vllm:num_requests_waiting and decode on vllm:kv_cache_usage_perc"
+_FIX = (
+    "scale prefill on rate(vllm:prompt_tokens_total) and vllm:num_requests_waiting, decode on "
+    "vllm:kv_cache_usage_perc and rate(vllm:generation_tokens_total)"
+)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ One discriminated union of policy specs (``kind:``):
 * ``queue-depth`` - HPA/KEDA on ``sum(vllm:num_requests_waiting)`` (prefill, aggregated) and
   ``sum(vllm:kv_cache_usage_perc)`` (decode, aggregated) as AverageValue targets, generic thresholds (queue 5 as
   in llm-d/Dynamo, KV 0.8), Kubernetes default behaviour.
-* ``gpuscale`` - what gpuscale emits for the spec: the ``RoleSizing`` metrics, targets, warm minimum, maximum,
-  stabilisation and polling, the scale-up/-down policies of ``components.manifests.autoscaling.hpa_behavior``,
-  KEDA activation and cooldown when the minimum is 0.
+* ``gpuscale`` - what gpuscale emits for the spec: one AverageValue rule per ``RoleSizing.signals`` entry
+  (prefill: ``sum(rate(vllm:prompt_tokens_total[1m]))`` and queue depth; decode: KV usage at the ITL-derived target;
+  aggregated: all three) with their targets, warm minimum, maximum, stabilisation and polling, the scale-up/-down
+  policies of ``components.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0.
 * ``oracle`` - perfect foresight: reads every future arrival, computes the replicas each moment needs at the
   sizing's per-replica capacity, and asks for them one cold start ahead; a lower bound on GPU-hours.
 * ``fixed`` - a constant replica count (a hand-made scale-up; the gang scenario).
@@ -37,12 +38,15 @@ from gpuscale.sizing import RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 
-MetricSource = Literal["duty", "queue", "kv", "running"]
+MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate"]
 METRIC_SOURCES: dict[str, MetricSource] = {
     "vllm:num_requests_waiting": "queue",
     "vllm:kv_cache_usage_perc": "kv",
     "vllm:num_requests_running": "running",
+    "vllm:prompt_tokens_total": "prompt_rate",
+    "vllm:generation_tokens_total": "generation_rate",
 }
+"""vLLM metric -> what the simulated scrape measures (counters as their 1 min ``rate()``)."""
 
 
 class ScalingPolicy(Spec):
@@ -176,6 +180,10 @@ class RoleObservation:
     """Sum of ``vllm:kv_cache_usage_perc`` (fractions)."""
     running: float
     """Sum of ``vllm:num_requests_running``."""
+    prompt_rate: float = 0.0
+    """``sum(rate(vllm:prompt_tokens_total[1m]))``: prompt tokens/s over the last minute's scrapes."""
+    generation_rate: float = 0.0
+    """``sum(rate(vllm:generation_tokens_total[1m]))``."""
 
 
 @dataclass(frozen=True)
@@ -234,8 +242,11 @@ class HpaRole:
     def __init__(
         self, rules: list[MetricRule], min_replicas: int, max_replicas: int, behavior: HpaBehavior, *,
         keda_activation: float | None = None, cooldown_s: float = 300.0, count_gateway: bool = False,
+        activation_rule: int = 0,
     ) -> None:
         self.rules = rules
+        self.activation_rule = activation_rule
+        """Index of the rule ``keda_activation`` applies to; every other rule activates above 0."""
         self.min_replicas = min_replicas
         self.max_replicas = max(max_replicas, min_replicas)
         self.behavior = behavior
@@ -253,15 +264,20 @@ class HpaRole:
             return obs.queue + (obs.gateway if self.count_gateway else 0.0)
         if source == "kv":
             return obs.kv_sum
+        if source == "prompt_rate":
+            return obs.prompt_rate
+        if source == "generation_rate":
+            return obs.generation_rate
         return obs.running
 
     def decide(self, t: float, obs: RoleObservation) -> int:
         current = obs.current
         if self.keda_activation is not None and self.min_replicas == 0:
-            first = self._value(self.rules[0].source, obs)
             active = (
-                first > self.keda_activation
-                or any(self._value(r.source, obs) > 0 for r in self.rules[1:])
+                any(
+                    self._value(r.source, obs) > (self.keda_activation if i == self.activation_rule else 0.0)
+                    for i, r in enumerate(self.rules)
+                )
                 or (self.count_gateway and obs.gateway > 0)  # a held request wakes any role
             )
             if active:
@@ -491,9 +507,8 @@ def build_controller(policy: PolicySpec, ctx: ControllerContext, backend: str = 
             )
         return HpaController(roles, policy.sync_period_s)
     for role, rs in ctx.roles.items():
-        rules = [MetricRule(METRIC_SOURCES[rs.metric], rs.target, False)]
-        if rs.secondary_metric is not None and rs.secondary_target is not None:
-            rules.append(MetricRule(METRIC_SOURCES[rs.secondary_metric], rs.secondary_target, False))
+        rules = [MetricRule(METRIC_SOURCES[sig.metric], sig.target, False) for sig in rs.signals]
+        waker = rs.signal(sizing_mod.QUEUE_METRIC)  # the emitted activation threshold sits on the queue trigger
         min_r = policy.min_replicas if policy.min_replicas is not None else rs.min_replicas
         roles[role] = HpaRole(
             rules, min_r, rs.max_replicas, gpuscale_behavior(rs),
@@ -503,6 +518,7 @@ def build_controller(policy: PolicySpec, ctx: ControllerContext, backend: str = 
             ),
             cooldown_s=rs.cooldown_s,
             count_gateway=policy.count_gateway_queue,
+            activation_rule=rs.signals.index(waker) if waker is not None else 0,
         )
     sync = min(rs.polling_interval_s for rs in ctx.roles.values())
     return HpaController(roles, float(sync))

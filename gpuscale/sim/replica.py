@@ -206,7 +206,8 @@ class Engine:
     __slots__ = (
         "_busy_since", "_chunks", "_gen", "_mode", "_run_A", "_run_C0", "_run_k", "_run_n", "_run_t0", "_seq",
         "_step_dur", "_truncated", "busy_cum", "ctx_k", "decoding", "does_decode", "does_prefill", "draining", "env",
-        "itl", "kv_used", "m", "n_dec", "name", "prefilling", "sink", "step", "waiting",
+        "generation_tokens", "itl", "kv_used", "m", "n_dec", "name", "prefilling", "prompt_tokens", "sink", "step",
+        "waiting",
     )
 
     def __init__(
@@ -229,6 +230,10 @@ class Engine:
         self.ctx_k = 0
         self.kv_used = 0
         self.busy_cum = 0.0
+        self.prompt_tokens = 0
+        """``vllm:prompt_tokens_total``: vLLM counts a prompt's tokens when its prefill finishes."""
+        self.generation_tokens = 0
+        """``vllm:generation_tokens_total``: one per running sequence per step, plus each prompt's first token."""
         self._busy_since: float | None = None
         self.draining = False
         self._mode = _IDLE
@@ -461,6 +466,7 @@ class Engine:
         if self.n_dec:
             self.step += 1
             self.itl.add(self._step_dur, self.n_dec)
+            self.generation_tokens += self.n_dec
         self._finish_completed(t)
         sink = self.sink
         for r, take in self._chunks:
@@ -470,6 +476,8 @@ class Engine:
             if r.prefilled < r.prompt:
                 continue
             self.prefilling.remove(r)
+            self.prompt_tokens += r.prompt
+            self.generation_tokens += 1
             if self.does_decode:
                 sink.on_first_token(r, t)
                 if r.output <= 1:
@@ -497,5 +505,6 @@ class Engine:
             self.step += steps
             mid = self._run_A + self.m.step_per_context_token_s * (self._run_C0 + n * (steps - 1) / 2.0)
             self.itl.add(mid, n * steps)
+            self.generation_tokens += n * steps
         self._finish_completed(self.env.now)
         self._plan()

@@ -3,7 +3,8 @@
 * Router: each request goes to the ready replica with the least outstanding work (decode: least KV in use);
   with no ready replica the gateway holds it until one is ready or the client's timeout passes.
 * Layer 3: the variant's controller reads the last scrape (every 15 s: duty cycle over the interval,
-  ``num_requests_waiting``, ``kv_cache_usage_perc``) and sets replicas per role. A removed replica drains (no new
+  ``num_requests_waiting``, ``kv_cache_usage_perc``, and ``rate(vllm:prompt_tokens_total[1m])`` per pod from the
+  scrapes of the last minute) and sets replicas per role. A removed replica drains (no new
   requests; in-flight ones finish or are lost at ``request_timeout_s``); a pending or loading one is deleted.
 * Layer 2: pending replicas are placed in creation order, as a gang or pod by pod (``gang.py``).
 * Layer 1: unplaceable pods make the provisioner launch nodes (``nodes.py``); the disruption controller removes
@@ -33,7 +34,7 @@ from gpuscale.sim.nodes import READY, ConsolidationSpec, Node, ProvisionerSpec, 
 from gpuscale.sim.policies import Controller, ControllerContext, PolicySpec, RoleObservation, build_controller
 from gpuscale.sim.replica import DROPPED, Engine, ItlHistogram, ReplicaModel, Request
 from gpuscale.sim.traffic import Arrivals
-from gpuscale.sizing import RoleSizing
+from gpuscale.sizing import RATE_WINDOW_S, RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 
@@ -114,7 +115,10 @@ class _Pod:
 
 
 class _Replica:
-    __slots__ = ("created_at", "duty_mark", "duty_mark_t", "engine", "evicted", "gen", "pods", "ready_at", "rid", "role", "state")
+    __slots__ = (
+        "counter_samples", "created_at", "duty_mark", "duty_mark_t", "engine", "evicted", "gen", "pods", "ready_at", "rid",
+        "role", "state",
+    )
 
     def __init__(self, rid: int, role: _Role, pods: int, gpus_per_pod: int, t: float) -> None:
         self.rid = rid
@@ -128,6 +132,8 @@ class _Replica:
         self.evicted = False
         self.duty_mark = 0.0
         self.duty_mark_t = t
+        self.counter_samples: deque[tuple[float, int, int]] = deque()
+        """(scrape time, prompt tokens, generation tokens) of this engine's counters within the rate window."""
 
     def bound_gpus(self) -> int:
         return sum(p.gpus for p in self.pods if p.node is not None)
@@ -343,7 +349,7 @@ class _Run:
     def _scrape(self) -> None:
         t = self.env.now
         for role in self.roles:
-            duty = kv = queue = running = 0.0
+            duty = kv = queue = running = prompt_rate = gen_rate = 0.0
             for rep in role.ready:
                 e = rep.engine
                 assert e is not None
@@ -354,8 +360,13 @@ class _Run:
                 queue += e.num_waiting(t)
                 kv += e.kv_usage
                 running += e.num_running
+                p_rate, g_rate = _counter_rates(rep, t, e)
+                prompt_rate += p_rate
+                gen_rate += g_rate
             gw = self._purge_gateway(role, t)
-            role.obs = RoleObservation(role.name, role.desired, len(role.ready), duty, queue, float(gw), kv, running)
+            role.obs = RoleObservation(
+                role.name, role.desired, len(role.ready), duty, queue, float(gw), kv, running, prompt_rate, gen_rate,
+            )
         if t >= self._next_series - 1e-9:
             self._record_series(t)
             self._next_series = t + self.s.series_s
@@ -547,6 +558,7 @@ class _Run:
         )
         self.owner[rep.engine] = rep
         rep.duty_mark, rep.duty_mark_t = 0.0, self.env.now
+        rep.counter_samples = deque()  # a new engine: its counters (and their series) start from zero
         role.ready.append(rep)
 
     def _evict(self, rep: _Replica) -> None:
@@ -794,6 +806,20 @@ class _Run:
             gpus=self.series_gpus, nodes=self.series_nodes, ttft_p50_s=p50, ttft_p99_s=p99,
             arrived=[int(x) for x in arrived], unanswered=[int(x) for x in unanswered],
         )
+
+
+def _counter_rates(rep: _Replica, t: float, e: Engine) -> tuple[float, float]:
+    """Record this scrape of the engine's counters; return their per-second increase over the window's scrapes
+    (Prometheus ``rate()`` needs two samples: a pod scraped once reports no rate yet)."""
+    samples = rep.counter_samples
+    samples.append((t, e.prompt_tokens, e.generation_tokens))
+    while samples[0][0] <= t - RATE_WINDOW_S + 1e-9:
+        samples.popleft()
+    t0, p0, g0 = samples[0]
+    span = t - t0
+    if span <= 0:
+        return 0.0, 0.0
+    return (e.prompt_tokens - p0) / span, (e.generation_tokens - g0) / span
 
 
 def _prefill_load(rep: _Replica) -> int:

@@ -148,9 +148,11 @@ class RoleScalingSpec(Spec):
     """The autoscaler of one role. Unset numbers are derived by sizing and shown in the plan."""
 
     metric: str | None = None
-    """vLLM gauge to scale on; default ``vllm:num_requests_waiting`` (prefill, aggregated) or ``vllm:kv_cache_usage_perc`` (decode)."""
+    """Replaces the primary signal (a vLLM gauge, or a counter that is ``rate()``d); default ``vllm:prompt_tokens_total``
+    (prefill, aggregated; queue depth stays as the burst signal) or ``vllm:kv_cache_usage_perc`` (decode)."""
     target: float | None = Field(default=None, gt=0)
-    """Per-replica target of the metric; default derived from the SLO (queue depth) or 0.8 (KV utilisation)."""
+    """Per-replica target of the primary signal; default derived by sizing (prompt tokens/s, or the KV use of the
+    batch that meets the ITL target)."""
     min_replicas: int | None = Field(default=None, ge=0)
     """Warm minimum; default 1 (critical and standard SLOs) or 0 (best effort)."""
     max_replicas: int | None = Field(default=None, gt=0)
@@ -188,8 +190,9 @@ class RoleScalingSpec(Spec):
                 f"{metric} is not exposed by the pinned vLLM {versions.VLLM.tag}: "
                 f"{versions.VLLM_REMOVED_METRICS[metric]}"
             )
-        if metric not in versions.VLLM_METRICS:
-            raise ValueError(f"{metric}: not a known vLLM gauge; use one of {', '.join(sorted(versions.VLLM_METRICS))}")
+        if metric not in versions.VLLM_METRICS and metric not in versions.VLLM_RATE_METRICS:  # counters are rate()d
+            known = sorted(versions.VLLM_METRICS | versions.VLLM_RATE_METRICS)
+            raise ValueError(f"{metric}: not a known vLLM gauge or counter; use one of {', '.join(known)}")
         return metric
 
     @model_validator(mode="after")

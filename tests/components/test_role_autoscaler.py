@@ -62,8 +62,11 @@ def test_prod_has_one_scaled_object_per_role(run_pulumi: Run, prod_spec: Platfor
     assert len(targets) == 3  # no workload has two autoscalers, no autoscaler spans two workloads
     prefill = objs["llama-70b-fp8-prefill-scaledobject"].inputs["spec"]
     decode = objs["llama-70b-fp8-decode-scaledobject"].inputs["spec"]
-    assert "vllm:num_requests_waiting" in prefill["triggers"][0]["metadata"]["query"]
+    assert [t["name"] for t in prefill["triggers"]] == ["prompt-tokens-total", "num-requests-waiting"]
+    assert "rate(vllm:prompt_tokens_total{" in prefill["triggers"][0]["metadata"]["query"]
+    assert "vllm:num_requests_waiting" in prefill["triggers"][1]["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in decode["triggers"][0]["metadata"]["query"]
+    assert decode["triggers"][0]["metadata"]["threshold"] == "0.43"  # the KV of the batch that meets ITL
     assert prefill["minReplicaCount"] >= 1 and decode["minReplicaCount"] >= 1
     assert outputs["llama-70b-fp8/decode"] == "llama-70b-fp8-decode"
     assert outputs["llama-70b-fp8/decode.kind"] == "ScaledObject"
@@ -76,7 +79,7 @@ def test_staging_uses_the_hpa_backend(run_pulumi: Run, stack_specs: dict[str, Pl
     assert hpa.name == "llama-70b-aggregated-hpa"
     assert hpa.inputs["spec"]["scaleTargetRef"]["name"] == "llama-70b-aggregated"
     assert [m["pods"]["metric"]["name"] for m in hpa.inputs["spec"]["metrics"]] == [
-        "vllm_num_requests_waiting", "vllm_kv_cache_usage_perc",
+        "vllm_prompt_tokens_per_second", "vllm_num_requests_waiting", "vllm_kv_cache_usage_perc",
     ]
     assert outputs["llama-70b/aggregated.kind"] == "HorizontalPodAutoscaler"
 

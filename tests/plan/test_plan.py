@@ -16,7 +16,7 @@ from gpuscale.plan.render import TEMPLATE, environment, render_plan
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.render import synth_spec
-from tests.conftest import STACKS, stack_path
+from tests.conftest import REPO, STACKS, stack_path
 
 runner = CliRunner()
 HEADINGS = [
@@ -114,3 +114,5 @@ def test_dev_plan_snapshot(stack_specs: dict[str, PlatformSpec], tmp_path: Path,
     spec = stack_specs["dev"]
     text = render_plan(build_context("dev", spec, size_platform(spec)), evidence(spec, "dev", tmp_path, duration_s=None))
     assert text == snapshot
+    # the committed plan is what `make plan` writes today
+    assert (REPO / "outputs" / "skill-gpu-autoscaler-plan.md").read_text() == text

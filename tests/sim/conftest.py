@@ -20,7 +20,9 @@ def run_scenario(stack: str, scenario: str, duration_s: float | None, seed: int 
     return Runner(sc, seed=seed, policies=list(policies) or None).run()
 
 
-PEAK = ("prod", "peak-hour", 1800.0, 0, ("dcgm-duty-cycle", "dcgm-duty-cycle+manual", "queue-depth", "oracle"))
+PEAK = ("prod", "peak-hour", 1800.0, 0, ("dcgm-duty-cycle", "dcgm-duty-cycle+manual", "queue-depth", "gpuscale", "oracle"))
+PROD_STACK = ("prod", "stack", 3600.0, 0, ())
+"""The prod stack's own workload (disaggregated) compressed into one hour: ramp, peak, bursts, ramp down."""
 TWO_AM = ("prod", "2am-huge-prompt", None, 0, ())
 GANG = ("prod", "gang-7-of-8", None, 0, ())
 CONSOLIDATION = ("staging", "consolidation-24x7", 10800.0, 0, ())

@@ -11,10 +11,12 @@ from gpuscale.sim.policies import (
     DutyCyclePolicy,
     GpuscalePolicy,
     HpaBehavior,
+    HpaController,
     HpaRole,
     MetricRule,
     OraclePolicy,
     PolicySpec,
+    QueueDepthPolicy,
     RoleObservation,
     average_value_desired,
     build_controller,
@@ -28,8 +30,21 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 
 
-def obs(current: int, ready: int, *, duty: float = 0.0, queue: float = 0.0, kv: float = 0.0, gateway: float = 0.0) -> RoleObservation:
-    return RoleObservation("aggregated", current, ready, duty, queue, gateway, kv, 0.0)
+def obs(
+    current: int, ready: int, *, duty: float = 0.0, queue: float = 0.0, kv: float = 0.0, gateway: float = 0.0,
+    prompt_rate: float = 0.0, generation_rate: float = 0.0, role: str = "aggregated",
+) -> RoleObservation:
+    return RoleObservation(role, current, ready, duty, queue, gateway, kv, 0.0, prompt_rate, generation_rate)
+
+
+def prod_context(spec: PlatformSpec) -> ControllerContext:
+    m = spec.models[0]
+    ms = size_platform(spec).model(m.name)
+    return ControllerContext(
+        roles={r.role: r for r in ms.roles}, replica=replica_model_from_sizing(m, ms),
+        arrivals=Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)), duration_s=3600,
+        lead_s=400, itl_slo_s=m.slo.itl_p99_s, mode=m.serving.mode,
+    )
 
 
 def test_hpa_formula_ceil_current_times_metric_over_target() -> None:
@@ -81,7 +96,9 @@ def test_gpuscale_policy_reads_the_emitted_behaviour(prod_spec: PlatformSpec) ->
     assert b.scale_down.stabilization_s == rs.scale_down_stabilization_s == 420
     assert {(p.type, p.value, p.period_s) for p in b.scale_up.policies} == {("Percent", 100, 60), ("Pods", 2, 60)}
     assert [(p.type, p.value) for p in b.scale_down.policies] == [("Pods", 1)]
-    hpa = HpaRole([MetricRule("queue", rs.target, False)], 1, 9, b)
+    queue = rs.signal("vllm:num_requests_waiting")
+    assert queue is not None
+    hpa = HpaRole([MetricRule("queue", queue.target, False)], 1, 9, b)
     assert hpa.decide(0.0, obs(1, 1, queue=1000)) == 3  # max(+100%, +2 pods) per minute
     assert hpa.decide(30.0, obs(3, 1, queue=1000)) == 3
 
@@ -129,3 +146,39 @@ def test_oracle_asks_one_lead_time_ahead(prod_spec: PlatformSpec) -> None:
     assert s[5] == 1  # 75 s: nothing coming within the lead time
     assert s[(310 // 15)] >= 4  # 310 s: the step at 600 s is within the 300 s lead (plus smoothing)
     assert s[-10] == s.max()
+
+
+def test_gpuscale_controller_reads_the_emitted_signals(prod_spec: PlatformSpec) -> None:
+    c = build_controller(GpuscalePolicy(), prod_context(prod_spec))
+    assert isinstance(c, HpaController)
+    prefill, decode = c.roles["prefill"], c.roles["decode"]
+    assert [(r.source, r.target, r.pods_metric) for r in prefill.rules] == [("prompt_rate", 13_745, False), ("queue", 13, False)]
+    assert [(r.source, r.target) for r in decode.rules] == [("kv", 0.43), ("generation_rate", 3_140)]
+    # 40 req/s x 1,500 prompt tokens = 60k tok/s on 2 replicas: ceil(60k / 13,745) = 5, capped by +100%/+2 per minute
+    assert prefill.decide(0.0, obs(2, 2, prompt_rate=60_000, role="prefill")) == 4
+    # 10k output tokens/s on 2 decode replicas reading KV 0.2 each: the rate asks ceil(10k / 3,140) = 4
+    assert decode.decide(0.0, obs(2, 2, kv=0.4, generation_rate=10_000, role="decode")) == 4
+    # KV past the ITL batch's level asks for more even when the rate does not
+    assert decode.decide(60.0, obs(4, 4, kv=4 * 0.6, generation_rate=10_000, role="decode")) == 6
+
+
+def test_the_proportional_signal_holds_capacity_the_queue_signal_drops(prod_spec: PlatformSpec) -> None:
+    # finding 1: once the backlog clears, queue depth reads 0 and a queue-only HPA falls to its minimum
+    ctx = prod_context(prod_spec)
+    ours = build_controller(GpuscalePolicy(), ctx).roles["prefill"]  # type: ignore[attr-defined]
+    queue_only = build_controller(QueueDepthPolicy(), ctx).roles["prefill"]  # type: ignore[attr-defined]
+    for t in range(0, 1800, 15):
+        steady = obs(5, 5, queue=0, prompt_rate=60_000, role="prefill")  # served at capacity, nothing waits
+        a, b = ours.decide(float(t), steady), queue_only.decide(float(t), steady)
+    assert (a, b) == (5, 1)
+
+
+def test_keda_activation_sits_on_the_queue_trigger() -> None:
+    hpa = HpaRole(
+        [MetricRule("prompt_rate", 2000, False), MetricRule("queue", 5, False)], 0, 4, HpaBehavior(),
+        keda_activation=1.0, cooldown_s=300, activation_rule=1,
+    )
+    assert hpa.decide(0.0, obs(1, 1, queue=1)) == 1  # one waiting request is not above the threshold of 1...
+    assert hpa.decide(290.0, obs(1, 1, prompt_rate=50)) == 1  # ...but prompts still flowing keep it awake
+    assert hpa.decide(600.0, obs(1, 1, queue=1)) == 0  # idle (queue 1 <= 1, no prompts) for the cooldown
+    assert hpa.decide(615.0, obs(0, 0, queue=2)) == 1

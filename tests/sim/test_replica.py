@@ -144,6 +144,30 @@ def test_disaggregated_prefill_then_decode(model: ReplicaModel) -> None:
     assert 1 in dsink.done and dec.kv_used == 0
 
 
+def test_token_counters_count_like_vllm(model: ReplicaModel) -> None:
+    # vllm:prompt_tokens_total counts a prompt when its prefill finishes; vllm:generation_tokens_total every token
+    env, e, _ = engine(model)
+    for i, (prompt, output) in enumerate([(1000, 5), (3 * 8192, 20), (200, 1)]):
+        e.submit(req(i, prompt, output, t=0.01 * i))
+    assert e.prompt_tokens == 0
+    env.run(100.0)
+    assert e.prompt_tokens == 1000 + 3 * 8192 + 200
+    assert e.generation_tokens == 5 + 20 + 1
+
+
+def test_token_counters_of_disaggregated_roles(model: ReplicaModel) -> None:
+    env, pre, _ = engine(model, prefill=True, decode=False)
+    _, dec, _ = engine(model, prefill=False, decode=True)
+    dec.env = env
+    r = req(1, 4000, 50)
+    pre.submit(r)
+    env.run(10.0)
+    assert (pre.prompt_tokens, pre.generation_tokens) == (4000, 1)  # the prefill instance's one token
+    dec.submit(r)
+    env.run(20.0)
+    assert dec.generation_tokens == 50
+
+
 def test_itl_histogram_quantiles() -> None:
     h = ItlHistogram()
     h.add(0.010, 990)

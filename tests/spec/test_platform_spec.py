@@ -87,7 +87,7 @@ def test_children_quota_above_parent_limit_is_refused(raw_stack) -> None:  # typ
     raw = raw_stack("prod")
     raw["teams"][0]["gpu_quota"] = raw["teams"][0]["gpu_limit"] = 40
     problems = refuse(raw)
-    assert any("queue inference: children's GPU quotas (chat 40 + search 8 = 48) exceed its gpu_limit (40)" in p for p in problems)
+    assert any("queue inference: children's GPU quotas (chat 40 + search 12 = 52) exceed its gpu_limit (40)" in p for p in problems)
 
 
 def test_quota_beyond_node_pools_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
@@ -95,7 +95,7 @@ def test_quota_beyond_node_pools_is_refused(raw_stack) -> None:  # type: ignore[
     raw["teams"][1]["gpu_quota"] = 40
     raw["teams"][1]["children"][0]["gpu_quota"] = 40
     problems = refuse(raw)
-    assert any("inference 48 + research 40 = 88) exceed the GPU node pools' limits (h100 64 + l40s 16 = 80)" in p for p in problems)
+    assert any("inference 52 + research 40 = 92) exceed the GPU node pools' limits (h100 64 + l40s 16 = 80)" in p for p in problems)
 
 
 def test_warm_minimum_must_fit_inference_quota(raw_stack) -> None:  # type: ignore[no-untyped-def]

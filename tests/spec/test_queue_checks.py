@@ -33,9 +33,9 @@ def test_unknown_queue_is_refused_with_the_leaves(raw_stack) -> None:  # type: i
 
 def test_parent_over_committed_by_its_children_quotas_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
-    raw["teams"][0]["children"][1]["gpu_quota"] = 16  # chat 40 + search 16 = 56 > inference quota 48, within limit 64
+    raw["teams"][0]["children"][1]["gpu_quota"] = 16  # chat 40 + search 16 = 56 > inference quota 52, within limit 64
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:teams[0]: queue inference: children's GPU quotas (chat 40 + search 16 = 56) exceed its gpu_quota (48)")
+    assert msg.startswith("gpuscale:teams[0]: queue inference: children's GPU quotas (chat 40 + search 16 = 56) exceed its gpu_quota (52)")
     assert "Raise inference's gpu_quota to 56" in msg
 
 
@@ -81,11 +81,11 @@ def test_memory_limit_below_quota_is_refused(raw_stack) -> None:  # type: ignore
 
 def test_top_level_quotas_beyond_the_node_pools_are_refused_with_numbers(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
-    raw["teams"][1]["gpu_quota"] = raw["teams"][1]["children"][0]["gpu_quota"] = 32  # 48 + 32 = 80: exactly fits
-    assert validate_config(raw, "test").teams[1].gpu_quota == 32
+    raw["teams"][1]["gpu_quota"] = raw["teams"][1]["children"][0]["gpu_quota"] = 28  # 52 + 28 = 80: exactly fits
+    assert validate_config(raw, "test").teams[1].gpu_quota == 28
     raw["teams"][1]["gpu_quota"] = raw["teams"][1]["children"][0]["gpu_quota"] = 40
     problems = refuse(raw)
-    assert any("(inference 48 + research 40 = 88) exceed the GPU node pools' limits (h100 64 + l40s 16 = 80)" in p for p in problems)
+    assert any("(inference 52 + research 40 = 92) exceed the GPU node pools' limits (h100 64 + l40s 16 = 80)" in p for p in problems)
 
 
 def test_gang_larger_than_a_non_preemptible_quota_can_never_start() -> None:

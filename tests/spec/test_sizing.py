@@ -134,11 +134,81 @@ def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untype
     assert m.shape.tensor_parallel_size == 4 and m.shape.gpus == 4
     assert [r.role for r in m.roles] == ["prefill", "decode"]
     prefill, decode = m.role("prefill"), m.role("decode")
-    assert prefill.metric == "vllm:num_requests_waiting" and decode.metric == "vllm:kv_cache_usage_perc"
+    assert prefill.metric == "vllm:prompt_tokens_total" and decode.metric == "vllm:kv_cache_usage_perc"
     # peak prefill: 40 rps x 1500 tokens / (19.6k tok/s x 0.7) = 4.4 -> 5 replicas
     assert prefill.replicas_at_peak == math.ceil(40 * 1500 / (m.prefill_tokens_per_s * sizing.PREFILL_TARGET_UTILISATION))
+    # peak decode: 40 rps x 250 tokens / (4,486 tok/s x 0.7) = 3.2 -> 4 replicas; base 10 rps -> 0.8 -> 1
+    assert m.decode_tokens_per_s == pytest.approx(4486, abs=1)
+    assert (decode.replicas_at_base, decode.replicas_at_peak) == (1, 4)
     assert prefill.min_replicas >= 1 and decode.min_replicas >= 1
     # non-preemptible chat queue: quota 40 GPUs less the other role's warm replica (4) over 4 GPUs each
     assert prefill.max_replicas == (40 - 4) // 4
     assert prefill.scale_down_stabilization_s > m.cold_start.total_s
-    assert m.gpu_hours_per_day == (3 * 16 + 8 * 8) * 4
+    assert m.gpu_hours_per_day == (3 * 16 + 9 * 8) * 4
+
+
+def test_prod_signals_by_hand(prod_spec) -> None:  # type: ignore[no-untyped-def]
+    m = sizing.size_platform(prod_spec).model("llama-70b-fp8")
+    prefill, decode = m.role("prefill"), m.role("decode")
+    assert [(x.metric, x.query_kind) for x in prefill.signals] == [
+        ("vllm:prompt_tokens_total", "rate"), ("vllm:num_requests_waiting", "gauge"),
+    ]
+    assert [(x.metric, x.query_kind) for x in decode.signals] == [
+        ("vllm:kv_cache_usage_perc", "gauge"), ("vllm:generation_tokens_total", "rate"),
+    ]
+    rate, queue = prefill.signals
+    # prompt tokens/s per replica: 19,635.7 tok/s x 0.7 = 13,745 (replicas = load / usable capacity)
+    assert m.prefill_tokens_per_s == pytest.approx(19_635.7)
+    assert rate.target == 13_745
+    # burst signal, unchanged: 0.5 x 2 s x 19,635.7 tok/s / 1,500 tokens = 13.09 -> 13 waiting prompts
+    assert queue.target == 13
+    kv, gen = decode.signals
+    # KV of the batch that meets ITL: 179 sequences x (1,500 + 250 / 2) tokens / 678,094 tokens = 0.4290 -> 0.43,
+    # about half the old fixed 0.8
+    assert (m.decode_batch_at_slo, m.kv_capacity_tokens) == (179, 678_094)
+    assert kv.target == round(179 * (1500 + 250 / 2) / 678_094, 2) == 0.43
+    # output tokens/s: 179 sequences / 39.9 ms step = 4,486 tok/s, x 0.7 = 3,140
+    assert gen.target == 3_140
+    assert all(x.why and "\n" not in x.why for x in (*prefill.signals, *decode.signals))
+    assert prefill.target == rate.target and prefill.metric == rate.metric  # the primary signal, for short reads
+
+
+def test_aggregated_has_three_signals_and_a_rate_target_that_includes_decoding(prod_spec) -> None:  # type: ignore[no-untyped-def]
+    m = sizing.size_platform(prod_spec).model("search-8b")
+    agg = m.role("aggregated")
+    assert [x.metric for x in agg.signals] == ["vllm:prompt_tokens_total", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]
+    rate, _queue, kv = agg.signals
+    # an aggregated replica also decodes what it prefills: replica-seconds per request = prefill + decode share
+    per_request = 800 / (m.prefill_tokens_per_s * 0.7) + 150 / (m.decode_tokens_per_s * sizing.DECODE_TARGET_UTILISATION)
+    assert rate.target == round(800 / per_request)
+    assert rate.target < m.prefill_tokens_per_s * 0.7
+    # peak replicas follow from the same rate: 20 rps x 800 tokens / target
+    assert agg.replicas_at_peak == math.ceil(20 * 800 / (800 / per_request) - 1e-9)
+    assert kv.target == sizing.decode_kv_target(prod_spec.models[1], m.decode_batch_at_slo, m.kv_capacity_tokens)
+
+
+def test_kv_target_is_capped_and_floored() -> None:
+    m = deployment(llama70b())  # 1,000-token prompts, 200-token outputs: 1,100 tokens per decoding sequence
+    assert sizing.decode_kv_target(m, 100, 1_000_000) == 0.11  # 110k / 1M
+    assert sizing.decode_kv_target(m, 10, 1_000_000) == sizing.KV_TARGET_FLOOR  # 0.011 is noise
+    assert sizing.decode_kv_target(m, 1000, 1_000_000) == sizing.KV_TARGET_UTILISATION  # 1.1 -> preemption headroom
+
+
+def test_stack_metric_and_target_replace_the_primary_signal(raw_stack) -> None:  # type: ignore[no-untyped-def]
+    from gpuscale.stackfile import validate_config
+
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"]["target"] = 10_000
+    raw["models"][0]["autoscaling"]["decode"]["metric"] = "vllm:num_requests_running"
+    m = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8")
+    rate, queue = m.role("prefill").signals
+    assert (rate.metric, rate.target, queue.metric, queue.target) == ("vllm:prompt_tokens_total", 10_000, "vllm:num_requests_waiting", 13)
+    assert "set in the stack file" in rate.why
+    running, gen = m.role("decode").signals  # KV replaced; the running batch defaults to the ITL batch
+    assert (running.metric, running.query_kind, running.target) == ("vllm:num_requests_running", "gauge", 179)
+    assert gen.metric == "vllm:generation_tokens_total"
+    # choosing queue depth as the primary does not repeat it
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"].update(metric="vllm:num_requests_waiting", target=5)
+    signals = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8").role("prefill").signals
+    assert [(x.metric, x.target) for x in signals] == [("vllm:num_requests_waiting", 5)]

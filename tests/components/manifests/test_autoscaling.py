@@ -44,12 +44,15 @@ def test_prod_prefill_and_decode_have_separate_scaled_objects(prod_spec: Platfor
     assert prefill["metadata"]["name"] != decode["metadata"]["name"]
     assert prefill["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-prefill"}
     assert decode["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-decode"}
-    (p,) = prefill["spec"]["triggers"]
-    (d,) = decode["spec"]["triggers"]
-    assert p["type"] == d["type"] == "prometheus"
-    assert "vllm:num_requests_waiting" in p["metadata"]["query"]
-    assert "vllm:kv_cache_usage_perc" in d["metadata"]["query"]
-    for trigger, own, other in ((p, "prefill", "decode"), (d, "decode", "prefill")):
+    p_rate, p_queue = prefill["spec"]["triggers"]
+    d_kv, d_rate = decode["spec"]["triggers"]
+    assert {t["type"] for t in (p_rate, p_queue, d_kv, d_rate)} == {"prometheus"}
+    assert "vllm:prompt_tokens_total" in p_rate["metadata"]["query"]
+    assert "vllm:num_requests_waiting" in p_queue["metadata"]["query"]
+    assert "vllm:kv_cache_usage_perc" in d_kv["metadata"]["query"]
+    assert "vllm:generation_tokens_total" in d_rate["metadata"]["query"]
+    pairs = [(t, "prefill", "decode") for t in (p_rate, p_queue)] + [(t, "decode", "prefill") for t in (d_kv, d_rate)]
+    for trigger, own, other in pairs:
         query = trigger["metadata"]["query"]
         assert "DCGM" not in query.upper()
         assert role_matchers(query) == [("=", own)]  # exactly its own role, by equality
@@ -68,30 +71,65 @@ def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
     for role in ("prefill", "decode"):
         s = sizing.role(role)
         body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", role))
-        (t,) = body["spec"]["triggers"]
-        assert t["metadata"]["threshold"] == f"{s.target:g}" and isinstance(t["metadata"]["threshold"], str)
+        triggers = body["spec"]["triggers"]
+        assert len(triggers) == len(s.signals)
+        for t, sig in zip(triggers, s.signals, strict=True):
+            assert t["metadata"]["threshold"] == f"{sig.target:g}" and isinstance(t["metadata"]["threshold"], str)
+            assert "activationThreshold" not in t["metadata"]  # min >= 1: activation plays no part
         spec = body["spec"]
         assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (s.min_replicas, s.max_replicas)
         assert (spec["pollingInterval"], spec["cooldownPeriod"]) == (s.polling_interval_s, s.cooldown_s)
         down = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
         assert down["stabilizationWindowSeconds"] == s.scale_down_stabilization_s
         assert down["stabilizationWindowSeconds"] > sizing.cold_start.total_s  # longer than a cold start
-        assert "activationThreshold" not in t["metadata"]  # min >= 1: activation plays no part
         assert "initialCooldownPeriod" not in spec
-    prefill_target = sizing.role("prefill").target
+    queue = sizing.role("prefill").signal("vllm:num_requests_waiting")
     # queue-depth threshold: half the TTFT budget of prompts per replica (sizing's derivation)
     expected = max(1.0, (0.5 * prod_spec.models[0].slo.ttft_p99_s * sizing.prefill_tokens_per_s) // 1500)
-    assert prefill_target == expected
-    assert sizing.role("decode").target == 0.8
+    assert queue is not None and queue.target == expected
 
 
-def test_aggregated_scales_on_queue_depth_and_kv_usage(prod_spec: PlatformSpec) -> None:
+def test_prefill_scales_on_prompt_token_rate_and_queue_depth(prod_spec: PlatformSpec) -> None:
+    m = size_platform(prod_spec).model("llama-70b-fp8")
+    body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "prefill"))
+    rate, queue = body["spec"]["triggers"]
+    # proportional signal: replicas = prompt tokens/s / (prefill rate x 0.7) = 19,635.7 x 0.7 = 13,745 tok/s each
+    assert rate["name"] == "prompt-tokens-total" and rate["metricType"] == "AverageValue"
+    assert rate["metadata"]["query"] == (
+        'sum(rate(vllm:prompt_tokens_total{namespace="inference",gpuscale_io_model="llama-70b-fp8",'
+        'gpuscale_io_role="prefill"}[1m]))'
+    )
+    assert rate["metadata"]["threshold"] == "13745" == f"{round(m.prefill_tokens_per_s * 0.7)}"
+    # burst signal: queue depth as before (the HPA takes the larger replica count of the two)
+    assert queue["name"] == "num-requests-waiting" and queue["metricType"] == "AverageValue"
+    assert queue["metadata"]["query"] == (
+        'sum(vllm:num_requests_waiting{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="prefill"})'
+    )
+    assert queue["metadata"]["threshold"] == "13"
+    for t in (rate, queue):
+        assert au.check_single_role(t["metadata"]["query"]) == "prefill"
+
+
+def test_decode_kv_target_is_the_kv_of_the_itl_batch(prod_spec: PlatformSpec) -> None:
+    body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "decode"))
+    kv, gen = body["spec"]["triggers"]
+    # 179 sequences meet ITL p99 50 ms; each holds 1,500 + 250 / 2 = 1,625 tokens: 290,875 / 678,094 = 0.43, not 0.8
+    assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{") and kv["metadata"]["threshold"] == "0.43"
+    # the proportional floor: 0.7 x 4,486 output tokens/s of that batch
+    assert gen["metadata"]["query"].startswith("sum(rate(vllm:generation_tokens_total{") and gen["metadata"]["threshold"] == "3140"
+
+
+def test_aggregated_scales_on_prompt_rate_queue_depth_and_kv_usage(prod_spec: PlatformSpec) -> None:
+    s = size_platform(prod_spec).model("search-8b").role("aggregated")
     body = au.scaled_object_body(role_args(prod_spec, "search-8b", "aggregated"))
-    queue, kv = body["spec"]["triggers"]
+    rate, queue, kv = body["spec"]["triggers"]
+    assert rate["metadata"]["query"].startswith("sum(rate(vllm:prompt_tokens_total{")
     assert "vllm:num_requests_waiting" in queue["metadata"]["query"]
-    assert "vllm:kv_cache_usage_perc" in kv["metadata"]["query"] and kv["metadata"]["threshold"] == "0.8"
-    assert queue["name"] != kv["name"]
-    for t in (queue, kv):
+    assert "vllm:kv_cache_usage_perc" in kv["metadata"]["query"]
+    assert [t["metadata"]["threshold"] for t in (rate, queue, kv)] == [f"{x.target:g}" for x in s.signals]
+    assert float(kv["metadata"]["threshold"]) < 0.8  # derived from the ITL batch, not the generic 0.8
+    assert len({t["name"] for t in (rate, queue, kv)}) == 3
+    for t in (rate, queue, kv):
         assert role_matchers(t["metadata"]["query"]) == [("=", "aggregated")]
 
 
@@ -99,8 +137,9 @@ def test_dev_scales_to_zero_with_an_activation_threshold(dev_spec: PlatformSpec)
     body = au.scaled_object_body(role_args(dev_spec, "llama-8b", "aggregated"))
     spec = body["spec"]
     assert spec["minReplicaCount"] == 0 and spec["maxReplicaCount"] == 4
-    queue, kv, cron = spec["triggers"]
+    rate, queue, kv, cron = spec["triggers"]
     assert queue["metadata"]["activationThreshold"] == "0"  # KEDA activates on metric > threshold: one waiting request
+    assert rate["metadata"]["activationThreshold"] == "0"  # stay up while prompts flow
     assert kv["metadata"]["activationThreshold"] == "0"  # stay up while any request still holds KV
     # at zero the vLLM gauges are gone: the schedule is the wake-up signal that survives zero
     assert cron == {
@@ -186,6 +225,17 @@ def test_removed_or_unknown_metrics_are_refused() -> None:
         au.role_query("vllm:gpu_cache_usage_perc", "ns", "m", "decode")
     with pytest.raises(ValueError, match="not a vLLM gauge"):
         au.role_query("DCGM_FI_DEV_GPU_UTIL", "ns", "m", "decode")
+    with pytest.raises(ValueError, match="not a vLLM counter"):
+        au.role_query("vllm:num_requests_waiting", "ns", "m", "prefill", "rate")
+    with pytest.raises(ValueError, match="scale on its rate"):  # a summed counter only ever grows
+        au.role_query("vllm:prompt_tokens_total", "ns", "m", "prefill", "gauge")
+
+
+def test_a_rate_query_over_both_roles_is_refused() -> None:
+    with pytest.raises(ValueError, match="scales the wrong role"):
+        au.role_query("vllm:prompt_tokens_total", "ns", "m", "prefill|decode", "rate")
+    with pytest.raises(ValueError, match="exactly one role"):
+        au.check_single_role('sum(rate(vllm:prompt_tokens_total{gpuscale_io_role=~"prefill|decode"}[1m]))')
 
 
 def test_args_refuse_a_foreign_role_or_target(prod_spec: PlatformSpec) -> None:
@@ -210,14 +260,21 @@ def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformS
     s = size_platform(spec).model("llama-70b").role("aggregated")
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (s.min_replicas, s.max_replicas) and hpa["minReplicas"] >= 1
     assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-aggregated"}
-    queue, kv = hpa["metrics"]
-    assert queue["type"] == kv["type"] == "Pods"
+    rate, queue, kv = hpa["metrics"]
+    assert rate["type"] == queue["type"] == kv["type"] == "Pods"
+    rate_s, queue_s, kv_s = s.signals
+    # the prompt-token rate per pod, served by the adapter's rate rule
+    assert rate["pods"]["metric"]["name"] == "vllm_prompt_tokens_per_second"
+    assert rate["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(rate_s.target)}
     assert queue["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
-    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(s.target)}
+    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(queue_s.target)}
     assert kv["pods"]["metric"]["name"] == "vllm_kv_cache_usage_perc"
-    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": "800m"}
-    for m in (queue, kv):
+    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(kv_s.target)}
+    assert kv_s.target < 0.8
+    names = {r["name"]["as"] for r in au.prometheus_adapter_values(spec.observability.prometheus_url)["rules"]["custom"]}
+    for m in (rate, queue, kv):
         assert m["pods"]["metric"]["selector"]["matchLabels"]["gpuscale_io_role"] == "aggregated"
+        assert m["pods"]["metric"]["name"] in names  # every metric the HPA reads is one the adapter serves
     assert hpa["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == s.scale_down_stabilization_s
 
 
@@ -232,7 +289,11 @@ def test_adapter_values_serve_only_custom_metrics(stack_specs: dict[str, Platfor
     rules = values["rules"]
     assert rules["external"] == [] and rules["resource"] == {} and rules["default"] is False
     names = {r["name"]["as"] for r in rules["custom"]}
-    assert {"vllm_num_requests_waiting", "vllm_kv_cache_usage_perc"} <= names
+    assert {"vllm_num_requests_waiting", "vllm_kv_cache_usage_perc", "vllm_prompt_tokens_per_second"} <= names
+    (rate,) = [r for r in rules["custom"] if r["name"]["as"] == "vllm_prompt_tokens_per_second"]
+    assert rate["seriesQuery"] == 'vllm:prompt_tokens_total{namespace!="",pod!=""}'
+    assert rate["name"]["matches"] == "^vllm:prompt_tokens_total$"
+    assert rate["metricsQuery"] == "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"
     for r in rules["custom"]:
         assert r["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
         assert r["seriesQuery"].endswith('{namespace!="",pod!=""}')

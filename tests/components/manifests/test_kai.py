@@ -55,9 +55,9 @@ def test_prod_queue_tree_field_by_field(prod_spec: PlatformSpec) -> None:
     q = by_name(bodies)
     expected = {
         # name: (parent, gpu quota, gpu limit, over-quota weight, priority, display name, workload class)
-        "inference": (None, 48, 64, 2, 200, "Inference products", "non-preemptible"),
+        "inference": (None, 52, 64, 2, 200, "Inference products", "non-preemptible"),
         "chat": ("inference", 40, 48, 1, 200, "chat", "non-preemptible"),
-        "search": ("inference", 8, 16, 1, 150, "search", "non-preemptible"),
+        "search": ("inference", 12, 16, 1, 150, "search", "non-preemptible"),
         "research": (None, 16, 80, 1, 50, "Research", "preemptible"),
         "training": ("research", 16, 80, 1, 50, "training", "preemptible"),
     }
