@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gpuscale.cli import app
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import Evidence, node_manifests, run_simulations
-from gpuscale.plan.render import TEMPLATE, environment, render_plan
+from gpuscale.plan.render import DEFAULT_OUT, TEMPLATE, environment, render_plan
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.render import synth_spec
@@ -29,7 +29,8 @@ SHORT_S = 900.0
 
 def evidence(spec: PlatformSpec, stack: str, image_dir: Path, duration_s: float | None = SHORT_S) -> Evidence:
     objects = [o for _, o in synth_spec(spec, stack=stack).kubernetes_objects()]
-    sims = run_simulations(spec, stack=stack, image_dir=image_dir, image_prefix="images", duration_s=duration_s)
+    prefix = f"{DEFAULT_OUT.stem}-images"  # where `gpuscale plan` puts the images beside the document
+    sims = run_simulations(spec, stack=stack, image_dir=image_dir, image_prefix=prefix, duration_s=duration_s)
     return Evidence(node_manifests=node_manifests(objects), simulations=sims)
 
 
