@@ -9,6 +9,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from gpuscale.crosscheck import check_platform
+from gpuscale.sizing import PlatformSizing, SizingError, size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, load_stack
 
@@ -30,6 +32,18 @@ def fail(problems: list[str], source: str = "gpuscale") -> NoReturn:
     for p in problems:
         err_console.print(f"  {p}", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_INVALID)
+
+
+def checked_sizing(spec: PlatformSpec) -> PlatformSizing:
+    """Sizing of a spec whose layers agree (cross-layer checks); exit 2 with the numbers otherwise."""
+    try:
+        sizing = size_platform(spec)
+    except SizingError as exc:
+        fail([str(exc)])
+    problems = check_platform(spec, sizing)
+    if problems:
+        fail(problems)
+    return sizing
 
 
 def spec_from_options(stack: str | None, stack_file: Path | None) -> PlatformSpec:

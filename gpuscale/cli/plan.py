@@ -9,13 +9,11 @@ from typing import Annotated
 
 import typer
 
-from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, spec_from_options
-from gpuscale.crosscheck import check_platform
+from gpuscale.cli.common import StackFileOpt, StackOpt, checked_sizing, console, fail, spec_from_options
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import Evidence, manifests_from_synth_dir, node_manifests, run_simulations
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
 from gpuscale.sim import ScenarioError
-from gpuscale.sizing import SizingError, size_platform
 
 
 def plan(
@@ -29,13 +27,7 @@ def plan(
     """Design the three-layer autoscaling setup for a stack: inputs, sizing, layers, cold start, simulation, checklist."""
     spec = spec_from_options(stack, stack_file)
     name = stack or spec.environment.name
-    try:
-        sizing = size_platform(spec)
-    except SizingError as exc:
-        fail([str(exc)])
-    problems = check_platform(spec, sizing)
-    if problems:
-        fail(problems)
+    sizing = checked_sizing(spec)
     if synth_dir is not None:
         if not (synth_dir / "manifests").is_dir():
             fail([f"{synth_dir} is not a `gpuscale synth` output (no manifests/ folder)"])

@@ -9,9 +9,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, spec_from_options
-from gpuscale.crosscheck import check_platform
-from gpuscale.sizing import PlatformSizing, SizingError, size_platform
+from gpuscale.cli.common import StackFileOpt, StackOpt, checked_sizing, console, spec_from_options
+from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import NAMESPACE
 
@@ -19,13 +18,7 @@ from gpuscale.stackfile import NAMESPACE
 def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     """Check a stack file and print the spec summary and the derived sizing."""
     spec = spec_from_options(stack, stack_file)
-    try:
-        sizing = size_platform(spec)
-    except SizingError as exc:
-        fail([str(exc)])
-    problems = check_platform(spec, sizing)
-    if problems:
-        fail(problems)
+    sizing = checked_sizing(spec)
     env = spec.environment
     console.print(
         f"[bold]{env.name}[/] ({env.stage}) cluster [bold]{env.cluster_name}[/] in {env.aws_region}, "
