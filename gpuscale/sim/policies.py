@@ -24,6 +24,7 @@ desired replica count per role.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -345,13 +346,14 @@ class HpaRole:
         return desired
 
 
-class Controller:
+class Controller(ABC):
     """Base: ``decide`` maps the last observation of every role to desired replicas."""
 
     sync_period_s: float = 15.0
 
+    @abstractmethod
     def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
-        raise NotImplementedError
+        """Desired replicas per role."""
 
 
 class HpaController(Controller):
