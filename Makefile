@@ -30,8 +30,7 @@ validate: $(VENV)/.installed
 	for s in dev staging prod; do $(BIN)/gpuscale validate --stack $$s || exit 1; done
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check gpuscale components infra tests
-	$(BIN)/ruff format --check gpuscale components infra tests
+	$(BIN)/ruff check gpuscale components infra tests examples bench policy
 
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy gpuscale components
