@@ -545,8 +545,8 @@ def _md_block(group: Sequence[ResourceDiff], max_fields: int, value_chars: int) 
         summary = f"{sign} <code>{_html(r.key)}</code> ({r.status}" + (f", {fields})" if r.changes else ")")
     else:
         summary = f"{sign} {len(group)} × {_html(_kind(r.type))} with the same {fields} changed"
-    if not r.changes:
-        return f"- {summary}\n", 1
+    if not r.changes:  # a plain list item: the status in parentheses says it, a leading sign would nest the bullet
+        return f"- {summary.removeprefix(sign + ' ')}\n", 1
     lines = []
     if len(group) > 1:
         keys = [g.key for g in group]

@@ -159,7 +159,7 @@ def test_markdown_of_a_huge_synthetic_diff_stays_under_the_limit(tmp_path: Path)
     assert "#### Autoscaling thresholds and signals (3001)" in md
     note = md.rstrip().splitlines()[-1]
     assert note.startswith("_") and "highlight(s) left out" in note and "resource(s) left out" in note
-    kept = md.count("<details>") + md.count("\n- - <code>") + md.count("\n- + <code>")
+    kept = md.count("<details>") + md.count("\n- <code>")
     left_out = int(note.split("details of ")[1].split(" resource")[0])
     assert kept + left_out == n + 1  # every resource is either shown or counted
     small = render_markdown(d, limit=5_000)
