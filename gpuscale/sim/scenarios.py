@@ -312,9 +312,14 @@ def consolidation_day(spec: PlatformSpec, model: ModelDeployment, duration_s: fl
     profile = diurnal_profile(w.base_rps, w.peak_rps, d, w.peak_hours_per_day)
     pool = spec.topology.pool(model.node_pool)
     after = max(pool.consolidate_after_s, 3600.0)
+    # the middle ground: still never evicts a serving pod, but gives empty nodes back after a quarter hour
+    # (or twice the cold start, if longer), so a dip shorter than that keeps its nodes
+    short = max(900.0, math.ceil(2 * ms.cold_start.total_s / 300.0) * 300.0)
     variants = [
         _variant("when-empty-1h", f"WhenEmpty, consolidateAfter {after / 3600:g}h (gpuscale's default)", GpuscalePolicy(),
                  spec, model, consolidation=N.when_empty(after)),
+        _variant(f"when-empty-{short / 60:g}m", f"WhenEmpty, consolidateAfter {short / 60:g}m (>= 2x the cold start)",
+                 GpuscalePolicy(), spec, model, consolidation=N.when_empty(short)),
         _variant("when-empty-or-underutilized", "WhenEmptyOrUnderutilized, consolidateAfter 0s (Karpenter's default)",
                  GpuscalePolicy(), spec, model, consolidation=N.when_empty_or_underutilized(0.0)),
     ]

@@ -112,6 +112,14 @@ def test_consolidation_underutilized_loses_requests_when_empty_1h_loses_none(con
     assert any(f"{repack.lost_in_flight * per_day:.0f} requests lost in flight per day" in f for f in consolidation.findings)
 
 
+def test_shorter_when_empty_gives_nodes_back_without_evicting(consolidation: ScenarioResult) -> None:
+    keep = consolidation.result("when-empty-1h")
+    (short,) = [r for r in consolidation.results if r.name.startswith("when-empty-") and r.name.endswith("m")]
+    assert short.evictions == 0 and short.lost_in_flight == 0  # WhenEmpty never touches a serving pod
+    assert short.idle_gpu_minutes.empty < keep.idle_gpu_minutes.empty  # empty nodes go back sooner
+    assert short.gpu_hours < keep.gpu_hours
+
+
 # ---------------------------------------------------------------------------- cross-cutting
 
 
