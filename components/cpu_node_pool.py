@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pulumi
-import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import versions
 from gpuscale.components.manifests import karpenter
+from gpuscale.components.node_pool_resources import node_class_and_pool
 from gpuscale.spec.base import Name, Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec
@@ -65,7 +65,6 @@ class CpuNodePool(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuscale:index:CpuNodePool", name, None, opts)
-        crds = list(depends_on)  # the Karpenter chart: its CRDs must exist first
         class_spec = pulumi.Output.from_input(node_role_name).apply(
             lambda role: karpenter.cpu_ec2nodeclass_body(
                 cluster_name=args.cluster_name,
@@ -75,22 +74,10 @@ class CpuNodePool(pulumi.ComponentResource):
                 name=args.name,
             )["spec"]
         )
-        node_class = k8s.apiextensions.CustomResource(
-            f"{name}-nodeclass",
-            api_version=karpenter.EC2NODECLASS_API,
-            kind="EC2NodeClass",
-            metadata=karpenter.object_metadata(args.name),
-            spec=class_spec,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=crds),
-        )
-        body = karpenter.cpu_nodepool_body(args.pool, zones=args.zones, name=args.name)
-        node_pool = k8s.apiextensions.CustomResource(
-            f"{name}-nodepool",
-            api_version=body["apiVersion"],
-            kind=body["kind"],
-            metadata=body["metadata"],
-            spec=body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_class, *crds]),
+        node_class, node_pool = node_class_and_pool(
+            self, name, k8s_name=args.name, class_spec=class_spec,
+            pool_body=karpenter.cpu_nodepool_body(args.pool, zones=args.zones, name=args.name),
+            crds=depends_on,  # the Karpenter chart: its CRDs must exist first
         )
         self.node_pool_name = node_pool.id.apply(lambda _: args.name)
         self.node_class_name = node_class.id.apply(lambda _: args.name)

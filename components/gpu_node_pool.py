@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 import pulumi
-import pulumi_kubernetes as k8s
 from pydantic import Field, model_validator
 
 from gpuscale import sizing
 from gpuscale.components.manifests import karpenter
+from gpuscale.components.node_pool_resources import node_class_and_pool
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
@@ -102,34 +102,19 @@ class GpuNodePool(pulumi.ComponentResource):
         pool = args.pool
         for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool)]:
             pulumi.log.warn(warning, resource=self)
-        crds = list(depends_on)  # the Karpenter chart: its CRDs must exist first
-
-        node_class_body = pulumi.Output.from_input(node_role_name).apply(
+        class_spec = pulumi.Output.from_input(node_role_name).apply(
             lambda role: karpenter.ec2nodeclass_body(
                 pool,
                 cluster_name=args.cluster_name,
                 node_role_name=role,
                 root_volume_gib=args.root_volume_gib,
                 tags=args.tags,
-            )
+            )["spec"]
         )
-        # metadata is plain data (the name never depends on an Output); only spec.role waits for the node role
-        node_class = k8s.apiextensions.CustomResource(
-            f"{name}-nodeclass",
-            api_version=karpenter.EC2NODECLASS_API,
-            kind="EC2NodeClass",
-            metadata=karpenter.object_metadata(pool.name),
-            spec=node_class_body.apply(lambda b: b["spec"]),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=crds),
-        )
-        body = karpenter.nodepool_body(pool, zones=args.zones, termination_grace_period=args.termination_grace_period)
-        node_pool = k8s.apiextensions.CustomResource(
-            f"{name}-nodepool",
-            api_version=body["apiVersion"],
-            kind=body["kind"],
-            metadata=body["metadata"],
-            spec=body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_class, *crds]),
+        node_class, node_pool = node_class_and_pool(
+            self, name, k8s_name=pool.name, class_spec=class_spec,
+            pool_body=karpenter.nodepool_body(pool, zones=args.zones, termination_grace_period=args.termination_grace_period),
+            crds=depends_on,  # the Karpenter chart: its CRDs must exist first
         )
         self.node_pool_name = node_pool.id.apply(lambda _: pool.name)
         self.node_class_name = node_class.id.apply(lambda _: pool.name)
