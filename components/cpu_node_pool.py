@@ -12,7 +12,7 @@ import pulumi
 from pydantic import Field
 
 from gpuscale import versions
-from gpuscale.components.manifests import karpenter
+from gpuscale.manifests import karpenter
 from gpuscale.components.node_pool_resources import node_class_and_pool
 from gpuscale.spec.base import Name, Spec
 from gpuscale.spec.platform import PlatformSpec

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import labels
-from gpuscale.components.manifests import iam, network
+from gpuscale.manifests import iam, network
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec, ExistingSubnetsSpec, NewVpcSpec
 from gpuscale.spec.platform import PlatformSpec

@@ -1,6 +1,6 @@
 """One Karpenter GPU node pool: an ``EC2NodeClass`` and a ``NodePool`` with safe disruption by default.
 
-Why these settings (details in ``docs/layer1-nodes.md`` and ``gpuscale.components.manifests.karpenter``):
+Why these settings (details in ``docs/layer1-nodes.md`` and ``gpuscale.manifests.karpenter``):
 
 - ``consolidationPolicy: WhenEmpty`` + ``consolidateAfter: 1h``: Karpenter never evicts live inference to repack
   GPU nodes, and a node emptied by a short dip survives until traffic returns. The spec refuses anything else
@@ -26,7 +26,7 @@ import pulumi
 from pydantic import Field, model_validator
 
 from gpuscale import sizing
-from gpuscale.components.manifests import karpenter
+from gpuscale.manifests import karpenter
 from gpuscale.components.node_pool_resources import node_class_and_pool
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec

@@ -21,7 +21,7 @@ from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
-from gpuscale.components.manifests import autoscaling, vllm
+from gpuscale.manifests import autoscaling, vllm
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.components.manifests.kai import KAI_NAMESPACE, kai_chart_values
+from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 

@@ -1,7 +1,7 @@
 """Karpenter's AWS side (node role, controller role, interruption queue) and the pinned Helm chart.
 
 IAM follows the official CloudFormation template of aws/karpenter-provider-aws v1.14.1, rebuilt in
-``gpuscale.components.manifests.iam``; the controller gets credentials through EKS Pod Identity.
+``gpuscale.manifests.iam``; the controller gets credentials through EKS Pod Identity.
 See https://karpenter.sh/docs/getting-started/getting-started-with-karpenter/
 """
 
@@ -17,8 +17,8 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import versions
-from gpuscale.components.manifests import iam
-from gpuscale.components.manifests.karpenter import karpenter_chart_values
+from gpuscale.manifests import iam
+from gpuscale.manifests.karpenter import karpenter_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.components.manifests.autoscaling import keda_chart_values
+from gpuscale.manifests.autoscaling import keda_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin

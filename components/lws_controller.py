@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.components.manifests.vllm import lws_chart_values
+from gpuscale.manifests.vllm import lws_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.versions import HelmChartPin
 

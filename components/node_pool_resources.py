@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.manifests import karpenter
+from gpuscale.manifests import karpenter
 
 
 def node_class_and_pool(

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.components.manifests import karpenter
+from gpuscale.manifests import karpenter
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin

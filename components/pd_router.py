@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.manifests import router
-from gpuscale.components.manifests.router import PdRouterArgs
+from gpuscale.manifests import router
+from gpuscale.manifests.router import PdRouterArgs
 
 __all__ = ["PdRouter", "PdRouterArgs"]
 

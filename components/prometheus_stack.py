@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.components.manifests.autoscaling import (
+from gpuscale.manifests.autoscaling import (
     PROMETHEUS_STACK_RELEASE,
     prometheus_stack_url,
     prometheus_stack_values,

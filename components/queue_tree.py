@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 
-from gpuscale.components.manifests.kai import queue_body
+from gpuscale.manifests.kai import queue_body
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 

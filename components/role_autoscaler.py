@@ -2,7 +2,7 @@
 
 One per role, never one over prefill and decode together: prefill saturates on queued prompts
 (``vllm:num_requests_waiting``), decode on KV-cache occupancy (``vllm:kv_cache_usage_perc``), and aggregated replicas on
-both. Bodies and queries come from ``gpuscale.components.manifests.autoscaling`` (pure, unit-tested), which refuses a
+both. Bodies and queries come from ``gpuscale.manifests.autoscaling`` (pure, unit-tested), which refuses a
 query that does not select exactly one role. See ``docs/layer3-serving.md``.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.manifests import autoscaling
-from gpuscale.components.manifests.autoscaling import RoleAutoscalerArgs
+from gpuscale.manifests import autoscaling
+from gpuscale.manifests.autoscaling import RoleAutoscalerArgs
 
 __all__ = ["RoleAutoscaler", "RoleAutoscalerArgs"]
 

@@ -2,7 +2,7 @@
 
 Aggregated mode has one role; disaggregated mode runs ``prefill`` and ``decode`` as separate workloads (each scaled by
 its own ``RoleAutoscaler``) joined by NIXL KV transfer and a ``PdRouter``. All object bodies come from
-``gpuscale.components.manifests.vllm`` (pure, unit-tested); this module only wires resources.
+``gpuscale.manifests.vllm`` (pure, unit-tested); this module only wires resources.
 See ``docs/layer3-serving.md``.
 """
 
@@ -17,8 +17,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.manifests import vllm
-from gpuscale.components.manifests.vllm import VllmServiceArgs
+from gpuscale.manifests import vllm
+from gpuscale.manifests.vllm import VllmServiceArgs
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 
 __all__ = ["VllmService", "VllmServiceArgs"]

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from gpuscale import labels
-from gpuscale.components.manifests import karpenter, vllm
+from gpuscale.manifests import karpenter, vllm
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED

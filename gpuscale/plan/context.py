@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuscale import labels
-from gpuscale.components.manifests.kai_wiring import kai_pod_wiring
+from gpuscale.manifests.kai_wiring import kai_pod_wiring
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
 from gpuscale.spec.base import Spec, duration_seconds
 from gpuscale.spec.platform import PlatformSpec

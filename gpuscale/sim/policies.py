@@ -12,7 +12,7 @@ One discriminated union of policy specs (``kind:``):
 * ``gpuscale`` - what gpuscale emits for the spec: one AverageValue rule per ``RoleSizing.signals`` entry
   (prefill: ``sum(rate(vllm:prompt_tokens_total[1m]))`` and queue depth; decode: KV usage at the ITL-derived target;
   aggregated: all three) with their targets, warm minimum, maximum, stabilisation and polling, the scale-up/-down
-  policies of ``components.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0.
+  policies of ``gpuscale.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0.
 * ``oracle`` - perfect foresight: reads every future arrival, computes the replicas each moment needs at the
   sizing's per-replica capacity, and asks for them one cold start ahead; a lower bound on GPU-hours.
 * ``fixed`` - a constant replica count (a hand-made scale-up; the gang scenario).
@@ -476,7 +476,7 @@ def _max_for(policy_max: int | None, rs: RoleSizing) -> int:
 
 def gpuscale_behavior(rs: RoleSizing) -> HpaBehavior:
     """The ``behavior`` gpuscale's RoleAutoscaler emits for this role."""
-    from gpuscale.components.manifests.autoscaling import hpa_behavior  # the emitted numbers, not a copy
+    from gpuscale.manifests.autoscaling import hpa_behavior  # the emitted numbers, not a copy
 
     return HpaBehavior.from_k8s(hpa_behavior(rs))
 

@@ -9,8 +9,8 @@ import pulumi
 import pytest
 
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
-from gpuscale.components.manifests.kai import topology_body
-from gpuscale.components.manifests.kai_wiring import TOPOLOGY_NAME
+from gpuscale.manifests.kai import topology_body
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpuscale import versions
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
-from gpuscale.components.manifests import iam
+from gpuscale.manifests import iam
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

@@ -8,7 +8,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
-from gpuscale.components.manifests.autoscaling import keda_chart_values
+from gpuscale.manifests.autoscaling import keda_chart_values
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

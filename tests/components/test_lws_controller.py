@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuscale import versions
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
-from gpuscale.components.manifests.vllm import lws_chart_values, needs_lws
+from gpuscale.manifests.vllm import lws_chart_values, needs_lws
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscale import labels, versions
-from gpuscale.components.manifests import karpenter
+from gpuscale.manifests import karpenter
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import GpuNodePoolSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuscale import versions
-from gpuscale.components.manifests.autoscaling import prometheus_adapter_values
+from gpuscale.manifests.autoscaling import prometheus_adapter_values
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscale import versions
-from gpuscale.components.manifests.autoscaling import prometheus_stack_values
+from gpuscale.manifests.autoscaling import prometheus_stack_values
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from gpuscale.components.manifests.kai import queue_bodies
+from gpuscale.manifests.kai import queue_bodies
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource

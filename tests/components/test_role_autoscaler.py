@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuscale.components.manifests.autoscaling import autoscaler_body
+from gpuscale.manifests.autoscaling import autoscaler_body
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.sizing import size_platform

@@ -11,8 +11,8 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from gpuscale import labels
-from gpuscale.components.manifests import router, vllm
-from gpuscale.components.manifests.router import PdRouterArgs
+from gpuscale.manifests import router, vllm
+from gpuscale.manifests.router import PdRouterArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec

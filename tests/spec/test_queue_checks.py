@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpuscale.stackfile import StackConfigError, validate_config
-from tests.components.manifests.test_kai_wiring import gang_raw
+from tests.manifests.test_kai_wiring import gang_raw
 
 
 def refuse(raw: dict[str, Any]) -> list[str]:

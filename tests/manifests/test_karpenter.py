@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, sizing, versions
-from gpuscale.components.manifests import karpenter
+from gpuscale.manifests import karpenter
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CpuNodePoolSpec, GpuNodePoolSpec
 from tests.conftest import requires_shared

@@ -7,17 +7,17 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, sizing, versions
-from gpuscale.components.manifests.kai import (
+from gpuscale.manifests.kai import (
     MB_PER_GIB,
     expected_podgroup,
     kai_chart_values,
     queue_bodies,
     topology_body,
 )
-from gpuscale.components.manifests.kai_wiring import TOPOLOGY_NAME
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
-from tests.components.manifests.test_kai_wiring import gang_spec
+from tests.manifests.test_kai_wiring import gang_spec
 from tests.conftest import requires_shared
 from tests.k8s_schema import assert_valid, validate_object
 

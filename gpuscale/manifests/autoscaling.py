@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import model_validator
 
 from gpuscale import labels, versions
-from gpuscale.components.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
+from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
 from gpuscale.sizing import QUEUE_METRIC, RATE_WINDOW, PlatformSizing, RoleSizing, ScalingSignal
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from gpuscale import labels, versions
-from gpuscale.components.manifests.vllm import HTTP_PORT, VllmServiceArgs, selector_labels
+from gpuscale.manifests.vllm import HTTP_PORT, VllmServiceArgs, selector_labels
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 

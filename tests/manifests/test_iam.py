@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpuscale.components.manifests import iam
+from gpuscale.manifests import iam
 
 CLUSTER = "gpuscale-prod"
 NODE_ROLE_ARN = "arn:aws:iam::123456789012:role/gpuscale-prod-karpenter-node"

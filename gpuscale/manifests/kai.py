@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscale import labels
-from gpuscale.components.manifests.kai_wiring import TOPOLOGY_NAME, kai_pod_wiring
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME, kai_pod_wiring
 from gpuscale.sizing import ReplicaShape
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gpuscale import labels, versions
-from gpuscale.components.manifests.kai_wiring import KaiPodWiring, kai_pod_wiring
+from gpuscale.manifests.kai_wiring import KaiPodWiring, kai_pod_wiring
 from gpuscale.sizing import ModelSizing, PlatformSizing, ReplicaShape
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, versions
-from gpuscale.components.manifests import karpenter, vllm
-from gpuscale.components.manifests.vllm import VllmServiceArgs
+from gpuscale.manifests import karpenter, vllm
+from gpuscale.manifests.vllm import VllmServiceArgs
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config

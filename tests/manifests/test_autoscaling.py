@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, versions
-from gpuscale.components.manifests import autoscaling as au
-from gpuscale.components.manifests.autoscaling import RoleAutoscalerArgs
+from gpuscale.manifests import autoscaling as au
+from gpuscale.manifests.autoscaling import RoleAutoscalerArgs
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config

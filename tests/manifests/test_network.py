@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from gpuscale.components.manifests import network
+from gpuscale.manifests import network
 
 
 def test_slash16_over_three_zones() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, sizing
-from gpuscale.components.manifests.kai_wiring import (
+from gpuscale.manifests.kai_wiring import (
     PD_NETWORK_AFFINITY_WEIGHT,
     PD_ZONE_AFFINITY_WEIGHT,
     TOPOLOGY_NAME,
