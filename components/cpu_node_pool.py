@@ -12,8 +12,8 @@ import pulumi
 from pydantic import Field
 
 from gpuscale import versions
-from gpuscale.manifests import karpenter
 from gpuscale.components.node_pool_resources import node_class_and_pool
+from gpuscale.manifests import karpenter
 from gpuscale.spec.base import Name, Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec

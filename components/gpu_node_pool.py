@@ -26,8 +26,8 @@ import pulumi
 from pydantic import Field, model_validator
 
 from gpuscale import sizing
-from gpuscale.manifests import karpenter
 from gpuscale.components.node_pool_resources import node_class_and_pool
+from gpuscale.manifests import karpenter
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import GpuNodePoolSpec

@@ -21,13 +21,13 @@ from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
-from gpuscale.manifests import autoscaling, vllm
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.manifests import autoscaling, vllm
 from gpuscale.sizing import size_platform
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec

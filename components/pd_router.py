@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale.manifests import router
+from gpuscale.manifests import router, vllm
 from gpuscale.manifests.router import PdRouterArgs
 
 __all__ = ["PdRouter", "PdRouterArgs"]
@@ -64,6 +64,6 @@ class PdRouter(pulumi.ComponentResource):
         )
         self.service_name = service.metadata.name
         self.endpoint = pulumi.Output.from_input(
-            f"http://{args.model}.{args.namespace}.svc.cluster.local:{router.HTTP_PORT}"
+            f"http://{args.model}.{args.namespace}.svc.cluster.local:{vllm.HTTP_PORT}"
         )
         self.register_outputs({"endpoint": self.endpoint, "service_name": self.service_name})

@@ -17,9 +17,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 from gpuscale.manifests import vllm
 from gpuscale.manifests.vllm import VllmServiceArgs
-from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 
 __all__ = ["VllmService", "VllmServiceArgs"]
 

@@ -10,8 +10,8 @@ import pytest
 from gpuscale import versions
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
-from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
+from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

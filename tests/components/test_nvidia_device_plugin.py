@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscale import labels, versions
-from gpuscale.manifests import karpenter
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
+from gpuscale.manifests import karpenter
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
 from gpuscale.synth.mocks import RecordedResource

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, versions
+from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 from gpuscale.manifests import router
 from gpuscale.manifests.vllm import VllmServiceArgs
-from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuscale import versions
-from gpuscale.manifests.autoscaling import prometheus_adapter_values
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
+from gpuscale.manifests.autoscaling import prometheus_adapter_values
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscale import versions
-from gpuscale.manifests.autoscaling import prometheus_stack_values
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
+from gpuscale.manifests.autoscaling import prometheus_stack_values
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from gpuscale.manifests.kai import queue_bodies
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
+from gpuscale.manifests.kai import queue_bodies
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gpuscale.manifests.autoscaling import autoscaler_body
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.manifests.autoscaling import autoscaler_body
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config

@@ -11,9 +11,9 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from gpuscale import labels
+from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.manifests import router, vllm
 from gpuscale.manifests.router import PdRouterArgs
-from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config

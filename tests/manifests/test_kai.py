@@ -17,9 +17,9 @@ from gpuscale.manifests.kai import (
 from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
-from tests.manifests.test_kai_wiring import gang_spec
 from tests.conftest import requires_shared
 from tests.k8s_schema import assert_valid, validate_object
+from tests.manifests.test_kai_wiring import gang_spec
 
 UNLIMITED = {"quota": -1, "limit": -1}
 
