@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from gpuscale import crosscheck
+from gpuscale.checks import checked_sizing
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -28,7 +28,6 @@ from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.manifests import autoscaling, vllm
-from gpuscale.sizing import size_platform
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 
@@ -64,10 +63,7 @@ class InferencePlatform(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: InferencePlatformArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
         spec = args.spec
-        sizing = size_platform(spec)
-        problems = crosscheck.check_platform(spec, sizing)
-        if problems:
-            raise crosscheck.CrossLayerError(problems)
+        sizing = checked_sizing(spec)  # a spec whose layers disagree is refused before any resource registers
         super().__init__("gpuscale:index:InferencePlatform", name, None, opts)
 
         env = spec.environment

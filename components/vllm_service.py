@@ -18,7 +18,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs
-from gpuscale.manifests import vllm
+from gpuscale.manifests import iam, vllm
 from gpuscale.manifests.vllm import VllmServiceArgs
 
 __all__ = ["VllmService", "VllmServiceArgs"]
@@ -70,7 +70,7 @@ class VllmService(pulumi.ComponentResource):
         )
         identity = self._weights_identity(name, args, cluster_name)
         # Pulumi waits for a Deployment to become available; a replica may need a node, the image and the weights
-        minutes = math.ceil(max(600.0, 2 * args.sizing.cold_start.total_s) / 60)
+        minutes = math.ceil(args.sizing.rollout_deadline_s / 60)
         timeouts = pulumi.CustomTimeouts(create=f"{minutes}m", update=f"{minutes}m")
         self.workloads = {}
         for role in args.model.serving.roles:
@@ -119,7 +119,7 @@ class VllmService(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             f"{name}-weights-role",
-            assume_role_policy=json.dumps(vllm.pod_identity_trust_policy()),
+            assume_role_policy=json.dumps(iam.pod_identity_trust_policy()),
             description=f"gpuscale: vLLM pods of {args.model.name} read {weights.uri}",
             tags=args.tags,
             opts=child,

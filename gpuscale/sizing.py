@@ -56,7 +56,34 @@ DEFAULT_MAX_NUM_SEQS = 256
 
 
 class SizingError(ValueError):
-    """The model cannot be placed as asked; the message names the numbers and the fix."""
+    """The model cannot be placed as asked; the message names the numbers and the fix.
+
+    ``path`` is the model's field to change, relative to the model (e.g. ``parallelism.tensor_parallel_size``).
+    """
+
+    def __init__(self, message: str, path: str = "parallelism") -> None:
+        self.path = path
+        super().__init__(message)
+
+
+LARGE_SCHEDULER_GPUS = ("H100", "H200")
+"""GPUs on which vLLM's default ``max_num_seqs`` is 1024 instead of 256 (perf-model.md 2.3)."""
+LARGE_MAX_NUM_SEQS = 1024
+LARGE_MAX_NUM_BATCHED_TOKENS = 8192
+"""vLLM v1's default ``max_num_batched_tokens`` (chunked-prefill budget per step) on H100/H200; 2048 elsewhere."""
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+
+
+class QueueBudget(Spec):
+    """The GPUs workloads of one leaf queue may hold, and the queue that sets the bound."""
+
+    leaf: str
+    gpus: float
+    """``inf`` when nothing on the path is bounded."""
+    kind: Literal["gpu_quota", "gpu_limit", "unbounded"]
+    """Non-preemptible leaves run in quota only (KAI); preemptible ones up to the tightest limit on the path."""
+    queue: str
+    """The queue whose quota or limit binds (the leaf, or the ancestor with the tightest limit)."""
 
 
 class ReplicaShape(Spec):
@@ -167,6 +194,13 @@ class ModelSizing(Spec):
     decode_tokens_per_s: float
     """Output tokens per second per replica at ``decode_batch_at_slo``."""
     cold_start: ColdStart
+    max_num_seqs: int
+    """vLLM ``--max-num-seqs``: the stack's, else vLLM's default for the GPU (1024 on H100/H200, else 256)."""
+    max_num_batched_tokens: int
+    """vLLM's chunked-prefill token budget per engine step (its default for the GPU)."""
+    rollout_deadline_s: int
+    """How long a rollout may take before it counts as failed (Deployment ``progressDeadlineSeconds``, Pulumi's
+    create/update timeout): twice a full cold start, at least 10 minutes, since a new pod may need a new node."""
     roles: list[RoleSizing]
     usd_per_gpu_hour: float
     gpu_hours_per_day: float
@@ -257,7 +291,10 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
     if par.tensor_parallel_size or par.pipeline_parallel_size:
         tp, pp = par.tensor_parallel_size or 1, par.pipeline_parallel_size or 1
         if arch.attention_heads % tp:
-            raise SizingError(f"model {model.name}: tensor_parallel_size {tp} must divide attention_heads {arch.attention_heads}")
+            raise SizingError(
+                f"model {model.name}: tensor_parallel_size {tp} must divide attention_heads {arch.attention_heads}",
+                "parallelism.tensor_parallel_size",
+            )
         shape = _shape(model, pool, tp, pp)
         if not _fits(model, _instance(pool, shape), tp, pp):
             cap = kv_capacity_tokens(model, _instance(pool, shape), tp, pp)
@@ -309,7 +346,7 @@ def decode_batch_at_slo(model: ModelDeployment, instance: GpuInstanceType, shape
     """Largest batch whose step time stays within ITL_HEADROOM x ITL target and whose KV fits."""
     arch = model.architecture
     ctx = mean_decode_context(model)
-    cap = model.serving.max_num_seqs or (1024 if instance.gpu.name in ("H100", "H200") else DEFAULT_MAX_NUM_SEQS)
+    cap = max_num_seqs(model, instance)
     limit = model.slo.itl_p99_s * ITL_HEADROOM
     best = 0
     b = 1
@@ -322,16 +359,40 @@ def decode_batch_at_slo(model: ModelDeployment, instance: GpuInstanceType, shape
     return best
 
 
-def _queue_gpu_budget(spec: PlatformSpec, queue: str) -> float:
-    """GPUs a workload in this leaf queue may hold: quota if non-preemptible (KAI keeps them in quota), else limit."""
+def max_num_seqs(model: ModelDeployment, instance: GpuInstanceType) -> int:
+    if model.serving.max_num_seqs is not None:
+        return model.serving.max_num_seqs
+    return LARGE_MAX_NUM_SEQS if instance.gpu.name in LARGE_SCHEDULER_GPUS else DEFAULT_MAX_NUM_SEQS
+
+
+def max_num_batched_tokens(instance: GpuInstanceType) -> int:
+    return LARGE_MAX_NUM_BATCHED_TOKENS if instance.gpu.name in LARGE_SCHEDULER_GPUS else DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+
+def rollout_deadline_s(cold: ColdStart) -> int:
+    return max(600, math.ceil(2 * cold.total_s))
+
+
+def default_min_replicas(model: ModelDeployment, role: Role) -> int:
+    """The role's warm minimum: the stack's (an explicit 0 stays 0), else 1, or 0 for a best-effort SLO."""
+    explicit = model.autoscaling.role(role).min_replicas
+    if explicit is not None:
+        return explicit
+    return 0 if model.slo.criticality == "best_effort" else 1
+
+
+def queue_gpu_budget(spec: PlatformSpec, queue: str) -> QueueBudget:
+    """GPUs workloads of this leaf queue may hold: quota if non-preemptible (KAI keeps them in quota), else the
+    tightest ``gpu_limit`` from the leaf up to its root."""
     chain = spec.queue_chain(queue)
     leaf = chain[-1]
     if not leaf.preemptible:
-        return leaf.gpu_quota
-    for q in reversed(chain):
-        if q.gpu_limit != UNLIMITED:
-            return q.gpu_limit
-    return math.inf
+        return QueueBudget(leaf=leaf.name, gpus=leaf.gpu_quota, kind="gpu_quota", queue=leaf.name)
+    limited = [q for q in chain if q.gpu_limit != UNLIMITED]
+    if not limited:
+        return QueueBudget(leaf=leaf.name, gpus=math.inf, kind="unbounded", queue=leaf.name)
+    tightest = min(limited, key=lambda q: q.gpu_limit)
+    return QueueBudget(leaf=leaf.name, gpus=tightest.gpu_limit, kind="gpu_limit", queue=tightest.name)
 
 
 def decode_kv_target(model: ModelDeployment, decode_batch: int, kv_tokens: int) -> float:
@@ -369,9 +430,8 @@ def _role_sizing(
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
 
-    default_min = 0 if model.slo.criticality == "best_effort" else 1
-    min_r = s.min_replicas if s.min_replicas is not None else default_min
-    budget = min(_queue_gpu_budget(spec, model.queue), pool.gpu_limit) - others_min_gpus
+    min_r = default_min_replicas(model, role)
+    budget = min(queue_gpu_budget(spec, model.queue).gpus, pool.gpu_limit) - others_min_gpus
     derived_max = max(int(budget // shape.gpus), 1) if budget != math.inf else 1
     max_r = s.max_replicas if s.max_replicas is not None else max(derived_max, min_r, 1)
     stabilization = s.scale_down_stabilization_s
@@ -471,10 +531,7 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
     for role in role_names:
-        others = sum(
-            (model.autoscaling.role(o).min_replicas or (0 if model.slo.criticality == "best_effort" else 1)) * shape.gpus
-            for o in role_names if o != role
-        )
+        others = sum(default_min_replicas(model, o) * shape.gpus for o in role_names if o != role)
         roles.append(_role_sizing(spec, model, role, shape, prefill_tps, batch, kv_tokens, decode_tps, cold, others))
     peak_h = model.workload.peak_hours_per_day
     base_gpus = sum(r.replicas_at_base for r in roles) * shape.gpus
@@ -493,6 +550,9 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         decode_batch_at_slo=batch,
         decode_tokens_per_s=decode_tps,
         cold_start=cold,
+        max_num_seqs=max_num_seqs(model, inst),
+        max_num_batched_tokens=max_num_batched_tokens(inst),
+        rollout_deadline_s=rollout_deadline_s(cold),
         roles=roles,
         usd_per_gpu_hour=round(inst.usd_per_gpu_hour, 4),
         gpu_hours_per_day=round(base_gpus * (24 - peak_h) + peak_gpus * peak_h, 2),

@@ -14,19 +14,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gpuscale.checks import checked_sizing
+from gpuscale.problems import NAMESPACE, Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.spec.problems import SpecProblems
-
-NAMESPACE = "gpuscale"
 
 
-class StackConfigError(Exception):
-    """Invalid stack configuration: one message per problem, each naming its YAML path."""
+class StackConfigError(Problems):
+    """Invalid stack configuration: one problem per value to change, each naming its YAML path."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: invalid gpuscale configuration\n" + "\n".join(f"  {p}" for p in problems))
+    def __init__(self, source: str, problems: list[Problem] | list[str]) -> None:
+        super().__init__((p if isinstance(p, Problem) else Problem("", p) for p in problems), source)
 
 
 def find_project_root(start: Path | None = None) -> Path:
@@ -64,11 +61,17 @@ def read_stack_config(path: Path) -> dict[str, Any]:
 
 
 def validate_config(raw: dict[str, Any], source: str) -> PlatformSpec:
-    """Validate ``gpuscale:*`` values into a ``PlatformSpec`` or raise ``StackConfigError``."""
+    """Validate ``gpuscale:*`` values into a ``PlatformSpec`` that sizing and the cross-layer checks accept, or raise
+    ``StackConfigError``: the CLI and ``pulumi up`` refuse exactly the same configurations."""
     try:
-        return PlatformSpec.model_validate(raw)
+        spec = PlatformSpec.model_validate(raw)
     except ValidationError as exc:
         raise StackConfigError(source, format_errors(exc)) from None
+    try:
+        checked_sizing(spec)
+    except Problems as exc:
+        raise StackConfigError(source, exc.problems) from None
+    return spec
 
 
 def load_stack_file(path: Path) -> PlatformSpec:
@@ -93,15 +96,13 @@ def load_from_pulumi_config() -> PlatformSpec:
     return validate_config(raw, f"stack {pulumi.get_stack()}")
 
 
-def format_errors(exc: ValidationError) -> list[str]:
-    out: list[str] = []
+def format_errors(exc: ValidationError) -> list[Problem]:
+    out: list[Problem] = []
     for err in exc.errors(include_url=False):
         cause = (err.get("ctx") or {}).get("error")
         loc = err["loc"]
-        if isinstance(cause, SpecProblems):
-            base = _path(loc)
-            for path, msg in cause.problems:
-                out.append(f"{NAMESPACE}:{path if not base else base + '.' + path}: {msg}")
+        if isinstance(cause, Problems):
+            out += [p.under(_path(loc)) for p in cause.problems]
             continue
         msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if err["type"] == "extra_forbidden":
@@ -109,7 +110,7 @@ def format_errors(exc: ValidationError) -> list[str]:
             msg = "unknown key" + (f"; valid keys here: {', '.join(valid)}" if valid else "")
         elif err["type"] == "missing":
             msg = "required key is missing"
-        out.append(f"{NAMESPACE}:{_path(loc)}: {msg}")
+        out.append(Problem(_path(loc), msg))
     return out
 
 

@@ -28,8 +28,9 @@ def test_taint_toleration_matching() -> None:
 def test_max_replicas_beyond_pool_limit_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     raw["models"][1]["autoscaling"] = {"aggregated": {"max_replicas": 30}}
-    spec = validate_config(raw, "t")
-    problems = check_platform(spec, size_platform(spec))
+    spec = PlatformSpec.model_validate(raw)
+    problems = [p.message for p in check_platform(spec, size_platform(spec))]
+    assert {p.path for p in check_platform(spec, size_platform(spec))} == {"models[1].autoscaling.aggregated.max_replicas"}
     assert "search-8b/aggregated: max_replicas 30 x 1 GPUs = 30 GPUs exceeds node pool l40s gpu_limit 16; Karpenter stops launching at the limit" in problems
     assert any(p.startswith("search-8b/aggregated: max_replicas 30 x 1 GPUs = 30 GPUs exceeds queue search gpu_quota") for p in problems)
 
@@ -43,5 +44,5 @@ def test_gang_wider_than_the_pool_is_refused(raw_stack) -> None:  # type: ignore
     assert sizing.model("llama-70b-fp8").shape.pods == 2
     pool = spec.topology.gpu_pools[0].model_copy(update={"gpu_limit": 8})
     narrowed = spec.model_copy(update={"topology": spec.topology.model_copy(update={"gpu_pools": [pool, spec.topology.gpu_pools[1]]})})
-    problems = check_platform(narrowed, sizing)
+    problems = [p.message for p in check_platform(narrowed, sizing)]
     assert "llama-70b-fp8/prefill: one replica spans 2 nodes but node pool h100 may hold only 1 (8 GPUs / 8 per node)" in problems

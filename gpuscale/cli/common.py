@@ -9,10 +9,11 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from gpuscale.crosscheck import check_platform
-from gpuscale.sizing import PlatformSizing, SizingError, size_platform
+from gpuscale import checks
+from gpuscale.problems import Problem, Problems
+from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.stackfile import StackConfigError, load_stack
+from gpuscale.stackfile import load_stack
 
 # Wide tables when piped (CI logs, PR comments); the terminal's width otherwise.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -26,24 +27,24 @@ StackFileOpt = Annotated[
 ]
 
 
-def fail(problems: list[str], source: str = "gpuscale") -> NoReturn:
+def fail(problems: list[Problem] | list[str], source: str = "gpuscale") -> NoReturn:
     """Print one line per problem and exit 2, never a traceback."""
     err_console.print(f"[bold red]error[/]: {source}: invalid input", highlight=False)
     for p in problems:
-        err_console.print(f"  {p}", highlight=False, markup=False, soft_wrap=True)
+        err_console.print(f"  {p.line() if isinstance(p, Problem) else p}", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_INVALID)
 
 
-def checked_sizing(spec: PlatformSpec) -> PlatformSizing:
-    """Sizing of a spec whose layers agree (cross-layer checks); exit 2 with the numbers otherwise."""
+def fail_problems(exc: Problems, source: str = "gpuscale") -> NoReturn:
+    fail(exc.problems, exc.source or source)
+
+
+def checked_sizing(spec: PlatformSpec, source: str = "gpuscale") -> PlatformSizing:
+    """Sizing of a feasible spec whose layers agree; exit 2 with the paths and numbers otherwise."""
     try:
-        sizing = size_platform(spec)
-    except SizingError as exc:
-        fail([str(exc)])
-    problems = check_platform(spec, sizing)
-    if problems:
-        fail(problems)
-    return sizing
+        return checks.checked_sizing(spec)
+    except Problems as exc:
+        fail_problems(exc, source)
 
 
 def spec_from_options(stack: str | None, stack_file: Path | None) -> PlatformSpec:
@@ -51,5 +52,5 @@ def spec_from_options(stack: str | None, stack_file: Path | None) -> PlatformSpe
         fail(["pass either --stack or --stack-file, not both"])
     try:
         return load_stack(stack, stack_file)
-    except StackConfigError as exc:
-        fail(exc.problems, exc.source)
+    except Problems as exc:
+        fail_problems(exc)

@@ -8,12 +8,10 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from gpuscale.cli.common import StackFileOpt, StackOpt, console, err_console, fail, spec_from_options
-from gpuscale.crosscheck import CrossLayerError
+from gpuscale.cli.common import StackFileOpt, StackOpt, console, err_console, fail, fail_problems, spec_from_options
 from gpuscale.policy.rules import check_resources
-from gpuscale.sizing import SizingError
-from gpuscale.spec.problems import SpecProblems
-from gpuscale.stackfile import NAMESPACE, format_errors
+from gpuscale.problems import Problems
+from gpuscale.stackfile import format_errors
 from gpuscale.synth.diff import MARKDOWN_LIMIT, NotASynthDirError, diff_synth_dirs, render_markdown, render_text
 from gpuscale.synth.render import MANIFESTS_DIR, ProgramUnavailableError, SynthResult, synth_spec
 
@@ -37,14 +35,10 @@ def synth(stack: StackOpt = None, stack_file: StackFileOpt = None, out: OutOpt =
     except ProgramUnavailableError as exc:
         err_console.print(f"[bold red]error[/]: {exc}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None
-    except SpecProblems as exc:
-        fail([f"{NAMESPACE}:{path}: {msg}" for path, msg in exc.problems])
+    except Problems as exc:
+        fail_problems(exc)
     except ValidationError as exc:
         fail(format_errors(exc))
-    except CrossLayerError as exc:
-        fail(exc.problems)
-    except (SizingError, ValueError) as exc:  # cross-layer checks refuse with a message naming the numbers
-        fail([str(exc)])
     target = out if out is not None else Path("synth-out") / spec.environment.name
     written = result.write(target)
     _report(result, target, len(written), prod=spec.environment.stage == "prod")

@@ -10,9 +10,9 @@ import typer
 from rich.table import Table
 
 from gpuscale.cli.common import StackFileOpt, StackOpt, checked_sizing, console, spec_from_options
+from gpuscale.problems import NAMESPACE
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.stackfile import NAMESPACE
 
 
 def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:

@@ -198,11 +198,6 @@ def startup_budget_s(sizing: ModelSizing) -> int:
     return max(MIN_STARTUP_BUDGET_S, math.ceil(budget))
 
 
-def rollout_deadline_s(sizing: ModelSizing) -> int:
-    """Deployment ``progressDeadlineSeconds``: twice a full cold start (a new pod may need a new node)."""
-    return max(600, math.ceil(2 * sizing.cold_start.total_s))
-
-
 # ---------------------------------------------------------------- container
 
 
@@ -466,7 +461,7 @@ def deployment_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
             "selector": {"matchLabels": selector_labels(args.model.name, role)},
             # surge, never drop below the serving count: a new replica is up before an old one drains
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "progressDeadlineSeconds": rollout_deadline_s(args.sizing),
+            "progressDeadlineSeconds": args.sizing.rollout_deadline_s,
             "revisionHistoryLimit": 3,
             "template": pod_template(args, role),
         },
@@ -597,16 +592,4 @@ def weights_read_policy(uri: str, region: str) -> dict[str, Any]:
             {"Sid": "ReadModelObjects", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": objects},
             list_stmt,
         ],
-    }
-
-
-def pod_identity_trust_policy() -> dict[str, Any]:
-    """Trust policy for an EKS Pod Identity role (``sts:TagSession`` is required by the agent)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"Service": "pods.eks.amazonaws.com"},
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-        }],
     }

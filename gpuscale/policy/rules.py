@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import labels, versions
+from gpuscale.spec.base import parse_duration
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
 EC2NODECLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
@@ -42,7 +43,6 @@ _GPU_REQUIREMENT_KEYS = frozenset({
 })
 _GPU_INSTANCE = re.compile(r"^(p\d|g\d|gr\d)")
 """EC2 GPU families (p3..p6, g4dn..g7e, gr6); Graviton CPU types carry the ``g`` as a suffix (m7g), not a prefix."""
-_DURATION_PART = re.compile(r"(\d+)(h|m|s)")
 
 _BANNED_METRICS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_MEM_COPY_UTIL", re.I),
@@ -115,7 +115,7 @@ def gpu_nodepool_consolidation(resource_type: str, props: Mapping[str, Any]) -> 
             f"consolidateAfter: 1h, or annotate the NodePool {ack}: \"true\" to accept it"
         )
     after = str(disruption.get("consolidateAfter", "0s"))  # the CRD default
-    seconds = duration_seconds(after)
+    seconds = parse_duration(after)
     if seconds is None:
         out.append(f"GPU NodePool {name}: consolidateAfter {after!r} is not a Karpenter duration (e.g. 1h, 90m, Never)")
     elif seconds < MIN_GPU_CONSOLIDATE_AFTER_S:
@@ -125,16 +125,6 @@ def gpu_nodepool_consolidation(resource_type: str, props: Mapping[str, Any]) -> 
             f"Use consolidateAfter: 1h, or annotate the NodePool {ack}: \"true\""
         )
     return out
-
-
-def duration_seconds(value: str) -> float | None:
-    """Seconds in a Karpenter duration (``1h30m``, ``Never`` = inf); ``None`` if it is not one."""
-    if value == "Never":
-        return float("inf")
-    if not value or _DURATION_PART.sub("", value):
-        return None
-    scale = {"h": 3600, "m": 60, "s": 1}
-    return float(sum(int(n) * scale[u] for n, u in _DURATION_PART.findall(value)))
 
 
 # --- autoscaler metric and scope ------------------------------------------------------------------------------

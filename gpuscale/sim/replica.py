@@ -39,7 +39,6 @@ from gpuscale.spec.model import ModelDeployment
 if TYPE_CHECKING:
     from gpuscale.sim.engine import Environment
 
-BIG_GPUS = ("H100", "H200")
 """Parts vLLM gives the large scheduler defaults (``EngineArgs.get_batch_defaults``)."""
 KV_TRANSFER_GB_S = 25.0
 """Effective prefill -> decode KV transfer rate per request (NIXL over EFA/NVLink), GB/s; an assumption."""
@@ -115,8 +114,8 @@ def build_replica_model(
         prefill_tokens_per_s=prefill_tokens_per_s or perf.prefill_tokens_per_s(arch, gpu, tp * pp),
         attention_s_per_token_pair=4.0 * arch.layers * arch.attention_heads * arch.head_dim / flops,
         kv_capacity_tokens=max(1, kv_capacity_tokens if kv_capacity_tokens is not None else sizing.kv_capacity_tokens(model, instance, tp, pp)),
-        max_num_seqs=model.serving.max_num_seqs or (1024 if gpu.name in BIG_GPUS else sizing.DEFAULT_MAX_NUM_SEQS),
-        max_num_batched_tokens=8192 if gpu.name in BIG_GPUS else 2048,
+        max_num_seqs=sizing.max_num_seqs(model, instance),
+        max_num_batched_tokens=sizing.max_num_batched_tokens(instance),
         max_model_len=arch.max_context_tokens,
         kv_bytes_per_token=perf.kv_bytes_per_token(arch),
     )

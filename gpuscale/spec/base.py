@@ -34,7 +34,7 @@ _DURATION_PART = re.compile(r"([0-9]+)(s|m|h)")
 
 
 def _karpenter_duration(value: str) -> str:
-    if not _DURATION.match(value):
+    if parse_duration(value) is None:
         raise ValueError(f"{value!r} is not a duration: write e.g. '30s', '15m', '1h', '1h30m' or 'Never'")
     return value
 
@@ -43,9 +43,19 @@ KarpenterDuration = Annotated[str, AfterValidator(_karpenter_duration)]
 """A Karpenter duration string (``^(([0-9]+(s|m|h))+|Never)$``)."""
 
 
-def duration_seconds(value: str) -> float:
-    """Seconds in a Karpenter duration; ``Never`` is infinite."""
+def parse_duration(value: str) -> float | None:
+    """Seconds in a Karpenter duration (``1h30m``; ``Never`` is infinite), ``None`` if ``value`` is not one."""
     if value == "Never":
         return float("inf")
+    if not _DURATION.fullmatch(value):
+        return None
     scale = {"s": 1, "m": 60, "h": 3600}
     return float(sum(int(n) * scale[u] for n, u in _DURATION_PART.findall(value)))
+
+
+def duration_seconds(value: str) -> float:
+    """Seconds in a validated Karpenter duration; ``Never`` is infinite."""
+    seconds = parse_duration(value)
+    if seconds is None:
+        raise ValueError(f"{value!r} is not a duration: write e.g. '30s', '15m', '1h', '1h30m' or 'Never'")
+    return seconds

@@ -1,14 +1,12 @@
-"""Cross-field problems that carry the YAML path they belong to."""
+"""Cross-field problems raised inside spec validators; they are ``gpuscale.problems.Problems`` with YAML paths."""
 
 from __future__ import annotations
 
+from gpuscale.problems import Problem, Problems
 
-class SpecProblems(ValueError):
-    """One or more problems found by a cross-field check, each as (path, message).
 
-    Paths are relative to the ``gpuscale:`` config namespace, e.g. ``models[0].queue``.
-    """
+class SpecProblems(Problems):
+    """Raised by a model validator; each problem's path is relative to the model that raised it."""
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(f"{path}: {msg}" for path, msg in problems))
+    def __init__(self, problems: list[tuple[str, str]] | list[Problem]) -> None:
+        super().__init__(p if isinstance(p, Problem) else Problem(*p) for p in problems)

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from pulumi.runtime import mocks as _mocks
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+
+from gpuscale.synth import sdk
 
 ACCOUNT_ID = "123456789012"
 """The account id mocks report (an AWS documentation example id)."""
@@ -127,7 +126,7 @@ def _eks_cluster(name: str, region: str) -> dict[str, Any]:
     }
 
 
-class RecordingMonitor(_mocks.MockMonitor):
+class RecordingMonitor(sdk.MockMonitor):  # type: ignore[misc]
     """A mock monitor that also keeps the parent and provider of each registration, in order."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
@@ -135,9 +134,9 @@ class RecordingMonitor(_mocks.MockMonitor):
         self.records: list[RecordedResource] = []
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+            inputs = sdk.deserialize(request.object)
             self.records.append(RecordedResource(
                 urn=response.urn, type=request.type, name=request.name, parent_urn=request.parent,
                 custom=bool(request.custom), inputs=inputs, provider=request.provider,
@@ -154,14 +153,9 @@ def run_program(
 
     Exceptions raised by the program (or inside ``apply``) propagate after the runtime settles.
     """
+    sdk.check_sdk()
     mocks = DeterministicMocks(region)
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
-    pulumi.runtime.settings.SETTINGS.rpc_manager.clear()
-    pulumi.runtime.settings.SETTINGS.outputs.clear()
-
-    def body() -> None:
-        program()
-
-    _sync_await(run_pulumi_func(body))
+    sdk.install_mocks(mocks, monitor, project=project, stack=stack, preview=preview)
+    sdk.run_to_completion(program)
     return list(monitor.records)

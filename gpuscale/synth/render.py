@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from gpuscale.synth import sdk
 from gpuscale.synth.mocks import RecordedResource, run_program
 
 FORMAT = "gpuscale-synth/1"
@@ -128,19 +129,14 @@ def synthesize(
 
     Exceptions raised by the program propagate unchanged (the CLI turns spec problems into exit code 2).
     """
-    from pulumi.runtime import rpc
-    from pulumi.runtime.settings import get_root_resource
-    from pulumi.runtime.sync_await import _sync_await
-
     def run() -> None:
         # The mock runtime keeps one root Stack across runs: forget exports of an earlier program.
-        _stack_outputs(get_root_resource()).clear()
+        sdk.root_stack_outputs().clear()
         program()
 
     records = run_program(run, project=project, stack=stack, region=region)
-    exported = _stack_outputs(get_root_resource())
-    wire = _sync_await(rpc.serialize_properties(dict(exported), {}))
-    outputs = clean_value(rpc.deserialize_properties(wire, keep_unknowns=True))
+    exported = sdk.root_stack_outputs()
+    outputs = clean_value(sdk.resolve_plain(dict(exported)))
     exported.clear()
     return render_records(records, project=project, stack=stack, region=region, outputs=outputs)
 
@@ -249,11 +245,6 @@ def parse_urn(urn: str) -> tuple[str, str]:
     if len(parts) < 4:
         return "", urn
     return parts[2].split("$")[-1], parts[3]
-
-
-def _stack_outputs(root: Any) -> dict[str, Any]:
-    outputs = getattr(root, "outputs", None)
-    return outputs if isinstance(outputs, dict) else {}
 
 
 def _resource_keys(recs: list[RecordedResource], by_urn: dict[str, RecordedResource]) -> dict[str, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpuscale.crosscheck import CrossLayerError
+from gpuscale.problems import Problems
 from gpuscale.program import deploy
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
@@ -101,12 +101,16 @@ def test_aws_resources_use_the_region_of_the_spec(prod_records: list[RecordedRes
     assert json.loads(provider.inputs["defaultTags"])["tags"]["gpuscale.io/environment"] == "prod"
 
 
-def test_cross_layer_refusal_names_the_numbers(raw_stack) -> None:  # type: ignore[no-untyped-def]
+def test_cross_layer_refusal_names_the_numbers_and_the_path(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["decode"]["max_replicas"] = 20
-    spec = validate_config(raw, "t")  # each layer alone is fine ...
-    with pytest.raises(CrossLayerError) as info:
+    spec = PlatformSpec.model_validate(raw)  # each section alone is fine ...
+    with pytest.raises(Problems) as info:
         build(spec)  # ... but the serving layer asks for more than the queue and the pool can give
-    problems = info.value.problems
-    assert "llama-70b-fp8/decode: max_replicas 20 x 4 GPUs = 80 GPUs exceeds queue chat gpu_quota (non-preemptible: runs in quota only) 40; replicas above 10 would stay Pending" in problems
-    assert "llama-70b-fp8/decode: max_replicas 20 x 4 GPUs = 80 GPUs exceeds node pool h100 gpu_limit 64; Karpenter stops launching at the limit" in problems
+    at = "gpuscale:models[0].autoscaling.decode.max_replicas: "
+    problems = info.value.lines()
+    assert at + "llama-70b-fp8/decode: max_replicas 20 x 4 GPUs = 80 GPUs exceeds queue chat gpu_quota (non-preemptible: runs in quota only) 40; replicas above 10 would stay Pending" in problems
+    assert at + "llama-70b-fp8/decode: max_replicas 20 x 4 GPUs = 80 GPUs exceeds node pool h100 gpu_limit 64; Karpenter stops launching at the limit" in problems
+    with pytest.raises(Problems) as loaded:  # the stack-file loader (CLI and pulumi up alike) refuses the same
+        validate_config(raw, "t")
+    assert loaded.value.lines() == problems

@@ -123,7 +123,7 @@ def _ints(value: Any) -> Any:
 def refuse(raw: dict[str, Any]) -> str:
     with pytest.raises(StackConfigError) as info:
         validate_config(raw, "test")
-    (problem,) = info.value.problems
+    (problem,) = info.value.lines()
     return problem
 
 

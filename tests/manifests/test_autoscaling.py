@@ -156,7 +156,7 @@ def test_scale_to_zero_without_a_wake_signal_is_refused(raw_stack: Callable[[str
     del raw["models"][0]["autoscaling"]["aggregated"]["wake_schedule"]
     with pytest.raises(StackConfigError) as info:
         validate_config(raw, "t")
-    (msg,) = info.value.problems
+    (msg,) = info.value.lines()
     assert msg.startswith("gpuscale:models[0]: autoscaling.aggregated.min_replicas is 0, but at zero replicas vLLM's gauges vanish")
     assert "wake_schedule" in msg
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpuscale import labels, versions
-from gpuscale.manifests import karpenter, vllm
+from gpuscale.manifests import iam, karpenter, vllm
 from gpuscale.manifests.vllm import VllmServiceArgs
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
@@ -261,7 +261,7 @@ def test_weights_read_policy_is_least_privilege() -> None:
     assert all(s["Resource"] != "*" for s in doc["Statement"])
     gov = vllm.weights_read_policy("s3://b/p", "us-gov-west-1")
     assert gov["Statement"][0]["Resource"].startswith("arn:aws-us-gov:s3:::b/p/")
-    trust = vllm.pod_identity_trust_policy()["Statement"][0]
+    trust = iam.pod_identity_trust_policy()["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
 

@@ -14,7 +14,7 @@ from gpuscale.stackfile import StackConfigError, validate_config
 def refuse(raw: dict[str, Any]) -> list[str]:
     with pytest.raises(StackConfigError) as info:
         validate_config(raw, "test")
-    return info.value.problems
+    return info.value.lines()
 
 
 @pytest.mark.parametrize("name", ["dev", "staging", "prod"])

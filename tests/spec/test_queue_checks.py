@@ -13,7 +13,7 @@ from tests.manifests.test_kai_wiring import gang_raw
 def refuse(raw: dict[str, Any]) -> list[str]:
     with pytest.raises(StackConfigError) as info:
         validate_config(raw, "test")
-    return info.value.problems
+    return info.value.lines()
 
 
 def test_workload_in_a_parent_queue_is_refused_naming_parent_and_leaves(raw_stack) -> None:  # type: ignore[no-untyped-def]

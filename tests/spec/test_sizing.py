@@ -212,3 +212,53 @@ def test_stack_metric_and_target_replace_the_primary_signal(raw_stack) -> None: 
     raw["models"][0]["autoscaling"]["prefill"].update(metric="vllm:num_requests_waiting", target=5)
     signals = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8").role("prefill").signals
     assert [(x.metric, x.target) for x in signals] == [("vllm:num_requests_waiting", 5)]
+
+
+# ---------------------------------------------------------------- derived once, read everywhere
+
+
+def test_an_explicit_zero_minimum_stays_zero_for_the_other_roles_budget() -> None:
+    from gpuscale.checks import checked_sizing
+    from tests.specs import model, small_spec
+
+    wake = {"start": "0 8 * * 1-5", "end": "0 19 * * 1-5"}
+    pd = model(mode="disaggregated", autoscaling={"prefill": {"min_replicas": 0, "wake_schedule": wake}})
+    ms = checked_sizing(small_spec(models=[pd])).model("m8b")
+    assert ms.role("prefill").min_replicas == 0
+    # 16 GPUs, the prefill role keeps none warm: decode may use all 16 (an explicit 0 was once read as 1 -> 15)
+    assert ms.role("decode").max_replicas == 16
+    assert sizing.default_min_replicas(small_spec(models=[pd]).models[0], "prefill") == 0
+
+
+def test_best_effort_defaults_to_zero_and_others_to_one() -> None:
+    from tests.specs import model, small_spec
+
+    wake = {"start": "0 8 * * 1-5", "end": "0 19 * * 1-5"}
+    be = small_spec(models=[model(criticality="best_effort", autoscaling={"aggregated": {"wake_schedule": wake}})])
+    assert sizing.default_min_replicas(be.models[0], "aggregated") == 0
+    assert sizing.default_min_replicas(small_spec().models[0], "aggregated") == 1
+
+
+def test_queue_budget_is_quota_in_quota_only_queues_and_the_tightest_limit_otherwise() -> None:
+    from tests.specs import pd_spec
+
+    spec = pd_spec(teams=[{"name": "dept", "gpu_quota": 40, "gpu_limit": 48, "children": [
+        {"name": "chat", "gpu_quota": 40, "gpu_limit": 64},
+        {"name": "batch", "gpu_quota": 0, "gpu_limit": 56, "preemptible": True},
+    ]}])
+    chat = sizing.queue_gpu_budget(spec, "chat")
+    assert (chat.gpus, chat.kind, chat.queue) == (40, "gpu_quota", "chat")
+    batch = sizing.queue_gpu_budget(spec, "batch")  # the parent's 48 binds before the leaf's 56
+    assert (batch.gpus, batch.kind, batch.queue) == (48, "gpu_limit", "dept")
+
+
+def test_scheduler_defaults_and_rollout_deadline_come_from_sizing() -> None:
+    from gpuscale.checks import checked_sizing
+    from tests.specs import pd_spec, small_spec
+
+    h100 = checked_sizing(pd_spec()).model("m70b")
+    l40s = checked_sizing(small_spec()).model("m8b")
+    assert (h100.max_num_seqs, h100.max_num_batched_tokens) == (1024, 8192)
+    assert (l40s.max_num_seqs, l40s.max_num_batched_tokens) == (256, 2048)
+    for ms in (h100, l40s):
+        assert ms.rollout_deadline_s == max(600, math.ceil(2 * ms.cold_start.total_s))

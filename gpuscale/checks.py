@@ -1,0 +1,162 @@
+"""Every check that needs derived numbers, in one pipeline: feasibility (sizing), then the emitted objects (cross-layer).
+
+The spec's own validators are structural (types, ranges, names, references). What depends on how a model maps onto
+GPUs, queues and node pools is checked here, after sizing, so the spec never imports sizing. ``checked_sizing`` is
+what every entry point calls (the CLI, the stack-file loader, ``InferencePlatform``): a spec it accepts can be sized,
+placed and emitted; one it refuses raises ``Problems``, each with the YAML path of the value to change.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gpuscale import crosscheck, sizing
+from gpuscale.problems import Problem, Problems
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.teams import UNLIMITED
+
+
+def checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
+    """Sizing of a spec that is feasible and whose layers agree; ``Problems`` (with paths) otherwise."""
+    problems = feasibility(spec)
+    if problems:
+        raise Problems(problems)
+    try:
+        sized = sizing.size_platform(spec)
+    except sizing.SizingError as exc:  # feasibility checked every shape; this is a model sizing cannot place
+        index = next((i for i, m in enumerate(spec.models) if f"model {m.name}:" in str(exc)), None)
+        raise Problems([Problem(f"models[{index}].{exc.path}" if index is not None else "models", str(exc))]) from None
+    problems = crosscheck.check_platform(spec, sized)
+    if problems:
+        raise Problems(problems)
+    return sized
+
+
+def feasibility(spec: PlatformSpec) -> list[Problem]:
+    """What sizing finds impossible or unsafe: placement, queue quotas, gangs."""
+    return [*_placement(spec), *_quotas(spec), *_gangs(spec)]
+
+
+def _shape(spec: PlatformSpec, index: int) -> sizing.ReplicaShape | None:
+    m = spec.models[index]
+    try:
+        return sizing.replica_shape(m, spec.topology.pool(m.node_pool))
+    except sizing.SizingError:
+        return None
+
+
+def _placement(spec: PlatformSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    for i, m in enumerate(spec.models):
+        where = f"models[{i}]"
+        pool = spec.topology.pool(m.node_pool)
+        try:
+            shape = sizing.replica_shape(m, pool)
+        except sizing.SizingError as exc:
+            problems.append(Problem(f"{where}.{exc.path}", str(exc)))
+            continue
+        if not shape.fits_nvlink_domain and not m.parallelism.allow_tensor_parallel_over_pcie:
+            domain = max(it.nvlink_domain_gpus for it in pool.instances)
+            problems.append(Problem(
+                f"{where}.parallelism.tensor_parallel_size",
+                f"TP group of {shape.tensor_parallel_size} GPUs is wider than one NVLink domain on "
+                f"{shape.instance_type} ({domain} GPU{'s' if domain > 1 else ''}); every layer would all-reduce "
+                "over PCIe/network. Use TP <= the domain with pipeline_parallel_size for the rest, or set "
+                "allow_tensor_parallel_over_pcie: true",
+            ))
+        cold = sizing.cold_start(m, spec.topology.provisioning)
+        if pool.consolidate_after_s < cold.total_s and not pool.acknowledge_underutilized_consolidation_evicts_inference:
+            problems.append(Problem(
+                f"topology.gpu_pools[{_pool_index(spec, pool.name)}].consolidate_after",
+                f"{pool.consolidate_after} is shorter than the cold start of {m.name} ({cold.total_s:.0f} s): "
+                "a node emptied by a brief dip is gone when traffic returns. Use 1h, or set "
+                "acknowledge_underutilized_consolidation_evicts_inference: true",
+            ))
+    return problems
+
+
+def _quotas(spec: PlatformSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    pool_gpus = sum(p.gpu_limit for p in spec.topology.gpu_pools)
+    quota = sum(q.gpu_quota for q in spec.teams)
+    if quota > pool_gpus:
+        parts = " + ".join(f"{q.name} {q.gpu_quota:g}" for q in spec.teams)
+        problems.append(Problem(
+            "teams",
+            f"top-level GPU quotas ({parts} = {quota:g}) exceed the GPU node pools' limits "
+            f"({' + '.join(f'{p.name} {p.gpu_limit}' for p in spec.topology.gpu_pools)} = {pool_gpus}); "
+            "a quota the nodes can never provide is a promise KAI cannot keep",
+        ))
+    # warm minimums of non-preemptible (in-quota only) workloads must fit each leaf's quota
+    need: Counter[str] = Counter()
+    for i, m in enumerate(spec.models):
+        shape = _shape(spec, i)
+        if shape is None:
+            continue
+        for role in m.serving.roles:
+            need[m.queue] += sizing.default_min_replicas(m, role) * shape.gpus
+    leaves = {q.name: q for q, _ in spec.queues() if q.is_leaf}
+    for name, gpus in sorted(need.items()):
+        q = leaves[name]
+        where = _queue_path(spec, name)
+        if not q.preemptible and gpus > q.gpu_quota:
+            problems.append(Problem(
+                f"{where}.gpu_quota",
+                f"queue {name}: warm minimum replicas need {gpus} GPUs but its gpu_quota is {q.gpu_quota:g}; "
+                "non-preemptible (inference) workloads only run in quota, so they would stay Pending",
+            ))
+        if q.gpu_limit != UNLIMITED and gpus > q.gpu_limit:
+            problems.append(Problem(
+                f"{where}.gpu_limit", f"queue {name}: warm minimum needs {gpus} GPUs, above its gpu_limit {q.gpu_limit:g}",
+            ))
+    return problems
+
+
+def _gangs(spec: PlatformSpec) -> list[Problem]:
+    """A replica is one gang (KAI places all its pods or none): it must fit its queue chain and its pool whole."""
+    problems: list[Problem] = []
+    for i, m in enumerate(spec.models):
+        shape = _shape(spec, i)
+        if shape is None:
+            continue
+        pool = spec.topology.pool(m.node_pool)
+        gang = f"one replica of {m.name} is a gang of {shape.pods} pod(s) / {shape.gpus} GPUs"
+        chain = spec.queue_chain(m.queue)
+        leaf = chain[-1]
+        if not leaf.preemptible:
+            # non-preemptible pods run in quota only, checked against the leaf and every ancestor
+            short = [q for q in chain if q.gpu_quota < shape.gpus]
+            if short:
+                names = ", ".join(f"{q.name} gpu_quota {q.gpu_quota:g}" for q in short)
+                problems.append(Problem(
+                    f"models[{i}].queue",
+                    f"{gang} but queue {m.queue} is non-preemptible (runs in quota only) and {names} "
+                    f"{'is' if len(short) == 1 else 'are'} below {shape.gpus}: no replica can ever start. Raise the "
+                    "quota, or use a smaller replica (FP8, fewer GPUs)",
+                ))
+        capped = [q for q in chain if q.gpu_limit != UNLIMITED and q.gpu_limit < shape.gpus]
+        if capped:
+            names = ", ".join(f"{q.name} gpu_limit {q.gpu_limit:g}" for q in capped)
+            problems.append(Problem(f"models[{i}].queue", f"{gang} but {names} caps the queue below it: no replica can ever start"))
+        if pool.gpu_limit < shape.gpus:
+            problems.append(Problem(
+                f"models[{i}].node_pool",
+                f"{gang} but node pool {pool.name} may run at most {pool.gpu_limit} GPUs (gpu_limit): Karpenter can "
+                "never launch the nodes for one replica",
+            ))
+    return problems
+
+
+def _pool_index(spec: PlatformSpec, name: str) -> int:
+    return [p.name for p in spec.topology.gpu_pools].index(name)
+
+
+def _queue_path(spec: PlatformSpec, name: str) -> str:
+    """YAML path of a queue in the team tree (``teams[0].children[1]``)."""
+    path = ""
+    siblings = spec.teams
+    for q in spec.queue_chain(name):
+        index = next(j for j, s in enumerate(siblings) if s.name == q.name)
+        path = f"teams[{index}]" if not path else f"{path}.children[{index}]"
+        siblings = q.children
+    return path

@@ -1,0 +1,88 @@
+"""The one module that touches Pulumi SDK internals (not public API) the offline synth relies on.
+
+Mocks are public (``pulumi.runtime.set_mocks``), but recording every registration with its parent, running a program
+function to completion outside the CLI, and reading the root stack's exports use private names. They are all here,
+checked against the SDK range ``pyproject.toml`` pins, so an SDK upgrade that moves one fails in one place, loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as _mocks
+from pulumi.runtime import rpc as _rpc
+from pulumi.runtime import settings as _settings
+from pulumi.runtime.stack import run_pulumi_func as _run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+SUPPORTED_RANGE = (3, 200), (4, 0)
+"""``pulumi>=3.200,<4``: the range in pyproject.toml that these internals were checked against."""
+
+MockMonitor: type[Any] = _mocks.MockMonitor
+"""The SDK's in-process resource monitor; subclassed to record parents and providers."""
+
+
+class SdkMismatchError(RuntimeError):
+    """The installed Pulumi SDK lacks an internal the synth needs."""
+
+
+def sdk_version() -> tuple[int, int]:
+    major, minor, *_ = version("pulumi").split(".")
+    return int(major), int(minor)
+
+
+def check_sdk() -> None:
+    """Refuse an SDK outside the checked range, naming what is missing, before anything runs."""
+    lo, hi = SUPPORTED_RANGE
+    found = sdk_version()
+    missing = [
+        name for name, holder, attr in (
+            ("pulumi.runtime.mocks.MockMonitor", _mocks, "MockMonitor"),
+            ("pulumi.runtime.settings.SETTINGS.rpc_manager", _settings.SETTINGS, "rpc_manager"),
+            ("pulumi.runtime.settings.SETTINGS.outputs", _settings.SETTINGS, "outputs"),
+            ("pulumi.runtime.settings.get_root_resource", _settings, "get_root_resource"),
+        ) if not hasattr(holder, attr)
+    ]
+    if not lo <= found < hi or missing:
+        raise SdkMismatchError(
+            f"pulumi {'.'.join(map(str, found))} is outside the range the offline synth was checked against "
+            f"(>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]})" + (f"; missing: {', '.join(missing)}" if missing else "")
+        )
+
+
+def reset_runtime() -> None:
+    """Forget outstanding RPCs and outputs of an earlier program run in this process."""
+    _settings.SETTINGS.rpc_manager.clear()
+    _settings.SETTINGS.outputs.clear()
+
+
+def run_to_completion(program: Callable[[], object]) -> None:
+    """Run a program function as the engine would, waiting for every ``apply``; its exceptions propagate."""
+
+    def body() -> None:
+        program()
+
+    _sync_await(_run_pulumi_func(body))
+
+
+def root_stack_outputs() -> dict[str, Any]:
+    """The mutable exports of the root ``pulumi:pulumi:Stack`` (``pulumi.export`` writes here)."""
+    outputs = getattr(_settings.get_root_resource(), "outputs", None)
+    return outputs if isinstance(outputs, dict) else {}
+
+
+def deserialize(struct: Any, *, keep_unknowns: bool = False) -> Any:
+    return _rpc.deserialize_properties(struct, keep_unknowns=keep_unknowns)
+
+
+def resolve_plain(values: dict[str, Any]) -> Any:
+    """Outputs and Inputs in ``values`` resolved to plain data (unknowns kept as the SDK's marker)."""
+    return deserialize(_sync_await(_rpc.serialize_properties(values, {})), keep_unknowns=True)
+
+
+def install_mocks(mocks: pulumi.runtime.Mocks, monitor: Any, *, project: str, stack: str, preview: bool) -> None:
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    reset_runtime()

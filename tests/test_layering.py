@@ -1,0 +1,47 @@
+"""The core never imports its components, and the spec never imports what is derived from it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSITION_ROOTS = {"gpuscale/program.py"}
+"""The Pulumi program wires components together; the CLI reaches components only through it."""
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def _offenders(folder: str, forbidden: tuple[str, ...], allowed: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    out = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel in allowed:
+            continue
+        bad = sorted(n for n in _imports(path) if n.startswith(forbidden))
+        if bad:
+            out.append(f"{rel}: {bad}")
+    return out
+
+
+def test_core_never_imports_components() -> None:
+    assert _offenders("gpuscale", ("gpuscale.components",), COMPOSITION_ROOTS) == []
+
+
+def test_spec_is_structural_and_imports_nothing_derived() -> None:
+    derived = ("gpuscale.sizing", "gpuscale.checks", "gpuscale.crosscheck", "gpuscale.manifests", "gpuscale.sim",
+               "gpuscale.plan", "gpuscale.synth", "gpuscale.cli")
+    assert _offenders("gpuscale/spec", derived) == []
+
+
+def test_builders_create_no_pulumi_resources() -> None:
+    assert _offenders("gpuscale/manifests", ("pulumi", "gpuscale.components")) == []
