@@ -71,7 +71,7 @@ class NewVpcSpec(Spec):
 class ExistingSubnetsSpec(Spec):
     """Use subnets that already exist (tagged for Karpenter discovery by gpuscale)."""
 
-    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]{8,17}$")
+    vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]+$")
     """Existing VPC id."""
     private_subnet_ids: list[str] = Field(min_length=1)
     """Private subnets for nodes, one or more per zone."""
@@ -81,9 +81,9 @@ class ExistingSubnetsSpec(Spec):
     @field_validator("private_subnet_ids", "public_subnet_ids")
     @classmethod
     def _ids(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if not re.fullmatch(r"subnet-[0-9a-f]{8,17}", i)]
+        bad = [i for i in ids if not re.fullmatch(r"subnet-[0-9a-f]+", i)]
         if bad:
-            raise ValueError(f"not subnet ids (subnet- and 8 or 17 hex digits): {bad}")
+            raise ValueError(f"not subnet ids (subnet- and hex digits): {bad}")
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"subnet ids listed twice: {dupes}")

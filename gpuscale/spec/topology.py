@@ -103,9 +103,9 @@ class GpuNodePoolSpec(Spec):
     @field_validator("capacity_reservation_ids")
     @classmethod
     def _reservation_ids(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if not re.fullmatch(r"cr-[0-9a-f]{17}", i)]
+        bad = [i for i in ids if not re.fullmatch(r"cr-[0-9a-z]+", i)]
         if bad:
-            raise ValueError(f"not capacity reservation ids: {bad} (expected cr- and 17 hex digits)")
+            raise ValueError(f"not capacity reservation ids: {bad} (expected cr-...)")
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"capacity reservation ids listed twice: {dupes}")
@@ -161,10 +161,12 @@ class GpuNodePoolSpec(Spec):
 
     @model_validator(mode="after")
     def _capacity(self) -> GpuNodePoolSpec:
-        if "reserved" in self.capacity_types and not self.capacity_reservation_ids:
+        # reserved beside on-demand/spot without ids only falls back (manifests.karpenter warns); alone it launches nothing
+        if self.capacity_types == ["reserved"] * len(self.capacity_types) and not self.capacity_reservation_ids:
             raise at("capacity_types",
-                "capacity_types includes reserved but capacity_reservation_ids is empty: Karpenter only launches "
-                "reserved capacity into the reservations the EC2NodeClass selects. List them (cr-...) or drop reserved"
+                "capacity_types is only reserved but capacity_reservation_ids is empty: Karpenter only launches reserved "
+                "capacity into the reservations the EC2NodeClass selects, so this pool could never launch a node. List "
+                "them (cr-...) or add on-demand"
             )
         most = MAX_CLUSTER_NODES * max(it.gpus_per_node for it in self.instances)
         if self.gpu_limit > most:

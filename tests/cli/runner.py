@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
+import typer.testing
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
@@ -17,5 +18,11 @@ class FastRunner(CliRunner):
         super().__init__()
         self._command = typer.main.get_command(app)
 
-    def invoke(self, app_: Any = None, args: str | Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        return super(CliRunner, self).invoke(self._command, args, **kwargs)
+    def invoke(self, app_: Any = app, args: str | Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        # typer.testing builds the command through this module-level name; hand it the one built above
+        build = typer.testing._get_command
+        typer.testing._get_command = lambda _app: self._command
+        try:
+            return super().invoke(app_, args, **kwargs)
+        finally:
+            typer.testing._get_command = build

@@ -32,4 +32,5 @@ def test_installed_only_for_multi_node_models(stack_specs: dict[str, PlatformSpe
     assert not any(needs_lws(size_platform(s)) for s in stack_specs.values())
     raw = raw_stack("prod")
     raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
     assert needs_lws(size_platform(validate_config(raw, "t")))

@@ -53,6 +53,7 @@ def test_router_discovers_each_role_by_label(prod_spec: PlatformSpec) -> None:
 def test_multi_node_roles_route_to_leaders_only(raw_stack: Callable[[str], dict[str, Any]]) -> None:
     raw = raw_stack("prod")
     raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
     a = prod_router_args(validate_config(raw, "t"))
     assert f"{labels.LWS_WORKER_INDEX_LABEL}=0" in after(router.router_args(a), "--decode-selector")
 

@@ -147,7 +147,7 @@ def test_one_autoscaler_over_prefill_and_decode_is_refused(raw_stack: Callable[[
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["scope"] = "whole_model"
     msg = refuse(raw)
-    assert msg.startswith("gpuscale:models[0]: autoscaling.scope: whole_model puts prefill and decode behind one")
+    assert msg.startswith("gpuscale:models[0].autoscaling.scope: autoscaling.scope: whole_model puts prefill and decode behind one")
     assert "Use scope: per_role" in msg
 
 
@@ -163,7 +163,7 @@ def test_zero_warm_replicas_on_a_critical_slo_is_refused(raw_stack: Callable[[st
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["decode"]["min_replicas"] = 0
     msg = refuse(raw)
-    assert msg.startswith("gpuscale:models[0]: autoscaling.decode.min_replicas: 0 on a critical SLO")
+    assert msg.startswith("gpuscale:models[0].autoscaling.decode.min_replicas: autoscaling.decode.min_replicas: 0 on a critical SLO")
     assert "cold start" in msg and "min_replicas >= 1" in msg
 
 
@@ -171,7 +171,7 @@ def test_hpa_scale_to_zero_is_refused(raw_stack: Callable[[str], dict[str, Any]]
     raw = raw_stack("dev")
     raw["models"][0]["autoscaling"]["backend"] = "hpa"  # dev keeps min_replicas: 0
     msg = refuse(raw)
-    assert msg.startswith("gpuscale:models[0]: autoscaling.aggregated.min_replicas is 0 but backend: hpa cannot scale")
+    assert msg.startswith("gpuscale:models[0].autoscaling.aggregated.min_replicas: autoscaling.aggregated.min_replicas is 0 but backend: hpa cannot scale")
     assert "HPAScaleToZero" in msg and "backend: keda" in msg
     raw["models"][0]["autoscaling"] = {"backend": "hpa"}  # best_effort: min defaults to 0
     assert "defaults to 0 for a best_effort SLO" in refuse(raw)

@@ -133,6 +133,7 @@ def test_hf_weights_need_no_aws_identity(run_pulumi: Run, dev_spec: PlatformSpec
 def test_multi_node_model_is_a_leader_worker_set(run_pulumi: Run, raw_stack: Callable[[str], dict[str, Any]]) -> None:
     raw = raw_stack("prod")
     raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
     spec = validate_config(raw, "t")
     records, _ = build(run_pulumi, spec)
     lws = of_type(records, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")

@@ -172,8 +172,8 @@ def test_negative_quantity_and_wrong_type(raw_stack) -> None:  # type: ignore[no
     raw["models"][0]["slo"]["ttft_p99_s"] = -1
     raw["topology"]["gpu_pools"][0]["gpu_limit"] = "lots"
     problems = refuse(raw)
-    assert "gpuscale:models[0].slo.ttft_p99_s: Input should be greater than 0" in problems
-    assert "gpuscale:topology.gpu_pools[0].gpu_limit: Input should be a valid integer, unable to parse string as an integer" in problems
+    assert "gpuscale:models[0].slo.ttft_p99_s: Input should be greater than 0, got -1" in problems
+    assert "gpuscale:topology.gpu_pools[0].gpu_limit: Input should be a valid integer, got 'lots'" in problems
 
 
 def test_all_problems_reported_at_once(raw_stack) -> None:  # type: ignore[no-untyped-def]
