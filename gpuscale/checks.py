@@ -15,7 +15,6 @@ from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
 
-
 _last: tuple[PlatformSpec, sizing.PlatformSizing] | None = None
 """The spec checked last and its sizing: the stack loader and the CLI check the same (frozen) spec object once."""
 
