@@ -29,7 +29,15 @@ plan: $(VENV)/.installed
 	done
 	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT)
 
-test: $(VENV)/.installed
+# actionlint checks the PR workflow in the tests; built from the Go module proxy when Go is there, skipped otherwise
+ACTIONLINT_VERSION := v1.7.12
+.tools/actionlint:
+	@if command -v go >/dev/null; then \
+		echo "building actionlint $(ACTIONLINT_VERSION) (Go module proxy; once)"; \
+		GOBIN=$(CURDIR)/.tools go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION); \
+	else echo "go not found: the actionlint test will skip"; fi
+
+test: $(VENV)/.installed .tools/actionlint
 	$(BIN)/python -m pytest -n 2 -q
 
 validate: $(VENV)/.installed

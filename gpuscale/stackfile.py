@@ -226,8 +226,16 @@ def load_from_pulumi_config() -> PlatformSpec:
     """Read the running stack's ``gpuscale:*`` config (inside ``pulumi up``/``preview``)."""
     import pulumi
 
+    from gpuscale.synth import sdk
+
     cfg = pulumi.Config(NAMESPACE)
-    raw = {name: value for name in PlatformSpec.model_fields if (value := cfg.get_object(name)) is not None}
+    # every gpuscale:* key, known or not: a typo such as gpuscale:observabilty is refused here as by `gpuscale validate`
+    raw: dict[str, Any] = {}
+    for name in sdk.config_keys(NAMESPACE):
+        try:
+            raw[name] = cfg.get_object(name)
+        except pulumi.ConfigTypeError:  # a plain string where YAML structure is expected: the spec names the type
+            raw[name] = cfg.get(name)
     return validate_config(raw, f"stack {pulumi.get_stack()}")
 
 
