@@ -1,0 +1,320 @@
+"""Accounting of one run: every request's fate, the miss breakdown, GPU time by state, and the result.
+
+* Every arrived request ends in exactly one outcome (completed, timed out, rejected, lost in flight); the run drains
+  after the last arrival until all are decided, so ``arrived = completed + timed out + rejected + lost`` holds in every
+  run and is checked when the result is built (a violation raises, it is never papered over).
+* A request is on time when it completed with TTFT <= the TTFT target and a mean inter-token gap <= the ITL target; it
+  is a miss from the moment its deadline passes, whatever happens later.
+* Servable: within the context and on time alone on an idle replica (``servable_mask``).
+* GPU time is integrated piecewise between cluster changes by what each GPU is doing (provisioning, loading, waiting
+  for its gang, empty, serving), up to the drain's end; free GPUs on nodes shared with other tenants are not the
+  model's cost.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpuscale.sim import metrics as M
+from gpuscale.sim.replica import ReplicaModel
+from gpuscale.sim.replicas import LOADING, PENDING
+from gpuscale.sim.router import EVICTED, HELD, STARTING
+from gpuscale.sim.states import OUTCOME_NAMES, LossReason, MissCause, NodeState, Outcome
+
+if TYPE_CHECKING:
+    from gpuscale.sim.simulation import Run
+
+MAX_EVENTS_LOGGED = 300
+
+
+def servable_mask(
+    replica: ReplicaModel, prompt: np.ndarray, output: np.ndarray, ttft_slo_s: float, itl_slo_s: float, *,
+    disaggregated: bool, transfer_bytes_per_s: float,
+) -> np.ndarray:
+    """Requests that fit and meet both SLO targets alone on an idle replica (vectorised ``idle_prefill_s``)."""
+    m = replica
+    p = prompt.astype(float)
+    o = output.astype(float)
+    chunk = float(m.max_num_batched_tokens)
+    full = np.floor(p / chunk)
+    rest = p - full * chunk
+    step_full = m.step_overhead_s + max(m.step_weights_s, m.step_s_per_token * chunk)
+    step_rest = np.where(rest > 0, m.step_overhead_s + np.maximum(m.step_weights_s, m.step_s_per_token * rest), 0.0)
+    ttft = full * step_full + step_rest + m.attention_s_per_token_pair * p * p / 2.0
+    if disaggregated:
+        ttft = ttft + p * m.kv_bytes_per_token / transfer_bytes_per_s
+        ttft = ttft + m.decode_step_s(1, 0.0) + m.step_per_context_token_s * p
+    ctx = p + o / 2.0
+    tpot = m.step_overhead_s + m.step_per_seq_s + max(m.step_weights_s, m.step_s_per_token) + m.step_per_context_token_s * ctx
+    fits = (prompt + output) <= min(m.max_model_len, m.kv_capacity_tokens)
+    return fits & (ttft <= ttft_slo_s) & ((output <= 1) | (tpot <= itl_slo_s))
+
+
+class Accounting:
+    """Per-request outcome arrays plus the GPU-time integral of one run."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        n = len(run.arrivals)
+        self.status = np.zeros(n, dtype=np.int8)
+        self.loss = np.zeros(n, dtype=np.int8)
+        self.flags = np.zeros(n, dtype=np.int8)
+        self.first = np.full(n, np.nan)
+        self.done = np.full(n, np.nan)
+        self.open = 0
+        """Arrived and not yet decided."""
+        self.arrived = 0
+        self.last_decided_t = 0.0
+        self.events: list[M.SimEvent] = []
+        self._last_t = 0.0
+        self._counts = (0, 0, 0, 0, 0, 0)
+        self._integ = [0.0] * 6  # provisioning, empty, gang_wait, loading, serving, eviction reload
+        self.snapshot: list[float] | None = None
+        """The GPU integral frozen at the drain's end."""
+
+    # ------------------------------------------------------------------ request outcomes
+
+    def arrive(self, i: int, deadline: float) -> None:
+        self.arrived += 1
+        self.open += 1
+
+    def _decide(self, i: int, outcome: Outcome, t: float) -> bool:
+        if self.status[i] != Outcome.IN_SYSTEM:
+            return False
+        self.status[i] = outcome
+        self.open -= 1
+        self.last_decided_t = max(self.last_decided_t, t)
+        return True
+
+    def reject(self, i: int) -> None:
+        self._decide(i, Outcome.REJECTED, self.run.env.now)
+
+    def completed(self, i: int, t: float) -> None:
+        if self._decide(i, Outcome.COMPLETED, t):
+            self.done[i] = t
+
+    def timed_out(self, i: int, t: float) -> None:
+        self._decide(i, Outcome.TIMED_OUT, t)
+
+    def lost(self, i: int, reason: LossReason) -> None:
+        if self._decide(i, Outcome.LOST, self.run.env.now):
+            self.loss[i] = reason
+
+    def close(self, end_t: float) -> None:
+        """The drain hit its bound: whatever is still open is timed out (no first token) or lost (streaming)."""
+        for i in np.flatnonzero(self.status == Outcome.IN_SYSTEM).tolist():
+            if np.isnan(self.first[i]):
+                self._decide(i, Outcome.TIMED_OUT, end_t)
+            else:
+                self._decide(i, Outcome.LOST, end_t)
+                self.loss[i] = LossReason.RUN_END
+
+    # ------------------------------------------------------------------ GPU time
+
+    def gpu_change(self) -> None:
+        """Integrate GPU time up to now, then recount what every GPU is doing."""
+        run = self.run
+        t = run.env.now
+        dt = t - self._last_t
+        if dt > 0:
+            for i, c in enumerate(self._counts):
+                self._integ[i] += c * dt
+        self._last_t = t
+        prov = empty = gang = loading = serving = reload = 0
+        for n in run.provisioner.nodes:
+            if n.state == NodeState.READY:
+                if n.foreign == 0:  # free GPUs of a shared node stay available to its other tenants
+                    empty += n.free
+            else:
+                prov += n.gpus - n.foreign
+        for r in run.replicas.all:
+            bound = r.bound_gpus()
+            if r.state == PENDING:
+                gang += bound
+            elif r.state == LOADING:
+                loading += bound
+            else:
+                serving += bound
+            if r.evicted:
+                reload += bound
+        self._counts = (prov, empty, gang, loading, serving, reload)
+
+    def freeze(self, end_t: float) -> None:
+        """Integrate up to ``end_t`` (the drain's end) and keep that integral for the result."""
+        integ = list(self._integ)
+        dt = end_t - self._last_t
+        for i, c in enumerate(self._counts):
+            integ[i] += c * max(dt, 0.0)
+        self.snapshot = integ
+
+    def gpu_now(self) -> int:
+        prov, empty, gang, loading, serving, _ = self._counts
+        return prov + empty + gang + loading + serving
+
+    def log(self, kind: str, detail: str) -> None:
+        if len(self.events) < MAX_EVENTS_LOGGED:
+            self.events.append(M.SimEvent(t_s=round(self.run.env.now, 3), kind=kind, detail=detail))
+
+    # ------------------------------------------------------------------ result
+
+    def miss_causes(self, on_time: np.ndarray, servable: np.ndarray) -> np.ndarray:
+        """One ``MissCause`` per request (-1 for requests on time)."""
+        status, loss, flags = self.status, self.loss, self.flags
+        cause = np.full(status.shape, -1, dtype=np.int8)
+        missed = ~on_time
+        cause[missed] = MissCause.QUEUEING
+        cold = missed & ((flags & (HELD | STARTING)) != 0)
+        cause[cold] = MissCause.COLD_START
+        lost = missed & (status == Outcome.LOST)
+        cause[lost] = MissCause.LOST_IN_FLIGHT
+        evicted = missed & (((flags & EVICTED) != 0) | (loss == LossReason.EVICTION) | (loss == LossReason.INTERRUPTION))
+        cause[evicted] = MissCause.EVICTION
+        cause[missed & ~servable] = MissCause.INFEASIBLE
+        cause[status == Outcome.REJECTED] = MissCause.REJECTED
+        return cause
+
+    def result(self, end_t: float, servable: np.ndarray) -> M.PolicyResult:
+        run = self.run
+        s, v = run.setup, run.variant
+        a = run.arrivals
+        n = len(a)
+        status = self.status
+        counts = {o: int(np.count_nonzero(status == o)) for o in Outcome}
+        if counts[Outcome.IN_SYSTEM] or sum(counts.values()) != n:
+            raise RuntimeError(
+                f"{v.name}: conservation violated: arrived {n} != completed {counts[Outcome.COMPLETED]} + timed out "
+                f"{counts[Outcome.TIMED_OUT]} + rejected {counts[Outcome.REJECTED]} + lost {counts[Outcome.LOST]} "
+                f"(+ {counts[Outcome.IN_SYSTEM]} undecided)"
+            )
+        arr = a.arrival_s
+        completed = status == Outcome.COMPLETED
+        out = a.output_tokens.astype(float)
+        ttft = self.first - arr
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(out > 1, (self.done - self.first) / np.maximum(out - 1, 1), 0.0)
+        ttft_ok = completed & (ttft <= s.ttft_slo_s)
+        itl_ok = completed & (tpot <= s.itl_slo_s)
+        on_time = ttft_ok & itl_ok
+        cause = self.miss_causes(on_time, servable)
+        misses = {name: int(np.count_nonzero(cause == c)) for c, name in _CAUSES}
+        denom = max(n, 1)
+        n_servable = int(servable.sum())
+        answered = ttft[~np.isnan(ttft) & completed]
+        ttft_p99 = M.percentile(answered, 99)
+        itl_p99 = run.itl.quantile(0.99)
+        tp = tpot[completed & (out > 1)]
+        integ = self.snapshot if self.snapshot is not None else self._integ
+        prov, empty, gangw, loading, serving, reload = (x / 60.0 for x in integ)
+        gpu_hours = (prov + empty + gangw + loading + serving) / 60.0
+        rs = run.replicas
+        engines = run.engines_seen
+        queried = sum(e.prefix_query_tokens for e in engines)
+        return M.PolicyResult(
+            name=v.name, description=v.description, policy=v.policy.kind, bound=v.bound, provisioner=v.provisioner.kind,
+            consolidation=_consolidation_label(v), scheduler=v.scheduler.label,
+            arrived=n, completed=counts[Outcome.COMPLETED], dropped_timeout=counts[Outcome.TIMED_OUT],
+            dropped_rejected=counts[Outcome.REJECTED], lost_in_flight=counts[Outcome.LOST], retried=run.router.retried,
+            servable=n_servable,
+            ttft_attainment=round(float(ttft_ok.sum()) / denom, 6),
+            itl_attainment=round(float(itl_ok.sum()) / denom, 6),
+            slo_attainment=round(float(on_time.sum()) / denom, 6),
+            slo_attainment_servable=round(float((on_time & servable).sum()) / max(n_servable, 1), 6),
+            misses=M.MissBreakdown(**misses),
+            ttft_p50_s=_r(M.percentile(answered, 50)), ttft_p99_s=_r(ttft_p99),
+            itl_p50_s=_r(run.itl.quantile(0.5)), itl_p99_s=_r(itl_p99),
+            tpot_mean_s=_r(float(tp.mean())) if tp.size else None,
+            ttft_p99_met=ttft_p99 is not None and ttft_p99 <= s.ttft_slo_s,
+            itl_p99_met=itl_p99 is not None and itl_p99 <= s.itl_slo_s,
+            end_s=round(end_t, 3),
+            gpu_hours=round(gpu_hours, 4), cost_usd=round(gpu_hours * s.usd_per_gpu_hour, 2),
+            serving_gpu_minutes=round(serving, 2),
+            idle_gpu_minutes=M.IdleGpuMinutes(
+                provisioning=round(prov, 2), loading=round(loading, 2), gang_wait=round(gangw, 2), empty=round(empty, 2)
+            ),
+            evictions=rs.evictions, eviction_reload_gpu_minutes=round(reload, 2),
+            interruptions=run.provisioner.interruptions, preemptions=sum(e.preemptions for e in engines),
+            prefix_hit_rate=round(sum(e.prefix_hit_tokens for e in engines) / queried, 4) if queried else None,
+            scale_events=run.scale_events,
+            replicas_max={r.name: int(max(r.series["desired"], default=0) or 0) for r in rs.roles},  # type: ignore[type-var]
+            replicas_mean={
+                r.name: round(float(np.mean([x or 0 for x in r.series["ready"]])), 3) if r.series["ready"] else 0.0
+                for r in rs.roles
+            },
+            nodes=M.NodeStats(
+                launched=run.provisioner.launched, terminated=run.provisioner.terminated, max_alive=run.provisioner.max_nodes,
+                first_ready_latency_s=_r(run.provisioner.ready_latencies[0]) if run.provisioner.ready_latencies else None,
+                mean_ready_latency_s=(
+                    _r(float(np.mean(run.provisioner.ready_latencies))) if run.provisioner.ready_latencies else None
+                ),
+            ),
+            tracked=self._tracked(ttft),
+            events=self.events,
+            series=self._series(ttft, on_time),
+        )
+
+    def _tracked(self, ttft: np.ndarray) -> list[M.TrackedRequest]:
+        a = self.run.arrivals
+        out = []
+        for i, label in sorted(a.labels.items()):
+            out.append(M.TrackedRequest(
+                label=label, arrival_s=float(a.arrival_s[i]), prompt_tokens=int(a.prompt_tokens[i]),
+                output_tokens=int(a.output_tokens[i]), timeout_s=a.timeouts_s.get(i, self.run.setup.request_timeout_s),
+                outcome=OUTCOME_NAMES[int(self.status[i])],  # type: ignore[arg-type]
+                ttft_s=None if np.isnan(ttft[i]) else round(float(ttft[i]), 3),
+            ))
+        return out
+
+    def _series(self, ttft: np.ndarray, on_time: np.ndarray) -> M.TimeSeries:
+        run = self.run
+        width = run.setup.series_s
+        bins = len(run.series_t)
+        n = len(run.arrivals)
+        status = self.status
+        idx = np.minimum((run.arrivals.arrival_s // width).astype(np.int64), max(bins - 1, 0))
+        p50: list[float | None] = [None] * bins
+        p99: list[float | None] = [None] * bins
+
+        def count(mask: np.ndarray) -> list[int]:
+            return [int(x) for x in (np.bincount(idx[mask], minlength=bins)[:bins] if n else np.zeros(bins, dtype=np.int64))]
+
+        bad = (status == Outcome.TIMED_OUT) | (status == Outcome.REJECTED) | (status == Outcome.LOST)
+        ok = ~np.isnan(ttft)
+        if n and ok.any():
+            order = np.argsort(idx[ok], kind="stable")
+            b, vals = idx[ok][order], ttft[ok][order]
+            cuts = np.flatnonzero(np.diff(b)) + 1
+            for grp_b, grp_v in zip(np.split(b, cuts), np.split(vals, cuts), strict=True):
+                k = int(grp_b[0])
+                p50[k] = round(float(np.percentile(grp_v, 50)), 4)
+                p99[k] = round(float(np.percentile(grp_v, 99)), 4)
+        return M.TimeSeries(
+            t_s=run.series_t,
+            roles=[
+                M.RoleSeries(
+                    role=r.name, desired=r.series["desired"], ready=r.series["ready"],  # type: ignore[arg-type]
+                    queue_depth=r.series["queue"], duty_cycle=r.series["duty"], kv_usage=r.series["kv"],  # type: ignore[arg-type]
+                )
+                for r in run.replicas.roles
+            ],
+            gpus=run.series_gpus, nodes=run.series_nodes, ttft_p50_s=p50, ttft_p99_s=p99,
+            arrived=count(np.ones(n, dtype=bool)), unanswered=count(bad), missed=count(~on_time),
+        )
+
+
+_CAUSES = (
+    (MissCause.REJECTED, "rejected"), (MissCause.INFEASIBLE, "infeasible"), (MissCause.QUEUEING, "queueing"),
+    (MissCause.COLD_START, "cold_start"), (MissCause.EVICTION, "eviction"), (MissCause.LOST_IN_FLIGHT, "lost_in_flight"),
+)
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _consolidation_label(v: object) -> str:
+    c = v.consolidation  # type: ignore[attr-defined]
+    if c.policy in ("WhenEmpty", "WhenEmptyOrUnderutilized"):
+        return f"{c.policy} after {c.consolidate_after_s:g} s"
+    return str(c.policy)
