@@ -12,13 +12,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-PLAN_SCENARIOS := stack consolidation-24x7 gang-7-of-8 2am-huge-prompt
-
 # The main job: validate, synth, simulate and write outputs/skill-gpu-autoscaler-plan.md for $(STACK).
 plan: $(VENV)/.installed
 	$(BIN)/gpuscale validate --stack $(STACK)
 	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth
-	for sc in $(PLAN_SCENARIOS); do \
+	for sc in $$($(BIN)/gpuscale simulate --plan-scenarios); do \
 		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --json out/$(STACK)/sim/$$sc.json || exit 1; \
 	done
 	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim

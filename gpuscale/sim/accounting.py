@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from gpuscale.sim.simulation import Run
 
 MAX_EVENTS_LOGGED = 300
+_IN_SYSTEM, _COMPLETED, _TIMED_OUT, _REJECTED, _LOST = (
+    int(Outcome.IN_SYSTEM), int(Outcome.COMPLETED), int(Outcome.TIMED_OUT), int(Outcome.REJECTED), int(Outcome.LOST),
+)
 
 
 def servable_mask(
@@ -58,11 +62,12 @@ class Accounting:
     def __init__(self, run: Run) -> None:
         self.run = run
         n = len(run.arrivals)
-        self.status = np.zeros(n, dtype=np.int8)
-        self.loss = np.zeros(n, dtype=np.int8)
-        self.flags = np.zeros(n, dtype=np.int8)
-        self.first = np.full(n, np.nan)
-        self.done = np.full(n, np.nan)
+        # plain lists while the clock runs (numpy element access is slow); arrays when the result is built
+        self.status: list[int] = [_IN_SYSTEM] * n
+        self.loss: list[int] = [0] * n
+        self.flags: list[int] = [0] * n
+        self.first: list[float] = [math.nan] * n
+        self.done: list[float] = [math.nan] * n
         self.open = 0
         """Arrived and not yet decided."""
         self.arrived = 0
@@ -76,40 +81,47 @@ class Accounting:
 
     # ------------------------------------------------------------------ request outcomes
 
-    def arrive(self, i: int, deadline: float) -> None:
+    def arrive(self) -> None:
         self.arrived += 1
         self.open += 1
 
-    def _decide(self, i: int, outcome: Outcome, t: float) -> bool:
-        if self.status[i] != Outcome.IN_SYSTEM:
+    def _decide(self, i: int, outcome: int, t: float) -> bool:
+        if self.status[i] != _IN_SYSTEM:
             return False
         self.status[i] = outcome
         self.open -= 1
-        self.last_decided_t = max(self.last_decided_t, t)
+        if t > self.last_decided_t:
+            self.last_decided_t = t
         return True
 
     def reject(self, i: int) -> None:
-        self._decide(i, Outcome.REJECTED, self.run.env.now)
+        self._decide(i, _REJECTED, self.run.env.now)
 
     def completed(self, i: int, t: float) -> None:
-        if self._decide(i, Outcome.COMPLETED, t):
+        if self.status[i] == _IN_SYSTEM:
+            self.status[i] = _COMPLETED
+            self.open -= 1
+            if t > self.last_decided_t:
+                self.last_decided_t = t
             self.done[i] = t
 
     def timed_out(self, i: int, t: float) -> None:
-        self._decide(i, Outcome.TIMED_OUT, t)
+        self._decide(i, _TIMED_OUT, t)
 
     def lost(self, i: int, reason: LossReason) -> None:
-        if self._decide(i, Outcome.LOST, self.run.env.now):
-            self.loss[i] = reason
+        if self._decide(i, _LOST, self.run.env.now):
+            self.loss[i] = int(reason)
 
     def close(self, end_t: float) -> None:
         """The drain hit its bound: whatever is still open is timed out (no first token) or lost (streaming)."""
-        for i in np.flatnonzero(self.status == Outcome.IN_SYSTEM).tolist():
-            if np.isnan(self.first[i]):
-                self._decide(i, Outcome.TIMED_OUT, end_t)
+        for i, st in enumerate(self.status):
+            if st != _IN_SYSTEM:
+                continue
+            if math.isnan(self.first[i]):
+                self._decide(i, _TIMED_OUT, end_t)
             else:
-                self._decide(i, Outcome.LOST, end_t)
-                self.loss[i] = LossReason.RUN_END
+                self._decide(i, _LOST, end_t)
+                self.loss[i] = int(LossReason.RUN_END)
 
     # ------------------------------------------------------------------ GPU time
 
@@ -161,7 +173,9 @@ class Accounting:
 
     def miss_causes(self, on_time: np.ndarray, servable: np.ndarray) -> np.ndarray:
         """One ``MissCause`` per request (-1 for requests on time)."""
-        status, loss, flags = self.status, self.loss, self.flags
+        status = np.asarray(self.status, dtype=np.int8)
+        loss = np.asarray(self.loss, dtype=np.int8)
+        flags = np.asarray(self.flags, dtype=np.int8)
         cause = np.full(status.shape, -1, dtype=np.int8)
         missed = ~on_time
         cause[missed] = MissCause.QUEUEING
@@ -180,7 +194,9 @@ class Accounting:
         s, v = run.setup, run.variant
         a = run.arrivals
         n = len(a)
-        status = self.status
+        status = np.asarray(self.status, dtype=np.int8)
+        first = np.asarray(self.first, dtype=float)
+        done = np.asarray(self.done, dtype=float)
         counts = {o: int(np.count_nonzero(status == o)) for o in Outcome}
         if counts[Outcome.IN_SYSTEM] or sum(counts.values()) != n:
             raise RuntimeError(
@@ -191,9 +207,9 @@ class Accounting:
         arr = a.arrival_s
         completed = status == Outcome.COMPLETED
         out = a.output_tokens.astype(float)
-        ttft = self.first - arr
+        ttft = first - arr
         with np.errstate(invalid="ignore", divide="ignore"):
-            tpot = np.where(out > 1, (self.done - self.first) / np.maximum(out - 1, 1), 0.0)
+            tpot = np.where(out > 1, (done - first) / np.maximum(out - 1, 1), 0.0)
         ttft_ok = completed & (ttft <= s.ttft_slo_s)
         itl_ok = completed & (tpot <= s.itl_slo_s)
         on_time = ttft_ok & itl_ok
@@ -251,7 +267,7 @@ class Accounting:
             ),
             tracked=self._tracked(ttft),
             events=self.events,
-            series=self._series(ttft, on_time),
+            series=self._series(ttft, on_time, status),
         )
 
     def _tracked(self, ttft: np.ndarray) -> list[M.TrackedRequest]:
@@ -266,12 +282,11 @@ class Accounting:
             ))
         return out
 
-    def _series(self, ttft: np.ndarray, on_time: np.ndarray) -> M.TimeSeries:
+    def _series(self, ttft: np.ndarray, on_time: np.ndarray, status: np.ndarray) -> M.TimeSeries:
         run = self.run
         width = run.setup.series_s
         bins = len(run.series_t)
         n = len(run.arrivals)
-        status = self.status
         idx = np.minimum((run.arrivals.arrival_s // width).astype(np.int64), max(bins - 1, 0))
         p50: list[float | None] = [None] * bins
         p99: list[float | None] = [None] * bins

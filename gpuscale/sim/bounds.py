@@ -15,7 +15,15 @@ A relaxation with perfect foresight, costed against the engine model itself (``R
   placement are free. Within a block the cheapest requests go first, so a block's cost for ``m`` requests is convex in
   ``m`` and the cheapest schedule for a target count takes the globally cheapest increments (greedy is exact).
 
-Every policy's GPU-hours at attainment ``a`` are at least ``LowerBound.gpu_hours(a)``; the property tests check it.
+A second bound covers light load, where the work is small but a replica must exist: while a served request is in
+service at least one replica holds its GPUs, and between two served requests whose windows do not overlap a policy
+either keeps a replica through the gap or starts one again, which costs at least the shortest load (weights and engine
+start on a node with the image). Windows that overlap form a cluster needing at least its shortest service; each gap
+costs ``min(gap, shortest load)``. Dropping requests (attainment below 100%) can only remove whole clusters, so the
+bound subtracts the most valuable clusters, one per dropped request.
+
+Every policy's GPU-hours at attainment ``a`` are at least ``LowerBound.gpu_hours(a)`` (the larger of the two bounds);
+the property tests check it.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ class LowerBound:
 
     def __init__(
         self, arrivals: Arrivals, servable: np.ndarray, replica: ReplicaModel, *, ttft_slo_s: float, itl_slo_s: float,
-        disaggregated: bool, gpus_per_replica: int,
+        disaggregated: bool, gpus_per_replica: int, shortest_load_s: float,
     ) -> None:
         self.n = len(arrivals)
         idx = np.flatnonzero(servable)
@@ -60,6 +68,12 @@ class LowerBound:
             a_cost, b_cost = (prefill + decode_var) * gpus_per_replica, decode * gpus_per_replica
             self._increments = [self._family(t, window, a_cost, b_cost, w, off) for w in BIN_SECONDS for off in (0, 1)]
         self._increments.append(self._single(a_cost, b_cost if not disaggregated else None))
+        # presence: shortest service of each request (its prefill compute, then one minimal step per further token)
+        min_step = m.step_overhead_s + max(m.step_weights_s, m.step_s_per_token)
+        service = m.step_s_per_token * uncached + np.maximum(o - 1.0, 0.0) * min_step
+        self._presence_total, self._presence_drops = _presence(t, window, service, shortest_load_s)
+        self._gpus = gpus_per_replica
+        self._candidates = idx.size
 
     @staticmethod
     def _family(
@@ -82,7 +96,11 @@ class LowerBound:
     def gpu_hours(self, attainment: float) -> float:
         """Lower bound on GPU-hours for ``attainment`` (share of all arrived requests on time)."""
         target = int(np.ceil(attainment * self.n - 1e-9))
-        best = 0.0
+        if target <= 0:
+            return 0.0
+        dropped = max(self._candidates - target, 0)
+        presence = self._presence_total - float(np.sum(self._presence_drops[:dropped]))
+        best = max(presence, 0.0) * self._gpus
         for inc, free in self._increments:
             need = target - free
             if need <= 0:
@@ -122,6 +140,40 @@ def _increments(block: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> np.nd
     inc = np.diff(g, prepend=0.0)
     inc[first] = g[first]
     return np.sort(inc)
+
+
+def _presence(t: np.ndarray, window: np.ndarray, service: np.ndarray, load_s: float) -> tuple[float, np.ndarray]:
+    """Seconds at least one replica must exist to serve every candidate, and the most that dropping each request can
+    save (largest first).
+
+    Only requests whose window exceeds their service by at most ``load_s`` are used: their windows chain into clusters
+    in which no idle stretch can be longer than a restart, so a replica is present from the first service's latest start
+    to the last service's earliest end. Between clusters a stretch costs ``min(gap, load_s)``.
+    """
+    use = (window - service) <= load_s
+    if not use.any():
+        return 0.0, np.zeros(0)
+    order = np.argsort(t[use], kind="stable")
+    ts, ws, ls = t[use][order], window[use][order], service[use][order]
+    ends = ts + ws
+    run_end = np.maximum.accumulate(ends)
+    new = np.ones(ts.size, dtype=bool)
+    new[1:] = ts[1:] > run_end[:-1]
+    cluster = np.cumsum(new) - 1
+    k = int(cluster[-1]) + 1
+    firsts = np.flatnonzero(new)
+    lasts = np.append(firsts[1:] - 1, ts.size - 1)
+    longest = np.zeros(k)
+    np.maximum.at(longest, cluster, ls)
+    span = (ts[lasts] + ls[lasts]) - (ts[firsts] + ws[firsts] - ls[firsts])
+    contribution = np.maximum(span, longest)
+    stops = run_end[lasts]
+    gaps = np.minimum(np.maximum(ts[firsts][1:] - stops[:-1], 0.0), load_s)
+    total = float(contribution.sum() + gaps.sum())
+    # one dropped request can shorten a cluster by its own window, split it (losing at most a window less a restart on
+    # either side) and remove its service: never more than this
+    drops = np.sort(2.0 * ws + ls + 2.0 * load_s)[::-1]
+    return total, drops
 
 
 def _group_cumsum(block: np.ndarray, x: np.ndarray) -> np.ndarray:

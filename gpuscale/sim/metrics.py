@@ -17,15 +17,16 @@ from pydantic import Field, model_validator
 from gpuscale.spec.base import Spec
 
 SCORE_FORMULA = (
-    "score = 100 x slo_attainment - 100 x unanswered_fraction - 20 x max(0, gpu_hours / lower_bound_gpu_hours - 1)"
+    "score = 100 x slo_attainment - 100 x unanswered_fraction - 20 x max(0, gpu_hours / reference_gpu_hours - 1)"
 )
 """The composite score, as printed."""
 SCORE_EXPLANATION = (
     "slo_attainment: share of all arrived requests answered with TTFT <= the TTFT target and mean inter-token gap <= "
     "the ITL target (every request is decided: the run drains after the last arrival); unanswered_fraction: (timed out "
-    "+ rejected + lost in flight) / arrived, so an unanswered request costs twice a slow one; lower_bound_gpu_hours: "
-    "the fewest GPU-hours any schedule could spend for the policy's own attainment (perfect foresight, the engine "
-    "model's best efficiency); each 5% of GPU-hours above it costs 1 point. Higher is better."
+    "+ rejected + lost in flight) / arrived, so an unanswered request costs twice a slow one; reference_gpu_hours: the "
+    "fewest GPU-hours among the compared policies (the ceiling excluded); each 5% of GPU-hours above it costs 1 point. "
+    "Higher is better. How far each policy sits from what is possible is the lower bound column: the fewest GPU-hours "
+    "any schedule could spend for the policy's own attainment."
 )
 
 Outcome = Literal["completed", "timed_out", "rejected", "lost", "unfinished"]
@@ -265,6 +266,8 @@ class ScenarioResult(Spec):
     slo: SloTargets
     score_formula: str = SCORE_FORMULA
     score_explanation: str = SCORE_EXPLANATION
+    reference_gpu_hours: float
+    """The score's GPU-hour reference: the fewest GPU-hours among the compared policies."""
     lower_bound: list[LowerBoundPoint]
     """GPU-hours no schedule can beat for a given attainment (a curve; ``bounds.LowerBound``)."""
     results: list[PolicyResult] = Field(min_length=1)
@@ -291,9 +294,8 @@ def percentile(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q)) if values.size else None
 
 
-def score(result: PolicyResult) -> float:
-    """``SCORE_FORMULA``, against the lower bound at the policy's own attainment."""
+def score(result: PolicyResult, reference_gpu_hours: float) -> float:
+    """``SCORE_FORMULA``."""
     unanswered = result.unanswered / result.arrived if result.arrived else 0.0
-    lb = result.lower_bound_gpu_hours
-    excess = max(0.0, result.gpu_hours / lb - 1.0) if lb else 0.0
+    excess = max(0.0, result.gpu_hours / reference_gpu_hours - 1.0) if reference_gpu_hours > 0 else 0.0
     return round(100.0 * result.slo_attainment - 100.0 * unanswered - 20.0 * excess, 2)

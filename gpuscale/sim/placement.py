@@ -156,5 +156,5 @@ class Scheduler:
         pod.bound_at = now
         if node.pull_done_at is None:
             st = run.setup.startup
-            node.pull_done_at = now + st.sample(run.rng_start, st.image_pull_s)
+            node.pull_done_at = now + st.sample(run.draws(f"pull/{node.nid}"), st.image_pull_s)
         pod.pull_done_at = max(node.pull_done_at, now)

@@ -50,8 +50,8 @@ class CounterSample:
 
 class Replica:
     __slots__ = (
-        "counter_samples", "created_at", "duty_mark", "duty_mark_t", "engine", "evicted", "gen", "pods", "ready_at", "rid",
-        "role", "state",
+        "counter_samples", "created_at", "duty_mark", "duty_mark_t", "engine", "evicted", "gen", "loads", "pods", "ready_at",
+        "rid", "role", "state",
     )
 
     def __init__(self, rid: int, role: RoleGroup, pods: int, gpus_per_pod: int, t: float) -> None:
@@ -66,6 +66,7 @@ class Replica:
         """Bumped on every state change, so stale scheduled callbacks can be ignored."""
         self.evicted = False
         """Reloading after an eviction (its GPU time is the eviction's cost)."""
+        self.loads = 0
         self.duty_mark = 0.0
         self.duty_mark_t = t
         self.counter_samples: deque[CounterSample] = deque()
@@ -201,7 +202,8 @@ class ReplicaSet:
         """Every pod is bound: wait for the image, load the weights (locally when cached), initialise the engine."""
         run = self.run
         st = run.setup.startup
-        rng = run.rng_start
+        rep.loads += 1
+        rng = run.draws(f"load/{rep.rid}/{rep.loads}")
         rep.state = LOADING
         start = max(run.env.now, max(p.pull_done_at for p in rep.pods))
         local = st.local_weights_s is not None and all(p.node is not None and p.node.weights_cached for p in rep.pods)

@@ -13,14 +13,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gpuscale.sim.events import PRIORITY_ARRIVAL
-from gpuscale.sim.states import LossReason, RequestState
-from gpuscale.sim.vllm_engine import Engine, Request
+from gpuscale.sim.states import LossReason
+from gpuscale.sim.vllm_engine import DROPPED, Engine, Request
 
 if TYPE_CHECKING:
     from gpuscale.sim.replicas import Replica, RoleGroup
@@ -84,10 +83,10 @@ class Router:
         t = self._t[i]
         timeout = self.a.timeouts_s.get(i, run.setup.request_timeout_s) if self.a.timeouts_s else run.setup.request_timeout_s
         acct = run.accounting
-        acct.arrive(i, t + timeout)
+        acct.arrive()
         req = Request(i, t, self._p[i], self._o[i], t + timeout, self._pre[i] if self._pre is not None else None)
         if not run.setup.replica.fits(req.prompt, req.output):
-            req.state = RequestState.DROPPED
+            req.state = DROPPED
             acct.reject(i)
             return
         role = self.first_role
@@ -147,7 +146,7 @@ class Router:
     # ------------------------------------------------------------------ losses
 
     def lose(self, req: Request, reason: LossReason) -> None:
-        req.state = RequestState.DROPPED
+        req.state = DROPPED
         self.run.accounting.lost(req.rid, reason)
 
     def aborted(self, req: Request, reason: LossReason) -> None:
@@ -161,7 +160,7 @@ class Router:
             req.prefilled = 0
             req.target = req.prompt
             req.generated = 0
-            run.accounting.first[req.rid] = np.nan
+            run.accounting.first[req.rid] = math.nan
             self.route(self.first_role, req)
         else:
             self.lose(req, reason)
@@ -176,7 +175,7 @@ class Router:
         self.run.accounting.completed(req.rid, t)
 
     def on_timeout(self, req: Request, t: float) -> None:
-        req.state = RequestState.DROPPED
+        req.state = DROPPED
         self.run.accounting.timed_out(req.rid, t)
 
     def on_drained(self, engine: Engine) -> None:
@@ -228,7 +227,7 @@ class Router:
         self._schedule_link(link, nid)
 
     def _handoff(self, req: Request) -> None:
-        if req.state == RequestState.DROPPED:
+        if req.state == DROPPED:
             return
         now = self.run.env.now
         if req.deadline < now:

@@ -52,8 +52,7 @@ class Run:
         self.variant = variant
         self.arrivals = arrivals
         self.env = Environment()
-        # common random numbers: every variant draws node and start-up latencies from the same streams
-        self.rng_start = random.Random(f"{seed}/startup")
+        self.seed = seed
         self.itl = ItlHistogram()
         self.engines_seen: list[Engine] = []
         self.scale_events = 0
@@ -71,6 +70,11 @@ class Run:
 
     def log(self, kind: str, detail: str) -> None:
         self.accounting.log(kind, detail)
+
+    def draws(self, key: str) -> random.Random:
+        """Common random numbers keyed by what is drawn (the n-th node's image pull, the n-th replica's k-th load):
+        every variant that launches that node or starts that replica draws the same latency."""
+        return random.Random(f"{self.seed}/{key}")
 
     # ------------------------------------------------------------------ main loop
 

@@ -35,9 +35,10 @@ from gpuscale.sim.states import RequestState
 if TYPE_CHECKING:
     from gpuscale.sim.events import Environment
 
+# plain ints on the hot path (IntEnum comparisons and look-ups cost more than the arithmetic around them)
 WAITING, PREFILL, TRANSFER, DECODING, DONE, DROPPED = (
-    RequestState.WAITING, RequestState.PREFILL, RequestState.TRANSFER, RequestState.DECODING, RequestState.DONE,
-    RequestState.DROPPED,
+    int(RequestState.WAITING), int(RequestState.PREFILL), int(RequestState.TRANSFER), int(RequestState.DECODING),
+    int(RequestState.DONE), int(RequestState.DROPPED),
 )
 
 
