@@ -148,7 +148,8 @@ def _presence(t: np.ndarray, window: np.ndarray, service: np.ndarray, load_s: fl
 
     Only requests whose window exceeds their service by at most ``load_s`` are used: their windows chain into clusters
     in which no idle stretch can be longer than a restart, so a replica is present from the first service's latest start
-    to the last service's earliest end. Between clusters a stretch costs ``min(gap, load_s)``.
+    to the last service's earliest end; neighbouring clusters whose longest possible idle stretch is within a restart
+    join. Between the rest a stretch costs ``min(gap, load_s)``.
     """
     use = (window - service) <= load_s
     if not use.any():
@@ -159,6 +160,14 @@ def _presence(t: np.ndarray, window: np.ndarray, service: np.ndarray, load_s: fl
     run_end = np.maximum.accumulate(ends)
     new = np.ones(ts.size, dtype=bool)
     new[1:] = ts[1:] > run_end[:-1]
+    # clusters whose longest possible idle stretch between them (the next one's latest first start minus this one's
+    # earliest last end) is within a restart are one stretch of presence too
+    firsts = np.flatnonzero(new)
+    lasts = np.append(firsts[1:] - 1, ts.size - 1)
+    latest_start = ts[firsts] + ws[firsts] - ls[firsts]
+    earliest_end = ts[lasts] + ls[lasts]
+    joined = latest_start[1:] - earliest_end[:-1] <= load_s
+    new[firsts[1:][joined]] = False
     cluster = np.cumsum(new) - 1
     k = int(cluster[-1]) + 1
     firsts = np.flatnonzero(new)

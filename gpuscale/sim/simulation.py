@@ -139,7 +139,7 @@ class Run:
                 duty += min((busy - rep.duty_mark) / span, 1.0) if span > 0 else 0.0
                 rep.duty_mark, rep.duty_mark_t = busy, t
                 queue += e.num_waiting(t)
-                kv += e.kv_usage
+                kv += e.kv_usage(t)
                 running += e.num_running
                 p_rate, g_rate = _counter_rates(rep, t, e)
                 prompt_rate += p_rate

@@ -191,10 +191,15 @@ class Engine:
     def num_running(self) -> int:
         return len(self.prefilling) + self.n_dec
 
-    @property
-    def kv_usage(self) -> float:
+    def kv_in_use(self, t: float) -> int:
+        """KV tokens held at ``t``, counting the tokens a decode run in progress has added so far."""
+        if self._mode == _RUN and self.does_prefill:
+            return self.kv_used + self._run_n * self._steps_done(t - self._run_t0)
+        return self.kv_used
+
+    def kv_usage(self, t: float) -> float:
         """``vllm:kv_cache_usage_perc`` as a fraction (blocks held by scheduled requests)."""
-        return min(self.kv_used / self.m.kv_capacity_tokens, 1.0)
+        return min(self.kv_in_use(t) / self.m.kv_capacity_tokens, 1.0)
 
     @property
     def load(self) -> int:
@@ -467,9 +472,22 @@ class Engine:
         c = self.m.step_per_context_token_s
         return k * self._run_A + c * (k * self._run_C0 + self._run_n * k * (k - 1) / 2.0)
 
+    def _steps_done(self, elapsed: float) -> int:
+        """Whole steps of the current run finished ``elapsed`` seconds after it started."""
+        k = self._next_boundary(elapsed)
+        return min(k if self._run_time(k) <= elapsed else k - 1, self._run_k)
+
     def _interrupt(self) -> None:
         """A request can join: end the current decode run at the next step boundary."""
-        elapsed = self.env.now - self._run_t0
+        steps = self._next_boundary(self.env.now - self._run_t0)
+        if steps >= self._run_k:
+            return  # the run ends at its natural boundary anyway
+        self._gen += 1
+        self._truncated = True
+        self.env.at(self._run_t0 + self._run_time(steps), self._on_run_end, self._gen, steps)
+
+    def _next_boundary(self, elapsed: float) -> int:
+        """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
         q = self.m.step_per_context_token_s * self._run_n / 2.0
         lin = self._run_A + self.m.step_per_context_token_s * self._run_C0 - q
         if elapsed <= 0:
@@ -482,11 +500,7 @@ class Engine:
             steps -= 1
         while self._run_time(steps) < elapsed:
             steps += 1
-        if steps >= self._run_k:
-            return  # the run ends at its natural boundary anyway
-        self._gen += 1
-        self._truncated = True
-        self.env.at(self._run_t0 + self._run_time(steps), self._on_run_end, self._gen, steps)
+        return steps
 
     def _on_step_end(self, gen: int) -> None:
         if gen != self._gen:
