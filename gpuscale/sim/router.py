@@ -69,6 +69,8 @@ class Router:
         self._link_bytes_per_s = s.network_gbps * 1e9 / 8.0 * min(share, 1.0) * KV_TRANSFER_EFFICIENCY
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
+        self._limit = min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+        self._timeout = s.request_timeout_s
 
     # ------------------------------------------------------------------ arrivals
 
@@ -81,16 +83,17 @@ class Router:
         if i + 1 < len(self._t):
             run.env.at(self._t[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
         t = self._t[i]
-        timeout = self.a.timeouts_s.get(i, run.setup.request_timeout_s) if self.a.timeouts_s else run.setup.request_timeout_s
+        timeout = self.a.timeouts_s.get(i, self._timeout) if self.a.timeouts_s else self._timeout
         acct = run.accounting
-        acct.arrive()
-        req = Request(i, t, self._p[i], self._o[i], t + timeout, self._pre[i] if self._pre is not None else None)
-        if not run.setup.replica.fits(req.prompt, req.output):
-            req.state = DROPPED
+        acct.arrived += 1
+        acct.open += 1
+        prompt, output = self._p[i], self._o[i]
+        if prompt + output > self._limit:  # longer than the context or a replica's KV: HTTP 400
             acct.reject(i)
             return
+        req = Request(i, t, prompt, output, t + timeout, self._pre[i] if self._pre is not None else None)
         role = self.first_role
-        if not role.ready or role.starting():
+        if len(role.ready) < len(role.replicas) or not role.ready:  # replicas asked for are still starting
             acct.flags[i] |= STARTING
         self.route(role, req)
 
@@ -190,7 +193,12 @@ class Router:
         link = self.links.get(rep.rid)
         if link is None:
             link = self.links[rep.rid] = Link(self._link_bytes_per_s)
+        if not link.active:  # the common case: an idle link, no sharing to account for
             link.last_t = t
+            link.active.append([nbytes, req])
+            link.gen += 1
+            self.run.env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
+            return
         self._advance(link, t)
         link.active.append([nbytes, req])
         self._schedule_link(link, rep.rid)

@@ -44,3 +44,18 @@ def tiny() -> PlatformSpec:
 @pytest.fixture(scope="session")
 def tiny_pd() -> PlatformSpec:
     return spec_of("tiny-disaggregated")
+
+
+def write_prefix_trace(
+    path: Path, *, buckets: int = 100, per_bucket: int = 6, bucket_s: float = 3.0, groups: int = 4,
+) -> Path:
+    """A synthetic trace recorded in ``bucket_s`` buckets whose prompts share one of ``groups`` 1,024-token prefixes
+    (64 KV blocks of ids); the Azure traces carry no prefix ids."""
+    rows = ["arrival_s,input_tokens,output_tokens,prefix_ids"]
+    for k in range(buckets):
+        for j in range(per_bucket):
+            group = (7 * k + j) % groups
+            ids = " ".join(str(10_000 * (group + 1) + b) for b in range(64))
+            rows.append(f"{bucket_s * k:.1f},{1_100 + 13 * j},{30 + 5 * j},{ids}")
+    path.write_text("\n".join(rows) + "\n")
+    return path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscale.sim.gang import nodes_for, place_gang, place_one, unplaced
+from gpuscale.sim.placement import nodes_for, place_gang, place_one, unplaced
 from gpuscale.sim.nodes import READY, Node
 
 

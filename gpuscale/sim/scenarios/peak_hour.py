@@ -91,7 +91,7 @@ def findings(sc: Scenario, res: ScenarioResult) -> list[str]:
         t0, t1 = ttft_window(duty, lo, hi), ttft_window(manual, lo, hi)
         u0, u1 = window_mean(duty, first, "duty_cycle", lo, hi), window_mean(manual, first, "duty_cycle", lo, hi)
         if t0 is not None and t1 is not None and u0 is not None and u1 is not None:
-            verb = "lowers" if t1 < t0 else "does not lower"
+            verb = "lowers" if t1 < 0.95 * t0 else "raises" if t1 > 1.05 * t0 else "does not change"
             out.append(
                 f"the replica added by hand at {at / 60:.0f} min {verb} the median TTFT over the next 10 min "
                 f"({t0:.1f} s -> {t1:.1f} s) while the duty cycle reads {u0:.0%} -> {u1:.0%}"
