@@ -27,8 +27,8 @@ import numpy as np
 
 from gpuscale.sim.events import Environment
 from gpuscale.sim.replica import ReplicaModel, build_replica_model
-from gpuscale.sim.vllm_engine import Engine, ItlHistogram, Request
 from gpuscale.sim.traffic import sample_tokens
+from gpuscale.sim.vllm_engine import Engine, ItlHistogram, Request
 from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.workload import TokenDistribution

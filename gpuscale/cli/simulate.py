@@ -64,7 +64,7 @@ def simulate(
     spec = spec_from_options(stack, stack_file)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     try:
-        tr = TraceTraffic(path=trace, compress=compress, replay=replay) if trace is not None else None  # type: ignore[arg-type]
+        tr = TraceTraffic(path=trace, compress=compress, replay=replay) if trace is not None else None
         sc = build_scenario(
             scenario or "stack", spec, model=model, duration_s=duration_s, trace=tr, spot_interruptions_per_node_hour=spot_rate,
         )

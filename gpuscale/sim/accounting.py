@@ -53,7 +53,8 @@ def servable_mask(
     ctx = p + o / 2.0
     tpot = m.step_overhead_s + m.step_per_seq_s + max(m.step_weights_s, m.step_s_per_token) + m.step_per_context_token_s * ctx
     fits = (prompt + output) <= min(m.max_model_len, m.kv_capacity_tokens)
-    return fits & (ttft <= ttft_slo_s) & ((output <= 1) | (tpot <= itl_slo_s))
+    ok: np.ndarray = fits & (ttft <= ttft_slo_s) & ((output <= 1) | (tpot <= itl_slo_s))
+    return ok
 
 
 class Accounting:
@@ -277,7 +278,7 @@ class Accounting:
             out.append(M.TrackedRequest(
                 label=label, arrival_s=float(a.arrival_s[i]), prompt_tokens=int(a.prompt_tokens[i]),
                 output_tokens=int(a.output_tokens[i]), timeout_s=a.timeouts_s.get(i, self.run.setup.request_timeout_s),
-                outcome=OUTCOME_NAMES[int(self.status[i])],  # type: ignore[arg-type]
+                outcome=OUTCOME_NAMES[int(self.status[i])],
                 ttft_s=None if np.isnan(ttft[i]) else round(float(ttft[i]), 3),
             ))
         return out
@@ -308,8 +309,8 @@ class Accounting:
             t_s=run.series_t,
             roles=[
                 M.RoleSeries(
-                    role=r.name, desired=r.series["desired"], ready=r.series["ready"],  # type: ignore[arg-type]
-                    queue_depth=r.series["queue"], duty_cycle=r.series["duty"], kv_usage=r.series["kv"],  # type: ignore[arg-type]
+                    role=r.name, desired=r.series["desired"], ready=r.series["ready"],
+                    queue_depth=r.series["queue"], duty_cycle=r.series["duty"], kv_usage=r.series["kv"],
                 )
                 for r in run.replicas.roles
             ],

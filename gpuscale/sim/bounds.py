@@ -80,13 +80,11 @@ class LowerBound:
         t: np.ndarray, window: np.ndarray, a: np.ndarray, b: np.ndarray | None, bin_s: float, offset: int,
     ) -> tuple[np.ndarray, int]:
         """Sorted cost increments of the constrained requests and the count of free ones, for one block family."""
-        width = 2.0 * bin_s
         start = (np.floor(t / bin_s) - offset) // 2
         end = (np.floor((t + window) / bin_s) - offset) // 2
         inside = start == end
         free = int(np.count_nonzero(~inside))
         block = start[inside]
-        del width
         return _increments(block, a[inside], None if b is None else b[inside]), free
 
     @staticmethod
@@ -139,7 +137,8 @@ def _increments(block: np.ndarray, a: np.ndarray, b: np.ndarray | None) -> np.nd
     first[1:] = blk[1:] != blk[:-1]
     inc = np.diff(g, prepend=0.0)
     inc[first] = g[first]
-    return np.sort(inc)
+    out: np.ndarray = np.sort(inc)
+    return out
 
 
 def _presence(t: np.ndarray, window: np.ndarray, service: np.ndarray, load_s: float) -> tuple[float, np.ndarray]:
@@ -191,7 +190,8 @@ def _group_cumsum(block: np.ndarray, x: np.ndarray) -> np.ndarray:
     first[1:] = block[1:] != block[:-1]
     starts = np.flatnonzero(first)
     offsets = np.repeat(np.concatenate([[0.0], c[starts[1:] - 1]]), np.diff(np.append(starts, block.size)))
-    return c - offsets
+    out: np.ndarray = c - offsets
+    return out
 
 
 def _prefix_hits(arrivals: Arrivals, idx: np.ndarray, replica: ReplicaModel) -> np.ndarray:

@@ -106,7 +106,7 @@ class ReplicaSet:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.roles = [RoleGroup(r) for r in run.setup.roles]
-        self.by_name = {r.name: r for r in self.roles}
+        self.by_name: dict[str, RoleGroup] = {r.name: r for r in self.roles}
         self.all: list[Replica] = []
         self.owner: dict[Engine, Replica] = {}
         self._rid = 0

@@ -35,6 +35,15 @@ HELD, STARTING, EVICTED = 1, 2, 4
 """Per-request flags the miss breakdown reads: held at the gateway, replicas starting at arrival, hit by an eviction."""
 
 
+class Transfer:
+    __slots__ = ("left", "req")
+
+    def __init__(self, left: float, req: Request) -> None:
+        self.left = left
+        """Bytes still to send."""
+        self.req = req
+
+
 class Link:
     """One prefill replica's network, shared by the transfers leaving it (processor sharing)."""
 
@@ -42,8 +51,7 @@ class Link:
 
     def __init__(self, bytes_per_s: float) -> None:
         self.bytes_per_s = bytes_per_s
-        self.active: list[list[float | Request]] = []
-        """[remaining bytes, request] of each transfer in flight."""
+        self.active: list[Transfer] = []
         self.last_t = 0.0
         self.gen = 0
 
@@ -195,12 +203,12 @@ class Router:
             link = self.links[rep.rid] = Link(self._link_bytes_per_s)
         if not link.active:  # the common case: an idle link, no sharing to account for
             link.last_t = t
-            link.active.append([nbytes, req])
+            link.active.append(Transfer(nbytes, req))
             link.gen += 1
             self.run.env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
             return
         self._advance(link, t)
-        link.active.append([nbytes, req])
+        link.active.append(Transfer(nbytes, req))
         self._schedule_link(link, rep.rid)
 
     # ------------------------------------------------------------------ KV transfer
@@ -210,7 +218,7 @@ class Router:
         if n:
             sent = (t - link.last_t) * link.bytes_per_s / n
             for tr in link.active:
-                tr[0] = float(tr[0]) - sent  # type: ignore[operator]
+                tr.left -= sent
         link.last_t = t
 
     def _schedule_link(self, link: Link, nid: int) -> None:
@@ -218,7 +226,7 @@ class Router:
         if not link.active:
             return
         n = len(link.active)
-        first = min(float(tr[0]) for tr in link.active)  # type: ignore[arg-type]
+        first = min(tr.left for tr in link.active)
         self.run.env.at(link.last_t + max(first, 0.0) * n / link.bytes_per_s, self._link_done, nid, link.gen)
 
     def _link_done(self, nid: int, gen: int) -> None:
@@ -227,11 +235,10 @@ class Router:
             return
         t = self.run.env.now
         self._advance(link, t)
-        done = [tr for tr in link.active if float(tr[0]) <= 1.0]  # type: ignore[arg-type]
-        link.active = [tr for tr in link.active if float(tr[0]) > 1.0]  # type: ignore[arg-type]
-        for _, req in done:
-            assert isinstance(req, Request)
-            self._handoff(req)
+        done = [tr for tr in link.active if tr.left <= 1.0]
+        link.active = [tr for tr in link.active if tr.left > 1.0]
+        for tr in done:
+            self._handoff(tr.req)
         self._schedule_link(link, nid)
 
     def _handoff(self, req: Request) -> None:

@@ -16,8 +16,8 @@ from gpuscale.sim.accounting import servable_mask
 from gpuscale.sim.bounds import LowerBound
 from gpuscale.sim.router import KV_TRANSFER_EFFICIENCY
 from gpuscale.sim.scenarios import Scenario, ScenarioError, build_scenario, findings
-from gpuscale.sim.simulation import Simulation
 from gpuscale.sim.setup import SimSetup, Variant
+from gpuscale.sim.simulation import Simulation
 from gpuscale.spec.platform import PlatformSpec
 
 Progress = Callable[[str, float], None]

@@ -132,9 +132,9 @@ _NETWORK_GBPS = {
     "g6.xlarge": 2.5, "g6.12xlarge": 40, "g6.48xlarge": 100,
 }
 """``network_gbps`` per type (Karpenter's generated bandwidth table, Mbit/s / 1000)."""
-_ALL = tuple(it.model_copy(update={"network_gbps": float(_NETWORK_GBPS[it.name])}) for it in _ALL)
-
-CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType({it.name: it for it in _ALL})
+CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType(
+    {it.name: it.model_copy(update={"network_gbps": float(_NETWORK_GBPS[it.name])}) for it in _ALL}
+)
 """Every GPU instance type gpuscale can size for, keyed by EC2 name."""
 
 

@@ -6,14 +6,14 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from gpuscale.sim.policies import (
+    CONTROLLERS,
     ControllerContext,
     DutyCyclePolicy,
+    FixedPolicy,
     GpuscalePolicy,
     HpaBehavior,
     HpaController,
     HpaRole,
-    CONTROLLERS,
-    FixedPolicy,
     MetricRule,
     PolicySpec,
     QueueDepthPolicy,

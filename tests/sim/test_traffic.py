@@ -9,17 +9,17 @@ import pytest
 
 from gpuscale.sim.traffic import (
     HugePrompt,
-    arrival_granularity_s,
-    trace_span_s,
     RatePoint,
     SyntheticTraffic,
     TraceError,
     TraceTraffic,
+    arrival_granularity_s,
     diurnal_profile,
     generate,
     load_trace,
     lognormal_params,
     sample_tokens,
+    trace_span_s,
 )
 from gpuscale.spec.workload import BurstSpec, TokenDistribution
 from tests.conftest import SHARED, requires_shared

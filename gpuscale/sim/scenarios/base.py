@@ -163,7 +163,7 @@ def variant(name: str, description: str, policy: object, spec: PlatformSpec, mod
 def ceiling_counts(setup: SimSetup) -> dict[str, int]:
     """Every role at its maximum, scaled down together when the NodePool's GPU limit cannot hold them all."""
     gpus = setup.replica.gpus
-    want = {r.role: r.sizing.max_replicas for r in setup.roles}
+    want: dict[str, int] = {r.role: r.sizing.max_replicas for r in setup.roles}
     total = sum(want.values()) * gpus
     if total <= setup.pool_gpu_limit:
         return want
