@@ -105,7 +105,7 @@ def _num(x: float | None, fmt: str) -> str:
 
 def traffic_line(result: ScenarioResult) -> str:
     t = result.traffic
-    line = f"traffic: {t.kind}, {t.requests:,} requests"
+    line = f"traffic: {t.kind}, {t.requests:,} request{'s' if t.requests != 1 else ''}"
     if t.granularity_s is not None:
         line += f", arrivals in {t.granularity_s:g} s buckets replayed {t.replay}"
     if t.prefix_ids:

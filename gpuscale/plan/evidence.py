@@ -122,7 +122,7 @@ def sim_section(result: ScenarioResult, images: list[str]) -> SimSection:
     d = definition(result.scenario)
     cols = [COLUMNS[c] for c in d.columns]
     t = result.traffic
-    traffic = f"{t.kind}, {t.requests:,} requests" + (
+    traffic = f"{t.kind}, {t.requests:,} request{'s' if t.requests != 1 else ''}" + (
         f", arrivals in {t.granularity_s:g} s buckets replayed {t.replay}" if t.granularity_s is not None else ""
     )
     scored = "score" in d.columns

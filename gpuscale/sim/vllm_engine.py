@@ -127,17 +127,24 @@ class Engine:
 
     __slots__ = (
         "_busy_since",
+        "_c",
+        "_cap",
         "_chunks",
+        "_cpt",
         "_gen",
         "_mode",
+        "_oh",
+        "_ps",
         "_run_A",
         "_run_C0",
         "_run_k",
         "_run_n",
         "_run_t0",
+        "_seats",
         "_seq",
         "_step_dur",
         "_truncated",
+        "_w",
         "busy_cum",
         "cache",
         "ctx_k",
@@ -204,6 +211,10 @@ class Engine:
         self._run_t0 = self._run_A = self._run_C0 = 0.0
         self._run_k = self._run_n = 0
         self._truncated = False
+        # the model's coefficients as plain floats: the step loop reads them on every event
+        self._oh, self._ps, self._w = model.step_overhead_s, model.step_per_seq_s, model.step_weights_s
+        self._cpt, self._c = model.step_s_per_token, model.step_per_context_token_s
+        self._cap, self._seats = model.kv_capacity_tokens, model.max_num_seqs
 
     # ------------------------------------------------------------------ observation
 
@@ -256,9 +267,10 @@ class Engine:
         req.engine = self
         req.state = WAITING
         self.waiting.append(req)
-        if self._mode == _IDLE:
+        mode = self._mode
+        if mode == _IDLE:
             self._plan()
-        elif self._mode == _RUN and not self._truncated and self._head_admissible():
+        elif mode == _RUN and not self._truncated and self._head_admissible():
             self._interrupt()
 
     def abort_all(self, t: float) -> tuple[list[Request], list[Request]]:
@@ -302,11 +314,13 @@ class Engine:
 
     def _head_admissible(self) -> bool:
         r = self.waiting[0]
-        if self.kv_used + self._need(r) > self.m.kv_capacity_tokens:
+        if not self.does_prefill:  # decode-only: reserve prompt + output
+            return self.kv_used + r.prompt + r.output <= self._cap and self.n_dec < self._seats
+        if self.kv_used + self._need(r) > self._cap:
             return False
-        if len(self.prefilling) + self.n_dec >= self.m.max_num_seqs:
+        if len(self.prefilling) + self.n_dec >= self._seats:
             return False
-        return not self.does_prefill or self.n_dec < self.m.max_num_batched_tokens
+        return self.n_dec < self.m.max_num_batched_tokens
 
     def _join(self, r: Request, g0: int) -> None:
         r.state = DECODING
@@ -479,29 +493,33 @@ class Engine:
             self._set_busy(t)
             self.env.at(t + dur, self._on_step_end, self._gen)
         elif n:
-            gemm = m.step_s_per_token * n
-            A = m.step_overhead_s + m.step_per_seq_s * n + (gemm if gemm > m.step_weights_s else m.step_weights_s)
+            gemm = self._cpt * n
+            w = self._w
+            A = self._oh + self._ps * n + (gemm if gemm > w else w)
             dec = self.decoding
             while dec[0][2].dseq != dec[0][1]:
                 heapq.heappop(dec)
             k = dec[0][0] - self.step
             if self.does_prefill:
-                k = min(k, max((m.kv_capacity_tokens - self.kv_used) // n, 1))
+                room = (self._cap - self.kv_used) // n
+                if room < k:
+                    k = room if room > 1 else 1
             self._mode = _RUN
             self._truncated = False
             self._run_t0, self._run_A, self._run_C0, self._run_n, self._run_k = t, A, float(ctx), n, k
-            self._set_busy(t)
+            if self._busy_since is None:
+                self._busy_since = t
+            c = self._c
             for r in joined:  # their first token is the end of this run's first step
-                self.sink.on_first_token(r, t + A + m.step_per_context_token_s * ctx)
-            self.env.at(t + self._run_time(k), self._on_run_end, self._gen, k)
+                self.sink.on_first_token(r, t + A + c * ctx)
+            self.env.at(t + k * A + c * (k * ctx + n * k * (k - 1) / 2.0), self._on_run_end, self._gen, k)
         else:
             self._set_idle(t)
             if self.draining and not self.waiting:
                 self.sink.on_drained(self)
 
     def _run_time(self, k: int) -> float:
-        c = self.m.step_per_context_token_s
-        return k * self._run_A + c * (k * self._run_C0 + self._run_n * k * (k - 1) / 2.0)
+        return k * self._run_A + self._c * (k * self._run_C0 + self._run_n * k * (k - 1) / 2.0)
 
     def _steps_done(self, elapsed: float) -> int:
         """Whole steps of the current run finished ``elapsed`` seconds after it started."""
@@ -588,8 +606,10 @@ class Engine:
             self.step += steps
             if self.does_prefill:
                 self.kv_used += n * steps
-            mid = self._run_A + self.m.step_per_context_token_s * (self._run_C0 + n * (steps - 1) / 2.0)
+            mid = self._run_A + self._c * (self._run_C0 + n * (steps - 1) / 2.0)
             self.itl.add(mid, n * steps)
             self.generation_tokens += n * steps
-        self._finish_completed(self.env.now)
+        dec = self.decoding
+        if dec and dec[0][0] <= self.step:
+            self._finish_completed(self.env.now)
         self._plan()
