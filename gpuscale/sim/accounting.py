@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,6 +58,35 @@ def servable_mask(
     return ok
 
 
+@dataclass
+class GpuStates:
+    """GPUs (or GPU-seconds, when integrated) by what they are doing."""
+
+    provisioning: float = 0.0
+    """Node launched, not yet allocatable."""
+    empty: float = 0.0
+    """Free GPUs of the model's nodes."""
+    gang_wait: float = 0.0
+    """Bound to a replica whose other pods are not placed yet."""
+    loading: float = 0.0
+    """Replica placed: image, weights, engine start."""
+    serving: float = 0.0
+    reload: float = 0.0
+    """Of the above, held by replicas reloading after an eviction."""
+
+    def add(self, rate: GpuStates, dt: float) -> None:
+        self.provisioning += rate.provisioning * dt
+        self.empty += rate.empty * dt
+        self.gang_wait += rate.gang_wait * dt
+        self.loading += rate.loading * dt
+        self.serving += rate.serving * dt
+        self.reload += rate.reload * dt
+
+    @property
+    def total(self) -> float:
+        return self.provisioning + self.empty + self.gang_wait + self.loading + self.serving
+
+
 class Accounting:
     """Per-request outcome arrays plus the GPU-time integral of one run."""
 
@@ -75,9 +105,11 @@ class Accounting:
         self.last_decided_t = 0.0
         self.events: list[M.SimEvent] = []
         self._last_t = 0.0
-        self._counts = (0, 0, 0, 0, 0, 0)
-        self._integ = [0.0] * 6  # provisioning, empty, gang_wait, loading, serving, eviction reload
-        self.snapshot: list[float] | None = None
+        self._now = GpuStates()
+        """GPUs in each state since the last change."""
+        self._seconds = GpuStates()
+        """GPU-seconds in each state so far."""
+        self.snapshot: GpuStates | None = None
         """The GPU integral frozen at the drain's end."""
 
     # ------------------------------------------------------------------ request outcomes
@@ -132,10 +164,9 @@ class Accounting:
         t = run.env.now
         dt = t - self._last_t
         if dt > 0:
-            for i, c in enumerate(self._counts):
-                self._integ[i] += c * dt
+            self._seconds.add(self._now, dt)
         self._last_t = t
-        prov = empty = gang = loading = serving = reload = 0
+        prov = empty = gang = loading = serving = reload = 0.0
         for n in run.provisioner.nodes:
             if n.state == NodeState.READY:
                 if n.foreign == 0:  # free GPUs of a shared node stay available to its other tenants
@@ -152,19 +183,16 @@ class Accounting:
                 serving += bound
             if r.evicted:
                 reload += bound
-        self._counts = (prov, empty, gang, loading, serving, reload)
+        self._now = GpuStates(prov, empty, gang, loading, serving, reload)
 
     def freeze(self, end_t: float) -> None:
         """Integrate up to ``end_t`` (the drain's end) and keep that integral for the result."""
-        integ = list(self._integ)
-        dt = end_t - self._last_t
-        for i, c in enumerate(self._counts):
-            integ[i] += c * max(dt, 0.0)
+        integ = replace(self._seconds)
+        integ.add(self._now, max(end_t - self._last_t, 0.0))
         self.snapshot = integ
 
     def gpu_now(self) -> int:
-        prov, empty, gang, loading, serving, _ = self._counts
-        return prov + empty + gang + loading + serving
+        return int(self._now.total)
 
     def log(self, kind: str, detail: str) -> None:
         if len(self.events) < MAX_EVENTS_LOGGED:
@@ -222,9 +250,11 @@ class Accounting:
         ttft_p99 = M.percentile(answered, 99)
         itl_p99 = run.itl.quantile(0.99)
         tp = tpot[completed & (out > 1)]
-        integ = self.snapshot if self.snapshot is not None else self._integ
-        prov, empty, gangw, loading, serving, reload = (x / 60.0 for x in integ)
-        gpu_hours = (prov + empty + gangw + loading + serving) / 60.0
+        g = self.snapshot if self.snapshot is not None else self._seconds
+        prov, empty, gangw, loading, serving, reload = (
+            g.provisioning / 60.0, g.empty / 60.0, g.gang_wait / 60.0, g.loading / 60.0, g.serving / 60.0, g.reload / 60.0,
+        )
+        gpu_hours = g.total / 3600.0
         rs = run.replicas
         engines = run.engines_seen
         queried = sum(e.prefix_query_tokens for e in engines)
