@@ -66,7 +66,8 @@ def test_prod_has_one_scaled_object_per_role(run_pulumi: Run, prod_spec: Platfor
     assert "rate(vllm:prompt_tokens_total{" in prefill["triggers"][0]["metadata"]["query"]
     assert "vllm:num_requests_waiting" in prefill["triggers"][1]["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in decode["triggers"][0]["metadata"]["query"]
-    assert decode["triggers"][0]["metadata"]["threshold"] == "0.43"  # the KV of the batch that meets ITL
+    kv_target = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].target
+    assert decode["triggers"][0]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
     assert prefill["minReplicaCount"] >= 1 and decode["minReplicaCount"] >= 1
     assert outputs["llama-70b-fp8/decode"] == "llama-70b-fp8-decode"
     assert outputs["llama-70b-fp8/decode.kind"] == "ScaledObject"
