@@ -31,8 +31,8 @@ from gpuscale.sim.traffic import TraceError, TraceTraffic
 from gpuscale.sizing import SizingError
 
 POLICIES_HELP = (
-    "Comma-separated subset of the scenario's variants (default all; an unknown name is refused with the scenario's "
-    "list). The autoscaling scenarios compare dcgm-duty-cycle, queue-depth, gpuscale and the ceiling."
+    "Comma-separated subset of the scenario's policies (default all; an unknown name is refused with the scenario's "
+    "list). `gpuscale simulate --list --stack NAME` prints every scenario with its policies for that stack."
 )
 MAX_DURATION_S = 7 * 86_400
 
@@ -94,12 +94,17 @@ def simulate(
         typer.Option("--spot-interruptions-per-hour", help="Spot interruptions per node-hour (default: the catalogue figure "
                      "for spot pools, 0 otherwise).", show_default=False, callback=non_negative_finite),
     ] = None,
-    list_scenarios: Annotated[bool, typer.Option("--list", help="Print every scenario name and exit.")] = False,
+    list_scenarios: Annotated[
+        bool, typer.Option("--list", help="Print every scenario and exit; with --stack/--stack-file, each with its policies.")
+    ] = False,
     list_plan: Annotated[bool, typer.Option("--plan-scenarios", help="Print the scenarios the plan quotes, in order, and exit.")] = False,
 ) -> None:
     """Simulate the three autoscaling layers on a scenario or a trace; print the policy comparison."""
-    if list_scenarios or list_plan:
-        print("\n".join(plan_scenarios() if list_plan else scenario_names()))
+    if list_plan:
+        print("\n".join(plan_scenarios()))
+        return
+    if list_scenarios:
+        _list(stack, stack_file, model)
         return
     problems = []
     if trace is not None and scenario is not None:
@@ -154,6 +159,23 @@ def _run(runner: Runner) -> ScenarioResult:
 
 def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
+
+
+def _list(stack: str | None, stack_file: Path | None, model: str | None) -> None:
+    if stack is None and stack_file is None:
+        print("\n".join(scenario_names()))
+        return
+    spec = spec_from_options(stack, stack_file)
+    for name in scenario_names():
+        if name == "trace":
+            print("trace: as stack, on the --trace file")
+            continue
+        try:
+            variants = build_scenario(name, spec, model=model, duration_s=600).variants
+        except (ScenarioError, SizingError) as exc:
+            print(f"{name}: not available for this stack ({exc})")
+            continue
+        print(f"{name}: {', '.join(v.name for v in variants)}")
 
 
 def traffic_line(result: ScenarioResult) -> str:
