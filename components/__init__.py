@@ -6,6 +6,7 @@ Each takes ``(name, args: <Component>Args, *, <Pulumi inputs>, opts=None)``; mos
 
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
+from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.inference_platform import InferencePlatform, InferencePlatformArgs
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
@@ -22,7 +23,8 @@ from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerAr
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 
 __all__ = [
-    "CpuNodePool", "CpuNodePoolArgs", "EksCluster", "EksClusterArgs", "GpuNodePool", "GpuNodePoolArgs",
+    "CpuNodePool", "CpuNodePoolArgs", "EksCluster", "EksClusterArgs", "FrontDoor", "FrontDoorArgs", "GpuNodePool",
+    "GpuNodePoolArgs",
     "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs", "KaiTopology", "KaiTopologyArgs",
     "KarpenterController", "KarpenterControllerArgs", "KedaOperator", "KedaOperatorArgs", "LwsController",
     "LwsControllerArgs", "NvidiaDevicePlugin", "NvidiaDevicePluginArgs", "PdRouter", "PdRouterArgs",

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from gpuscale.checks import checked_sizing
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
+from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
@@ -48,7 +49,8 @@ class InferencePlatform(pulumi.ComponentResource):
     ``<name>-karpenter``, ``<name>-cpu`` and ``<name>-<pool>`` node pools, ``<name>-device-plugin``,
     ``<name>-prometheus`` (optional), ``<name>-kai``, ``<name>-queues``, ``<name>-topology``, ``<name>-lws`` and
     ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, and per model
-    ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler).
+    ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
+    (FrontDoor) for a model with a front door.
     """
 
     cluster_name: pulumi.Output[str]
@@ -132,6 +134,15 @@ class InferencePlatform(pulumi.ComponentResource):
                 opts=in_cluster,
             )
             endpoints[model.name] = service.endpoint
+            if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
+                door = FrontDoor(
+                    f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
+                    opts=pulumi.ResourceOptions(
+                        parent=self, providers=[aws_provider, cluster.provider],
+                        depends_on=[namespaces[model.serving.namespace], service, *monitoring],
+                    ),
+                )
+                endpoints[model.name] = door.endpoint
             for role in model.serving.roles:
                 RoleAutoscaler(
                     f"{name}-{model.name}-{role}", RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role),

@@ -38,6 +38,8 @@ class PdRouterArgs(Spec):
     """``--worker-startup-timeout-secs``: how long a discovered pod may take to become healthy (a cold start)."""
     leaders_only: bool = False
     """Multi-node replicas: route only to LWS leaders (workers serve no HTTP)."""
+    behind_door: bool = False
+    """A front door owns the ``<model>`` Service; the router's is then ``<model>-pd``."""
 
     @classmethod
     def from_service(cls, args: VllmServiceArgs) -> PdRouterArgs:
@@ -52,11 +54,17 @@ class PdRouterArgs(Spec):
             request_timeout_s=math.ceil(m.slo.request_timeout_s),
             worker_startup_timeout_s=math.ceil(args.sizing.cold_start.total_s),
             leaders_only=args.shape.multi_node,
+            behind_door=m.has_front_door,
         )
 
 
 def router_name(model: str) -> str:
     return f"{model}-router"
+
+
+def router_service_name(args: PdRouterArgs) -> str:
+    """``<model>``, the client entry point, unless a front door owns that name (then ``<model>-pd``)."""
+    return f"{args.model}-pd" if args.behind_door else args.model
 
 
 def router_labels(model: str) -> dict[str, str]:
@@ -150,7 +158,7 @@ def router_service_body(args: PdRouterArgs) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(args, args.model),
+        "metadata": _meta(args, router_service_name(args)),
         "spec": {
             "type": "ClusterIP",
             "selector": router_selector(args.model),

@@ -265,7 +265,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         ))
     largest = max(sizing.models, key=lambda ms: (ms.shape.gpus, ms.shape.pods))
     prov = topo.provisioning
-    wait = prov.node_ready_s[1] + prov.gpu_ready_s + prov.image_pull_s
+    wait = prov.node_ready_s[1] + prov.gpu_ready_s + largest.cold_start.image_pull_s
     held = (largest.shape.pods - 1) * largest.shape.gpus_per_pod
     trap = TrapRow(
         model=largest.model, gpus=largest.shape.gpus, pods=largest.shape.pods, gpus_per_pod=largest.shape.gpus_per_pod,
