@@ -19,7 +19,7 @@ PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outp
 
 # The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
 # The runs come from the simulator's registry (`gpuscale simulate --plan-scenarios --stack`: scenario, model, file stem per
-# line; a scenario quoted per model, such as the scale-from-zero one, has a line per model), not from a list here.
+# line; a scenario the plan quotes per model has a line per model), not from a list here.
 plan: $(VENV)/.installed
 	$(BIN)/gpuscale validate --stack $(STACK)
 	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from gpuscale import labels, versions
-from gpuscale.manifests.vllm import HTTP_PORT, VllmServiceArgs, selector_labels
+from gpuscale.manifests.vllm import HTTP_PORT, VllmServiceArgs, router_service_name, selector_labels
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 
@@ -60,11 +60,6 @@ class PdRouterArgs(Spec):
 
 def router_name(model: str) -> str:
     return f"{model}-router"
-
-
-def router_service_name(args: PdRouterArgs) -> str:
-    """``<model>``, the client entry point, unless a front door owns that name (then ``<model>-pd``)."""
-    return f"{args.model}-pd" if args.behind_door else args.model
 
 
 def router_labels(model: str) -> dict[str, str]:
@@ -158,7 +153,7 @@ def router_service_body(args: PdRouterArgs) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(args, router_service_name(args)),
+        "metadata": _meta(args, router_service_name(args.model, behind_door=args.behind_door)),
         "spec": {
             "type": "ClusterIP",
             "selector": router_selector(args.model),

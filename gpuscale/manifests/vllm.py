@@ -131,13 +131,26 @@ def service_name(model: str, role: Role, *, behind_door: bool = False) -> str:
     return model if role == "aggregated" and not behind_door else workload_name(model, role)
 
 
+def router_service_name(model: str, *, behind_door: bool = False) -> str:
+    """The P/D router's Service: ``<model>``, the client entry point, unless a front door owns that name (then
+    ``<model>-pd``)."""
+    return f"{model}-pd" if behind_door else model
+
+
 def service_account_name(model: str) -> str:
     return f"{model}-vllm"
 
 
 def endpoint_url(model: ModelDeployment) -> str:
-    """In-cluster URL clients call (the aggregated Service or the P/D router's)."""
-    return f"http://{model.name}.{model.serving.namespace}.svc.cluster.local:{HTTP_PORT}"
+    """In-cluster URL of the model's serving entry point (the aggregated Service or the P/D router's). Clients call
+    ``<model>``: this one, or the front door before it (then this is ``<model>-aggregated`` or ``<model>-pd``)."""
+    if not model.has_front_door:
+        name = model.name
+    elif model.serving.mode == "aggregated":
+        name = service_name(model.name, "aggregated", behind_door=True)
+    else:
+        name = router_service_name(model.name, behind_door=True)
+    return f"http://{name}.{model.serving.namespace}.svc.cluster.local:{HTTP_PORT}"
 
 
 def selector_labels(model: str, role: Role) -> dict[str, str]:

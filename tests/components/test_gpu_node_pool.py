@@ -99,7 +99,7 @@ def test_args_derive_root_volume_grace_period_and_cold_start(prod_spec: Platform
     args = GpuNodePoolArgs.from_spec(prod_spec, "l40s")
     assert args.root_volume_gib == sizing.root_volume_gib(prod_spec, prod_spec.topology.pool("l40s"))
     assert args.termination_grace_period == "3m"  # search-8b: 60 s timeout + 120 s drain margin
-    assert args.cold_start_s == sizing.cold_start(prod_spec.models[1], prod_spec.topology.provisioning).total_s
+    assert args.cold_start_s == sizing.cold_start(prod_spec, prod_spec.models[1]).total_s
     assert args.cluster_name == "gpuscale-prod" and args.stage == "prod"
 
 

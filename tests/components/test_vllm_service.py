@@ -126,8 +126,9 @@ def test_no_cluster_name_means_no_aws_resources(run_pulumi: Run, prod_spec: Plat
 def test_hf_weights_need_no_aws_identity(run_pulumi: Run, dev_spec: PlatformSpec) -> None:
     records, outputs = build(run_pulumi, dev_spec)
     assert not [r for r in records if r.type.startswith("aws:")]
-    assert outputs["llama-8b.endpoint"] == "http://llama-8b.inference.svc.cluster.local:8000"
-    assert {r.inputs["metadata"]["name"] for r in of_type(records, "kubernetes:core/v1:Service")} == {"llama-8b"}
+    # dev's model is behind its front door, which owns the client URL http://llama-8b...:8000
+    assert outputs["llama-8b.endpoint"] == "http://llama-8b-aggregated.inference.svc.cluster.local:8000"
+    assert {r.inputs["metadata"]["name"] for r in of_type(records, "kubernetes:core/v1:Service")} == {"llama-8b-aggregated"}
 
 
 def test_multi_node_model_is_a_leader_worker_set(run_pulumi: Run, raw_stack: Callable[[str], dict[str, Any]]) -> None:
