@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from gpuscale.cli import plan as _plan
+from gpuscale.cli import policy as _policy
 from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
@@ -23,6 +24,7 @@ app.command("synth")(_synth.synth)
 app.command("diff")(_synth.diff)
 app.command("simulate")(_simulate.simulate)
 app.command("plan")(_plan.plan)
+app.command("policy-path")(_policy.policy_path)
 
 
 def main() -> None:

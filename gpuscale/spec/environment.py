@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from gpuscale import versions
 from gpuscale.spec.base import Name, Spec
+
+
+def _kubernetes_version(v: str) -> str:
+    if v not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+        raise ValueError(f"{v!r}: supported versions are {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+    return v
+
+
+KubernetesVersion = Annotated[str, AfterValidator(_kubernetes_version)]
+"""An EKS Kubernetes minor version gpuscale's pins support."""
+
+
+def check_public_endpoint(public: bool, cidrs: list[str]) -> None:
+    """A public API endpoint must name the networks allowed in (never the whole internet)."""
+    if public and (not cidrs or "0.0.0.0/0" in cidrs):
+        raise ValueError(
+            "endpoint_public_access: true needs public_access_cidrs listing the networks allowed in "
+            "(not 0.0.0.0/0); or keep the endpoint private"
+        )
 
 
 class NewVpcSpec(Spec):
@@ -30,7 +49,7 @@ class NewVpcSpec(Spec):
 
 
 class ExistingSubnetsSpec(Spec):
-    """Use subnets that already exist (tagged for Karpenter discovery by gpuscale)."""
+    """Use subnets that already exist; gpuscale's node pools select them by id."""
 
     vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]+$")
     """Existing VPC id."""
@@ -57,7 +76,7 @@ class EnvironmentSpec(Spec):
     """Lifecycle stage; ``prod`` refuses unpinned AMIs and zero warm replicas on critical models."""
     aws_region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
     """AWS region, e.g. ``us-east-1``."""
-    kubernetes_version: str = "1.33"
+    kubernetes_version: KubernetesVersion = "1.33"
     """EKS Kubernetes minor version."""
     networking: NewVpcSpec | ExistingSubnetsSpec = NewVpcSpec()
     """A new VPC (``vpc_cidr``) or existing subnets (``vpc_id`` + ``private_subnet_ids``)."""
@@ -70,20 +89,9 @@ class EnvironmentSpec(Spec):
     tags: dict[str, str] = {}
     """Tags on every AWS resource."""
 
-    @field_validator("kubernetes_version")
-    @classmethod
-    def _k8s(cls, v: str) -> str:
-        if v not in versions.SUPPORTED_KUBERNETES_VERSIONS:
-            raise ValueError(f"{v!r}: supported versions are {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
-        return v
-
     @model_validator(mode="after")
     def _endpoint(self) -> EnvironmentSpec:
-        if self.endpoint_public_access and (not self.public_access_cidrs or "0.0.0.0/0" in self.public_access_cidrs):
-            raise ValueError(
-                "endpoint_public_access: true needs public_access_cidrs listing the networks allowed in "
-                "(not 0.0.0.0/0); or keep the endpoint private"
-            )
+        check_public_endpoint(self.endpoint_public_access, self.public_access_cidrs)
         return self
 
     @property

@@ -175,7 +175,28 @@ class TopologyLevel(Spec):
     """Short name used in placement annotations."""
 
 
-def _default_levels() -> list[TopologyLevel]:
+def check_levels(levels: list[TopologyLevel]) -> list[TopologyLevel]:
+    """``levels`` if KAI's Topology accepts them, else a ``ValueError`` naming the problem."""
+    labels = [lv.node_label for lv in levels]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"levels node_label values must be unique: {labels}")
+    if "kubernetes.io/hostname" in labels[:-1]:
+        raise ValueError("levels: kubernetes.io/hostname may only be the last (finest) level")
+    # KAI's Topology webhook: aliases are unique and never equal to a nodeLabel (placements accept either)
+    aliases = [lv.alias for lv in levels if lv.alias is not None]
+    dupes = sorted({a for a in aliases if aliases.count(a) > 1})
+    if dupes:
+        raise ValueError(f"levels: aliases must be unique; repeated: {dupes}")
+    clash = sorted(a for a in aliases if a in labels)
+    if clash:
+        raise ValueError(f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias")
+    bad = sorted(v for v in {*labels, *aliases} if not _LABEL_KEY.match(v) or len(v) > 316)
+    if bad:
+        raise ValueError(f"levels: {bad} are not valid Kubernetes label keys (e.g. topology.kubernetes.io/zone)")
+    return levels
+
+
+def default_levels() -> list[TopologyLevel]:
     return [
         TopologyLevel(node_label="topology.kubernetes.io/zone", alias="zone"),
         TopologyLevel(node_label="topology.k8s.aws/network-node-layer-1", alias="spine"),
@@ -216,7 +237,7 @@ class TopologySpec(Spec):
     """GPU node pools."""
     cpu_pool: CpuNodePoolSpec = CpuNodePoolSpec()
     """General-purpose node pool."""
-    levels: list[TopologyLevel] = Field(default_factory=_default_levels, min_length=1, max_length=16)
+    levels: list[TopologyLevel] = Field(default_factory=default_levels, min_length=1, max_length=16)
     """KAI topology levels, coarsest first; ``kubernetes.io/hostname`` may only be last."""
     provisioning: ProvisioningSpec = ProvisioningSpec()
     """Node provisioning latency."""
@@ -227,27 +248,7 @@ class TopologySpec(Spec):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"gpu_pools names must be unique; repeated: {dupes}")
-        labels = [lv.node_label for lv in self.levels]
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"levels node_label values must be unique: {labels}")
-        if "kubernetes.io/hostname" in labels[:-1]:
-            raise ValueError("levels: kubernetes.io/hostname may only be the last (finest) level")
-        return self
-
-    @model_validator(mode="after")
-    def _level_aliases(self) -> TopologySpec:
-        # KAI's Topology webhook: aliases are unique and never equal to a nodeLabel (placements accept either)
-        labels = {lv.node_label for lv in self.levels}
-        aliases = [lv.alias for lv in self.levels if lv.alias is not None]
-        dupes = sorted({a for a in aliases if aliases.count(a) > 1})
-        if dupes:
-            raise ValueError(f"levels: aliases must be unique; repeated: {dupes}")
-        clash = sorted(a for a in aliases if a in labels)
-        if clash:
-            raise ValueError(f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias")
-        bad = sorted(v for v in {*labels, *aliases} if not _LABEL_KEY.match(v) or len(v) > 316)
-        if bad:
-            raise ValueError(f"levels: {bad} are not valid Kubernetes label keys (e.g. topology.kubernetes.io/zone)")
+        check_levels(self.levels)
         return self
 
     def pool(self, name: str) -> GpuNodePoolSpec:
