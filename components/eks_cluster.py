@@ -16,12 +16,12 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from pydantic import Field, model_validator
 
-from gpuscale import labels
+from gpuscale import labels, versions
 from gpuscale.components.children import child_opts, claim
 from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput, SubnetIds, output_list
 from gpuscale.manifests import iam, network
-from gpuscale.spec.base import Spec
-from gpuscale.spec.environment import ExistingSubnetsSpec, KubernetesVersion, NewVpcSpec, check_public_endpoint
+from gpuscale.spec.base import Ipv4Cidr, Spec
+from gpuscale.spec.environment import ExistingSubnetsSpec, NewVpcSpec
 from gpuscale.spec.platform import PlatformSpec
 
 CoreAddon = Literal["vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns"]
@@ -48,14 +48,14 @@ class EksClusterArgs(Spec):
     """Availability zones; a new VPC gets one private and one public subnet in each."""
     network: NewVpcSpec | ExistingSubnets = NewVpcSpec()
     """A new VPC (``vpc_cidr``) or existing subnets (``private_subnet_ids``)."""
-    kubernetes_version: KubernetesVersion = "1.33"
-    """EKS Kubernetes minor version."""
+    kubernetes_version: str = "1.33"
+    """EKS Kubernetes minor version (one of ``versions.SUPPORTED_KUBERNETES_VERSIONS``)."""
     stage: Literal["dev", "staging", "prod"] = "prod"
     """Lifecycle stage: prod gets deletion protection and one NAT gateway per zone."""
     endpoint_public_access: bool = False
     """Expose the API endpoint publicly (private access is always on)."""
-    public_access_cidrs: list[str] = []
-    """CIDRs allowed to reach a public endpoint; required when it is public."""
+    public_access_cidrs: list[Ipv4Cidr] = []
+    """CIDRs allowed to reach a public endpoint; required when it is public (never 0.0.0.0/0)."""
     admin_principal_arns: list[PrincipalArn] | dict[str, PrincipalArn] = []
     """IAM principals granted cluster-admin through access entries. A list of plain ARNs, or ``{name: arn}`` when an
     ARN is another resource's Output (the name keys its access entry, so reordering never replaces one)."""
@@ -80,7 +80,12 @@ class EksClusterArgs(Spec):
 
     @model_validator(mode="after")
     def _checks(self) -> EksClusterArgs:
-        check_public_endpoint(self.endpoint_public_access, self.public_access_cidrs)
+        if self.kubernetes_version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+            raise ValueError(f"kubernetes_version {self.kubernetes_version!r}: supported versions are "
+                             f"{', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+        if self.endpoint_public_access and (not self.public_access_cidrs or "0.0.0.0/0" in self.public_access_cidrs):
+            raise ValueError("endpoint_public_access needs public_access_cidrs naming the networks allowed in (not "
+                             "0.0.0.0/0)")
         if isinstance(self.admin_principal_arns, list):
             later = [arn for arn in self.admin_principal_arns if not isinstance(arn, str)]
             if later:

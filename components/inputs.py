@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, TypeAlias, TypeVar
 
 import pulumi
-from pydantic import BaseModel, PlainValidator
+from pydantic import BaseModel, PlainValidator, TypeAdapter, ValidationError
 
 from gpuscale.manifests.namespaces import workload_namespace
+from gpuscale.spec.base import HttpUrl, IamPrincipalArn
 from gpuscale.spec.model import image_ref
 
 StrInput: TypeAlias = str | Awaitable[str] | pulumi.Output[str]
@@ -95,21 +96,30 @@ def _prefixed(prefix: str, what: str) -> Callable[[str], str]:
     return check
 
 
-def _arn(value: str) -> str:
-    if not re.match(r"^arn:aws[a-z-]*:(iam|sts)::[0-9]{12}:", value):
-        raise ValueError(f"{value!r} is not an IAM principal ARN (arn:aws:iam::<account>:role/... or :user/...)")
-    return value
+def _spec_type(annotation: Any) -> Callable[[str], str]:
+    """The stack file's own check of a value type (``IamPrincipalArn``, ``HttpUrl`` ...), with its message."""
+    adapter: TypeAdapter[str] = TypeAdapter(annotation)
+
+    def check(value: str) -> str:
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+
+    return check
 
 
 ClusterName = Annotated[StrInput, _input(_cluster_name)]
 """An EKS cluster name, or an Output of one (e.g. ``aws.eks.Cluster(...).name``)."""
 NonEmpty = Annotated[StrInput, _input(_nonempty)]
-"""A non-empty string (an IAM role name, a URL), or an Output of one."""
+"""A non-empty string (an IAM role name, an AWS profile), or an Output of one."""
+PrometheusUrl = Annotated[StrInput, _input(_spec_type(HttpUrl))]
+"""A Prometheus ``http(s)://host[:port][/path]`` URL, or an Output of one (``PrometheusStack.prometheus_url``)."""
 Namespace = Annotated[StrInput, _input(workload_namespace)]
 """A namespace model workloads may use (DNS-1123 label, not a controller's), or an Output (``ns.metadata.name``)."""
 Image = Annotated[StrInput, _input(image_ref)]
 """A container image reference, or an Output of one (e.g. an image built in the same program)."""
-PrincipalArn = Annotated[StrInput, _input(_arn)]
+PrincipalArn = Annotated[StrInput, _input(_spec_type(IamPrincipalArn))]
 """An IAM role or user ARN, or an Output of one."""
 SubnetIds = Annotated[StrListInput, _list_input(_prefixed("subnet-", "a subnet"))]
 """Subnet ids (``subnet-...``): a list, or an Output of one (``StackReference(...).get_output("private_subnet_ids")``)."""

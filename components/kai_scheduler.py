@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import after_chart, namespaced_chart
-from gpuscale.components.inputs import NonEmpty
+from gpuscale.components.inputs import PrometheusUrl
 from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values, kai_prometheus_url
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -27,7 +27,7 @@ class KaiSchedulerArgs(Spec):
     """Pinned KAI chart (CRDs, operator, scheduler, binder, podgrouper, admission webhooks)."""
     namespace: str = KAI_NAMESPACE
     """Namespace of the release; created by the component. Workloads must not run in it."""
-    prometheus_url: NonEmpty | None = None
+    prometheus_url: PrometheusUrl | None = None
     """A prometheus-operator Prometheus (e.g. ``PrometheusStack.prometheus_url``): KAI creates ServiceMonitors for
     its components and reports to it. ``None``: KAI's metrics are not wired."""
 

@@ -38,13 +38,20 @@ from gpuscale.manifests.kai import topology_body
 from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.spec.topology import TopologyLevel, check_levels, default_levels
+from gpuscale.spec.topology import TopologyLevel, default_levels, level_problem
+
+
+def _checked(levels: list[TopologyLevel]) -> list[TopologyLevel]:
+    problem = level_problem(levels)
+    if problem:
+        raise ValueError(problem)
+    return levels
 
 
 class KaiTopologyArgs(Spec):
     """The topology levels, coarsest first (default: zone, the three AWS network layers, node)."""
 
-    levels: Annotated[list[TopologyLevel], AfterValidator(check_levels)] = Field(
+    levels: Annotated[list[TopologyLevel], AfterValidator(_checked)] = Field(
         default_factory=default_levels, min_length=1, max_length=16,
     )
     """Node labels that name placement domains; ``kubernetes.io/hostname`` may only be last."""

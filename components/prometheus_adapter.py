@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.components.inputs import NonEmpty
+from gpuscale.components.inputs import PrometheusUrl
 from gpuscale.manifests.autoscaling import prometheus_adapter_values
 from gpuscale.manifests.namespaces import PROMETHEUS_ADAPTER_NAMESPACE
 from gpuscale.spec.base import Spec
@@ -28,7 +28,7 @@ class PrometheusAdapterArgs(Spec):
     """Pinned ``prometheus-adapter`` chart."""
     namespace: str = PROMETHEUS_ADAPTER_NAMESPACE
     """Namespace created for the adapter (its own, so it never collides with the Prometheus stack's)."""
-    prometheus_url: NonEmpty
+    prometheus_url: PrometheusUrl
     """Prometheus HTTP endpoint (``observability.prometheus_url``, or ``PrometheusStack.prometheus_url``)."""
 
     @classmethod

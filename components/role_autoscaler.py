@@ -12,7 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale.components.children import child_opts, claim, object_kind, object_name
-from gpuscale.components.inputs import Namespace, NonEmpty, StrInput, lift, resolved
+from gpuscale.components.inputs import Namespace, PrometheusUrl, StrInput, lift, resolved
 from gpuscale.manifests import autoscaling
 from gpuscale.manifests.autoscaling import AutoscalerSettings
 from gpuscale.sizing import PlatformSizing
@@ -34,7 +34,7 @@ class RoleAutoscalerArgs(Spec):
     """The role, its workload, backend, and the targets and bounds sizing derived."""
     namespace: Namespace | None = None
     """Namespace of the role's workload; default ``autoscaler.namespace``."""
-    prometheus_url: NonEmpty | None = None
+    prometheus_url: PrometheusUrl | None = None
     """Prometheus the KEDA triggers query; default ``autoscaler.prometheus_url``."""
 
     @classmethod

@@ -300,7 +300,9 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
             cap = kv_capacity_tokens(model, _instance(pool, shape), tp, pp)
             raise SizingError(
                 f"model {model.name}: TP {tp} x PP {pp} on {shape.instance_type} leaves KV room for {cap} tokens, "
-                f"less than max_context_tokens {arch.max_context_tokens}; raise TP/PP or lower max_context_tokens"
+                f"less than max_context_tokens {arch.max_context_tokens}; raise TP/PP or lower max_context_tokens",
+                # no KV room at all: the weights alone overflow the GPUs, so the number to check is the model's size
+                "architecture.params_b" if cap == 0 else "parallelism",
             )
         return shape
     domain = max(it.nvlink_domain_gpus for it in pool.instances)
@@ -312,10 +314,13 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
             shape = _shape(model, pool, tp, pp)
             if _fits(model, _instance(pool, shape), tp, pp):
                 return shape
+    largest = max(tps) * 8
     raise SizingError(
         f"model {model.name}: {weights_gib(model):.1f} GiB of weights plus one {arch.max_context_tokens}-token "
         f"sequence do not fit {ref.name} ({ref.gpu_memory_gib:g} GiB GPUs) at TP <= {max(tps)} and PP <= 8; "
-        "use a larger GPU, FP8 weights, or a shorter max_context_tokens"
+        "use a larger GPU, FP8 weights, or a shorter max_context_tokens",
+        # the weights alone overflow the largest replica sizing may form: the model's size is what to check
+        "architecture.params_b" if kv_capacity_tokens(model, ref, largest, 1) == 0 else "parallelism",
     )
 
 

@@ -39,6 +39,7 @@ def test_gang_wider_than_the_pool_is_refused(raw_stack) -> None:  # type: ignore
     raw = raw_stack("prod")
     # TP8 x PP2 = 16 GPUs over two p5 nodes, in a pool capped at 8 GPUs (one node)
     raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
     spec = validate_config(raw, "t")
     sizing = size_platform(spec)
     assert sizing.model("llama-70b-fp8").shape.pods == 2

@@ -9,45 +9,83 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, spec_from_options
+from gpuscale.cli.common import (
+    StackFileOpt,
+    StackOpt,
+    check_outputs,
+    console,
+    fail,
+    positive_finite,
+    say,
+    spec_from_options,
+    write_text,
+)
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import SCENARIOS, ScenarioError, build_scenario
 from gpuscale.sim.traffic import TraceError, TraceTraffic
 from gpuscale.sizing import SizingError
 
+POLICIES_HELP = (
+    "Comma-separated subset of the scenario's policies (default all): stack, peak-hour and --trace: dcgm-duty-cycle, "
+    "queue-depth, gpuscale, oracle (peak-hour adds dcgm-duty-cycle+manual); 2am-huge-prompt: cluster-autoscaler, "
+    "karpenter, karpenter+warm-pool; gang-7-of-8: default-scheduler, kai-gang; consolidation-24x7: when-empty-1h, "
+    "when-empty-<N>m (N: the stack's shorter setting), when-empty-or-underutilized."
+)
+MAX_DURATION_S = 7 * 86_400
+"""Longest simulation (a week); longer runs hold every request of the week in memory."""
+
 ScenarioOpt = Annotated[
-    str | None, typer.Option("--scenario", help=f"Preset: {', '.join(SCENARIOS)} (default stack).", show_default=False)
+    str | None,
+    typer.Option("--scenario", help=f"Preset: {', '.join(SCENARIOS)} (default stack; not with --trace).", show_default=False),
 ]
 TraceOpt = Annotated[
-    Path | None, typer.Option("--trace", help="Replay a trace (*_norm.csv or Azure 2023 CSV) instead of a preset.", dir_okay=False)
+    Path | None,
+    typer.Option("--trace", help="Replay a trace (*_norm.csv or Azure 2023 CSV) instead of a preset.", dir_okay=False,
+                 show_default=False),
 ]
 
 
 def simulate(
     stack: StackOpt = None,
     stack_file: StackFileOpt = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model to simulate (default the first).")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model to simulate (default the first).", show_default=False)
+    ] = None,
     scenario: ScenarioOpt = None,
     trace: TraceOpt = None,
-    compress: Annotated[float, typer.Option("--compress", help="Divide trace arrival times by this factor.")] = 1.0,
-    policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated subset of the scenario's policies.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same results).")] = 0,
-    duration_s: Annotated[float | None, typer.Option("--duration-s", help="Simulated seconds (default per scenario).")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.", dir_okay=False)] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write replicas/queue/TTFT PNGs into this directory.", file_okay=False)] = None,
+    compress: Annotated[
+        float, typer.Option("--compress", help="Divide trace arrival times by this factor (> 0).", callback=positive_finite)
+    ] = 1.0,
+    policies: Annotated[str | None, typer.Option("--policies", help=POLICIES_HELP, show_default=False)] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Random seed (same seed, same results).")] = 0,
+    duration_s: Annotated[
+        float | None,
+        typer.Option("--duration-s", help=f"Simulated seconds, at most {MAX_DURATION_S:,} (default per scenario).",
+                     callback=positive_finite, show_default=False),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the results as JSON here.", dir_okay=False, show_default=False)
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Write replicas/queue/TTFT PNGs into this directory.", file_okay=False,
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Simulate the three autoscaling layers on a scenario or a trace; print the policy comparison."""
     problems = []
     if trace is not None and scenario is not None:
         problems.append("pass either --scenario or --trace, not both")
-    if compress <= 0:
-        problems.append(f"--compress must be > 0, got {compress:g}")
-    if duration_s is not None and duration_s <= 0:
-        problems.append(f"--duration-s must be > 0, got {duration_s:g}")
+    if duration_s is not None and duration_s > MAX_DURATION_S:
+        problems.append(f"--duration-s {duration_s:g} is more than a week ({MAX_DURATION_S:,} s)")
+    if policies is not None and not [p for p in policies.split(",") if p.strip()]:
+        problems.append(f"--policies {policies!r} names no policy; {POLICIES_HELP}")
     if problems:
         fail(problems)
+    check_outputs((json_out, "--json", False), (plot, "--plot", True))
     spec = spec_from_options(stack, stack_file)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
     try:
@@ -58,25 +96,28 @@ def simulate(
     except (ScenarioError, TraceError, SizingError) as exc:
         fail([str(exc)])
     console.print(result_table(result))
-    console.print(f"[bold]{result.score_formula}[/]", highlight=False)
-    console.print(result.score_explanation, highlight=False, style="dim")
+    say(result.score_formula, style="bold")
+    say(result.score_explanation, style="dim")
     for f in result.findings:
-        console.print(f"- {f}", highlight=False)
+        say(f"- {f}")
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
-        console.print(f"wrote {json_out}")
+        write_text(json_out, json.dumps(result.model_dump(mode="json"), indent=2) + "\n", "--json")
+        say(f"wrote {json_out}")
     if plot is not None:
         from gpuscale.sim.plots import write_plots
 
-        for p in write_plots(result, plot):
-            console.print(f"wrote {p}")
+        try:
+            paths = write_plots(result, plot)
+        except OSError as exc:
+            fail([f"--plot {plot}: cannot write the plots ({exc.strerror or exc})"])
+        for p in paths:
+            say(f"wrote {p}")
 
 
 def _run(runner: Runner) -> ScenarioResult:
     names = [v.name for v in runner.variants]
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+        TextColumn("{task.description}", markup=False), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
         console=console, transient=True, disable=not console.is_terminal,
     ) as progress:
         tasks: dict[str, TaskID] = {n: progress.add_task(n, total=1.0) for n in names}
@@ -90,11 +131,11 @@ def _num(x: float | None, fmt: str) -> str:
 def result_table(result: ScenarioResult) -> Table:
     slo = result.slo
     t = Table(
-        title=(
+        title=Text(
             f"{result.stack}/{result.model}: {result.scenario}, {result.duration_s / 60:.0f} min, seed {result.seed} "
             f"(SLO TTFT p99 {slo.ttft_p99_s:g} s, ITL p99 {slo.itl_p99_s * 1000:g} ms, timeout {slo.request_timeout_s:g} s)"
         ),
-        caption=result.description,
+        caption=Text(result.description),
     )
     cols = ("policy", "completed", "dropped", "lost", "queued", "SLO att.", "TTFT p50", "TTFT p99", "ITL p99",
             "GPU-h", "idle GPU-min prov/load/gang/empty", "cost $", "x oracle", "score")

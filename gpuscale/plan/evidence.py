@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from gpuscale.sim import ScenarioResult
 from gpuscale.sim.plots import write_plots
@@ -16,6 +17,10 @@ from gpuscale.spec.platform import PlatformSpec
 
 PLAN_SCENARIOS = ("stack", "consolidation-24x7", "gang-7-of-8", "2am-huge-prompt")
 """Scenarios every plan quotes: the stack's own workload, then one per failure the plan explains."""
+
+
+class EvidenceError(ValueError):
+    """An earlier run's output (``--synth`` manifests, ``--sim-dir`` results) that cannot be read; names the file."""
 
 
 class ManifestExcerpt(Spec):
@@ -114,7 +119,7 @@ def run_simulations(
     sections: dict[str, SimSection] = {}
     for scenario in PLAN_SCENARIOS:
         cached = sim_dir / f"{scenario}.json" if sim_dir else None
-        result = ScenarioResult.model_validate(json.loads(cached.read_text())) if cached is not None and cached.is_file() else None
+        result = load_result(cached) if cached is not None and cached.is_file() else None
         if result is None or result.model != model:
             result = simulate(spec, scenario, model=model, duration_s=duration_s)
         images: list[str] = []
@@ -123,6 +128,17 @@ def run_simulations(
             images = [f"{image_prefix}/{scenario}/{p.name}" for p in paths]
         sections[scenario] = sim_section(result, images)
     return sections
+
+
+def load_result(path: Path) -> ScenarioResult:
+    """A ``gpuscale simulate --json`` result; ``EvidenceError`` naming the file when it is not one."""
+    try:
+        return ScenarioResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, RecursionError) as exc:  # ValidationError and JSON/UTF-8 errors are ValueErrors
+        reason = f"{exc.error_count()} field(s) do not match" if isinstance(exc, ValidationError) else str(exc)
+        raise EvidenceError(
+            f"{path}: not a `gpuscale simulate --json` result ({reason}); re-run the simulation or drop --sim-dir"
+        ) from None
 
 
 def node_manifests(objects: list[dict[str, Any]]) -> list[ManifestExcerpt]:
@@ -136,7 +152,19 @@ def node_manifests(objects: list[dict[str, Any]]) -> list[ManifestExcerpt]:
 
 
 def manifests_from_synth_dir(path: Path) -> list[dict[str, Any]]:
+    """Every object in ``<path>/manifests/*.yaml``; ``EvidenceError`` naming the file that is not YAML."""
     out: list[dict[str, Any]] = []
     for f in sorted((path / "manifests").glob("*.yaml")):
-        out += [d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
+        try:
+            docs = list(yaml.safe_load_all(f.read_text(encoding="utf-8")))
+        except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
+            raise EvidenceError(
+                f"{f}: not a manifest written by `gpuscale synth` ({exc}); re-run the synth or drop --synth"
+            ) from None
+        objects = [d for d in docs if isinstance(d, dict)]
+        bad = [d for d in objects if not isinstance(d.get("kind"), str) or not isinstance(d.get("metadata"), dict)
+               or not isinstance(d["metadata"].get("name"), str)]
+        if bad:
+            raise EvidenceError(f"{f}: an object without kind or metadata.name; re-run the synth or drop --synth")
+        out += objects
     return out

@@ -222,10 +222,26 @@ def load_trace(path: Path) -> Arrivals:
             raise TraceError(f"{path}: line {i + 2}: cannot parse {','.join(row)!r} ({exc}); {expected}") from None
     if not np.all(np.isfinite(times)) or np.any(prompts < 0) or np.any(outputs < 0):
         raise TraceError(f"{path}: arrival times must be finite and token counts non-negative")
+    _check_arrival_order(path, times, header == NORM_HEADER)
     order = np.argsort(times, kind="stable")
     times = times[order] - times[order][0]
     # a request always has a prompt and yields at least one token (vLLM's minimum)
     return Arrivals(times, np.maximum(prompts[order], 1), np.maximum(outputs[order], 1))
+
+
+def _check_arrival_order(path: Path, times: np.ndarray, relative: bool) -> None:
+    """Refuse negative arrival times (``*_norm.csv`` counts seconds from 0) and rows out of arrival order, naming the
+    line: a replay must not silently reorder or shift the requests it was given."""
+    if relative and np.any(times < 0):
+        i = int(np.argmax(times < 0))
+        raise TraceError(f"{path}: line {i + 2}: arrival_s {times[i]:g} is negative; arrival times count seconds from 0")
+    back = np.flatnonzero(np.diff(times) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise TraceError(
+            f"{path}: line {i + 2}: arrives at {times[i]:g} s, before line {i + 1} ({times[i - 1]:g} s); sort the rows "
+            "by arrival time (keep the header first)"
+        )
 
 
 def _trace(spec: TraceTraffic, duration_s: float | None) -> Arrivals:

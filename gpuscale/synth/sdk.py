@@ -8,6 +8,8 @@ function to completion outside the CLI, reading the root stack's exports, and li
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
@@ -93,8 +95,23 @@ def resolve_plain(values: dict[str, Any]) -> Any:
     return deserialize(_sync_await(_rpc.serialize_properties(values, {})), keep_unknowns=True)
 
 
+class _EngineLogHandler(logging.Handler):
+    """What the engine would print for ``pulumi.log``: ``warning: <message>`` on stderr (looked up at each message, so
+    a captured stderr sees it), instead of the bare message Python's last-resort handler prints for the mock engine."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"{record.levelname.lower()}: {record.getMessage()}\n")
+
+
+ENGINE_LOG = logging.getLogger("gpuscale.synth.engine")
+"""The mock engine's log: components' ``pulumi.log.warn`` messages, each as a ``warning:`` line."""
+ENGINE_LOG.propagate = False
+ENGINE_LOG.setLevel(logging.WARNING)
+ENGINE_LOG.addHandler(_EngineLogHandler())
+
+
 def install_mocks(mocks: pulumi.runtime.Mocks, monitor: Any, *, project: str, stack: str, preview: bool) -> None:
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor, logger=ENGINE_LOG)
     reset_runtime()
 
 

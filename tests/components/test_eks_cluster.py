@@ -147,7 +147,7 @@ def test_admin_principals_may_be_outputs_when_named() -> None:
     assert named(records, "ops").urn in entry.dependencies
     with pytest.raises(ValidationError, match=r"needs a name for its access entry; pass \{name: arn\}"):
         EksClusterArgs(cluster_name="c", zones=["a"], admin_principal_arns=[pulumi.Output.from_input(ADMIN)])
-    with pytest.raises(ValidationError, match="not an IAM principal ARN"):
+    with pytest.raises(ValidationError, match="not an IAM role or user ARN"):
         EksClusterArgs(cluster_name="c", zones=["a"], admin_principal_arns=["platform-admins"])
 
 

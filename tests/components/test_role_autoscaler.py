@@ -164,7 +164,7 @@ def test_gpu_memory_metric_is_refused() -> None:
 
 def test_one_autoscaler_over_prefill_and_decode_is_refused() -> None:
     msg = refuse(with_autoscaling(pd_raw(), scope="whole_model"))
-    assert msg.startswith("gpuscale:models[0]: autoscaling.scope: whole_model puts prefill and decode behind one")
+    assert msg.startswith("gpuscale:models[0].autoscaling.scope: autoscaling.scope: whole_model puts prefill and decode")
 
 
 def test_deprecated_vllm_metric_is_refused() -> None:
@@ -174,12 +174,14 @@ def test_deprecated_vllm_metric_is_refused() -> None:
 
 def test_zero_warm_replicas_on_a_critical_slo_is_refused() -> None:
     msg = refuse(with_autoscaling(pd_raw(), decode={"min_replicas": 0}))
-    assert msg.startswith("gpuscale:models[0]: autoscaling.decode.min_replicas: 0 on a critical SLO")
+    assert msg.startswith("gpuscale:models[0].autoscaling.decode.min_replicas: autoscaling.decode.min_replicas: 0 on a "
+                          "critical SLO")
 
 
 def test_hpa_scale_to_zero_and_pausing_are_refused() -> None:
     msg = refuse(with_autoscaling(small_raw(), backend="hpa", aggregated={"min_replicas": 0, "wake_schedule": WAKE}))
-    assert msg.startswith("gpuscale:models[0]: autoscaling.aggregated.min_replicas is 0 but backend: hpa cannot scale")
+    assert msg.startswith("gpuscale:models[0].autoscaling.aggregated.min_replicas: autoscaling.aggregated.min_replicas is "
+                          "0 but backend: hpa cannot scale")
     raw = small_raw(models=[model(criticality="best_effort", autoscaling={"backend": "hpa"})])
     assert "defaults to 0 for a best_effort SLO" in refuse(raw)
     assert "autoscaling.paused: true needs backend: keda" in refuse(with_autoscaling(small_raw(), backend="hpa", paused=True))

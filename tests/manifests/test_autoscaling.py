@@ -157,7 +157,7 @@ def test_scale_to_zero_without_a_wake_signal_is_refused(raw_stack: Callable[[str
     with pytest.raises(StackConfigError) as info:
         validate_config(raw, "t")
     (msg,) = info.value.lines()
-    assert msg.startswith("gpuscale:models[0]: autoscaling.aggregated.min_replicas is 0, but at zero replicas vLLM's gauges vanish")
+    assert msg.startswith("gpuscale:models[0].autoscaling.aggregated.min_replicas: autoscaling.aggregated.min_replicas is 0, but at zero replicas vLLM's gauges vanish")
     assert "wake_schedule" in msg
 
 
@@ -177,6 +177,7 @@ def test_paused_annotation(raw_stack: Callable[[str], dict[str, Any]]) -> None:
 def test_lws_target_uses_its_scale_subresource(raw_stack: Callable[[str], dict[str, Any]]) -> None:
     raw = raw_stack("prod")
     raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
     body = au.scaled_object_body(role_args(validate_config(raw, "t"), "llama-70b-fp8", "decode"))
     assert body["spec"]["scaleTargetRef"] == {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "llama-70b-fp8-decode",

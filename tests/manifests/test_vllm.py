@@ -35,6 +35,7 @@ def multi_node_spec(raw_stack: Callable[[str], dict[str, Any]]) -> PlatformSpec:
     """Prod with the 70B model at TP8 x PP2 on p5.48xlarge: 16 GPUs, two 8-GPU pods on two nodes."""
     raw = raw_stack("prod")
     raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
     return validate_config(raw, "multi-node test")
 
 

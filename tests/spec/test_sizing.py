@@ -30,7 +30,7 @@ def llama8b(ctx: int = 8192) -> ModelArchitecture:
 
 def deployment(arch: ModelArchitecture, tp: int | None = None, pp: int | None = None) -> ModelDeployment:
     return ModelDeployment.model_validate({
-        "name": "m", "architecture": arch.model_dump(), "weights": {"uri": "s3://b/m"},
+        "name": "m", "architecture": arch.model_dump(), "weights": {"uri": "s3://bucket/m"},
         "parallelism": {"tensor_parallel_size": tp, "pipeline_parallel_size": pp},
         "slo": {"ttft_p99_s": 2, "itl_p99_s": 0.05, "request_timeout_s": 60},
         "workload": {"base_rps": 1, "peak_rps": 4, "prompt_tokens": {"mean": 1000, "p99": 4000},
@@ -243,12 +243,12 @@ def test_queue_budget_is_quota_in_quota_only_queues_and_the_tightest_limit_other
     from tests.specs import pd_spec
 
     spec = pd_spec(teams=[{"name": "dept", "gpu_quota": 40, "gpu_limit": 48, "children": [
-        {"name": "chat", "gpu_quota": 40, "gpu_limit": 64},
-        {"name": "batch", "gpu_quota": 0, "gpu_limit": 56, "preemptible": True},
+        {"name": "chat", "gpu_quota": 40, "gpu_limit": 48},
+        {"name": "batch", "gpu_quota": 0, "gpu_limit": -1, "preemptible": True},
     ]}])
     chat = sizing.queue_gpu_budget(spec, "chat")
     assert (chat.gpus, chat.kind, chat.queue) == (40, "gpu_quota", "chat")
-    batch = sizing.queue_gpu_budget(spec, "batch")  # the parent's 48 binds before the leaf's 56
+    batch = sizing.queue_gpu_budget(spec, "batch")  # an unlimited leaf is bound by its parent's 48
     assert (batch.gpus, batch.kind, batch.queue) == (48, "gpu_limit", "dept")
 
 
