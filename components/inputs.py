@@ -125,8 +125,6 @@ SubnetIds = Annotated[StrListInput, _list_input(_prefixed("subnet-", "a subnet")
 """Subnet ids (``subnet-...``): a list, or an Output of one (``StackReference(...).get_output("private_subnet_ids")``)."""
 SecurityGroupIds = Annotated[StrListInput, _list_input(_prefixed("sg-", "a security group"))]
 """Security group ids (``sg-...``): a list, or an Output of one."""
-VpcId = Annotated[StrInput, _input(_prefixed("vpc-", "a VPC"))]
-"""A VPC id (``vpc-...``), or an Output of one."""
 
 
 def output_list(value: StrListInput) -> pulumi.Output[list[str]]:
