@@ -14,16 +14,15 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 	@echo "installed into $(VENV)"
 
-PLAN_SCENARIOS := stack consolidation-24x7 gang-7-of-8 2am-huge-prompt
-
 # The dev plan is committed; every other stack's plan has its own git-ignored folder, so no run overwrites the dev plan.
 PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outputs/$(STACK)/skill-gpu-autoscaler-plan.md)
 
 # The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
+# The scenarios come from the simulator's registry (`gpuscale simulate --plan-scenarios`), not from a list here.
 plan: $(VENV)/.installed
 	$(BIN)/gpuscale validate --stack $(STACK)
 	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth
-	for sc in $(PLAN_SCENARIOS); do \
+	for sc in $$($(BIN)/gpuscale simulate --plan-scenarios); do \
 		echo "simulating $$sc (up to a few minutes)..."; \
 		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --json out/$(STACK)/sim/$$sc.json || exit 1; \
 	done

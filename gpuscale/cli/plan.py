@@ -22,7 +22,6 @@ from gpuscale.cli.common import (
 )
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import (
-    PLAN_SCENARIOS,
     Evidence,
     EvidenceError,
     manifests_from_synth_dir,
@@ -31,6 +30,7 @@ from gpuscale.plan.evidence import (
 )
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
 from gpuscale.sim import ScenarioError, ScenarioResult
+from gpuscale.sim.scenarios import plan_scenarios
 
 COMMITTED_PLAN_STACK = "dev"
 """The stack whose plan is committed at ``outputs/skill-gpu-autoscaler-plan.md``."""
@@ -61,7 +61,7 @@ def plan(
     sim_dir: Annotated[
         Path | None,
         typer.Option("--sim-dir", help="Reuse earlier `gpuscale simulate --json DIR/<scenario>.json` results for "
-                     f"{', '.join(PLAN_SCENARIOS)} (each simulation otherwise takes up to minutes); a missing one, or "
+                     f"{', '.join(plan_scenarios())} (each simulation otherwise takes up to minutes); a missing one, or "
                      "one of another model, is simulated.", file_okay=False, show_default=False),
     ] = None,
     sim_duration_s: Annotated[
@@ -72,7 +72,7 @@ def plan(
 ) -> None:
     """Design the three-layer autoscaling setup for a stack: inputs, sizing, layers, cold start, simulation, checklist.
 
-    Synthesizes the stack and runs four simulations unless --synth/--sim-dir hand it earlier results; progress goes
+    Synthesizes the stack and runs the plan's simulations unless --synth/--sim-dir hand it earlier results; progress goes
     to stderr. The document is written whole at the end, or not at all.
     """
     spec = spec_from_options(stack, stack_file)
@@ -90,7 +90,7 @@ def plan(
             spec, stack=name, image_dir=target.parent / image_prefix, image_prefix=image_prefix, sim_dir=sim_dir,
             duration_s=sim_duration_s, simulate=simulate,
         )
-        for scenario in PLAN_SCENARIOS:
+        for scenario in plan_scenarios():
             if scenario not in simulate.ran and sim_dir is not None:
                 say(f"reused {sim_dir / f'{scenario}.json'}", stderr=True)
     except (ScenarioError, EvidenceError) as exc:
@@ -126,5 +126,5 @@ class _Simulations:
         from gpuscale.sim import simulate
 
         self.ran.append(scenario)
-        with step(f"simulating {scenario} ({len(self.ran)} of up to {len(PLAN_SCENARIOS)})", f"simulated {scenario}"):
+        with step(f"simulating {scenario} ({len(self.ran)} of up to {len(plan_scenarios())})", f"simulated {scenario}"):
             return simulate(spec, scenario, **kw)

@@ -56,6 +56,10 @@ class GpuInstanceType(Spec):
     """Instance-store NVMe, GiB (RAID0-able for image and model cache)."""
     on_demand_usd_per_hour: float = Field(gt=0)
     """On-demand price, us-east-1, USD per hour."""
+    network_gbps: float = Field(default=0.0, ge=0)
+    """Baseline network bandwidth of the instance, Gbit/s (EFA included on p4/p5): Karpenter's
+    ``pkg/providers/instancetype/zz_generated.bandwidth.go`` (EC2 DescribeInstanceTypes, commit 9c68c87f). ``up to``
+    burst figures are not counted. The simulator times prefill -> decode KV transfers and image pulls with it."""
 
     @property
     def family(self) -> str:
@@ -121,7 +125,16 @@ _ALL = (
     _it("g6.48xlarge", L4, 8, 1, 1, 192, 768, 7153, 13.35),
 )
 
-CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType({it.name: it for it in _ALL})
+_NETWORK_GBPS = {
+    "p5.48xlarge": 3200, "p5.4xlarge": 100, "p5en.48xlarge": 3200, "p4d.24xlarge": 400, "p4de.24xlarge": 400,
+    "g6e.xlarge": 2.5, "g6e.2xlarge": 5, "g6e.12xlarge": 100, "g6e.24xlarge": 200, "g6e.48xlarge": 400,
+    "g5.xlarge": 2.5, "g5.2xlarge": 5, "g5.12xlarge": 40, "g5.48xlarge": 100,
+    "g6.xlarge": 2.5, "g6.12xlarge": 40, "g6.48xlarge": 100,
+}
+"""``network_gbps`` per type (Karpenter's generated bandwidth table, Mbit/s / 1000)."""
+CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType(
+    {it.name: it.model_copy(update={"network_gbps": float(_NETWORK_GBPS[it.name])}) for it in _ALL}
+)
 """Every GPU instance type gpuscale can size for, keyed by EC2 name."""
 
 

@@ -7,14 +7,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
 from gpuscale.cli.plan import default_out
-from gpuscale.cli.simulate import POLICIES_HELP
-from gpuscale.sim.scenarios import SCENARIOS, build_scenario
+from gpuscale.sim.scenarios import build_scenario, scenario_names
 from gpuscale.spec.platform import PlatformSpec
 from tests.conftest import REPO
+from tests.specs import small_raw
 
 runner = CliRunner()
 COMMANDS = ("validate", "schema", "synth", "diff", "simulate", "plan")
@@ -63,12 +64,25 @@ def test_plan_help_says_synth_and_sim_dir_reuse_earlier_results() -> None:
     assert "Reuse earlier `gpuscale simulate --json DIR/<scenario>.json` results" in text
 
 
-def test_policies_help_lists_every_policy_of_every_scenario(stack_specs: dict[str, PlatformSpec]) -> None:
-    for spec in stack_specs.values():
-        for scenario in SCENARIOS:
-            for variant in build_scenario(scenario, spec, duration_s=600).variants:
-                name = re.sub(r"when-empty-\d+m$", "when-empty-<N>m", variant.name)
-                assert re.search(rf"(?<![\w+-]){re.escape(name)}(?![\w+-])", POLICIES_HELP), (scenario, variant.name)
+def write_stack(raw: dict[str, object], folder: Path) -> Path:
+    path = folder / "Pulumi.t.yaml"
+    path.write_text(yaml.safe_dump({"config": {f"gpuscale:{k}": v for k, v in raw.items()}}))
+    return path
+
+
+def test_list_names_every_policy_of_every_scenario_for_the_stack(tmp_path: Path) -> None:
+    assert "simulate --list --stack NAME" in " ".join(help_text("simulate").split())
+    raw = small_raw()
+    spec = PlatformSpec.model_validate(raw)
+    listed = runner.invoke(app, ["simulate", "--list", "--stack-file", str(write_stack(raw, tmp_path))])
+    assert listed.exit_code == 0, listed.output
+    lines = dict(line.split(": ", 1) for line in listed.output.strip().splitlines())
+    assert set(lines) == set(scenario_names())
+    for scenario in scenario_names():
+        if scenario == "trace":
+            continue
+        names = [v.name for v in build_scenario(scenario, spec, duration_s=600).variants]
+        assert lines[scenario] == ", ".join(names)
 
 
 def test_plans_of_other_stacks_never_overwrite_the_committed_dev_plan() -> None:

@@ -64,6 +64,8 @@ def test_prefill_and_decode_each_get_their_own_scaled_object() -> None:
     prefill, decode = objs["m70b-prefill-scaledobject"].inputs["spec"], objs["m70b-decode-scaledobject"].inputs["spec"]
     assert [t["name"] for t in prefill["triggers"]] == ["prompt-tokens-total", "num-requests-waiting"]
     assert "vllm:kv_cache_usage_perc" in decode["triggers"][0]["metadata"]["query"]
+    kv_target = size_platform(pd_spec()).model("m70b").role("decode").signals[0].target
+    assert decode["triggers"][0]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
     assert prefill["minReplicaCount"] >= 1 and decode["minReplicaCount"] >= 1
     assert outputs["m70b/decode"] == "m70b-decode" and outputs["m70b/decode.kind"] == "ScaledObject"
     # the name comes from the ScaledObject: a consumer waits for it
