@@ -7,12 +7,12 @@ namespace shares its RBAC, quotas and network policies, and deleting the model's
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, TypeAdapter, ValidationError
 
 from gpuscale.manifests.kai import KAI_NAMESPACE
+from gpuscale.spec.base import Namespace
 
 KARPENTER_NAMESPACE = "kube-system"
 """The Karpenter chart (the upstream getting-started default)."""
@@ -32,17 +32,15 @@ SYSTEM_NAMESPACES: frozenset[str] = frozenset({"kube-system", "kube-public", "ku
 """Namespaces Kubernetes itself owns."""
 RESERVED_NAMESPACES: frozenset[str] = CHART_NAMESPACES | SYSTEM_NAMESPACES
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_LABEL_MAX = 63
+_NAMESPACE: TypeAdapter[str] = TypeAdapter(Namespace)
 
 
 def namespace_problem(namespace: str) -> str | None:
-    """Why ``namespace`` cannot hold a model's workloads (not a DNS-1123 label, or a controller's), else ``None``."""
-    if len(namespace) > DNS1123_LABEL_MAX or not _DNS1123_LABEL.match(namespace):
-        return (
-            f"namespace {namespace!r} is not a DNS-1123 label: use at most {DNS1123_LABEL_MAX} lowercase letters, "
-            "digits and '-', starting and ending with a letter or digit (e.g. inference)"
-        )
+    """Why ``namespace`` cannot hold a model's workloads (not an RFC 1123 label, or a controller's), else ``None``."""
+    try:
+        _NAMESPACE.validate_python(namespace)
+    except ValidationError as exc:  # the stack file's own check and message
+        return str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
     if namespace in RESERVED_NAMESPACES:
         return (
             f"namespace {namespace!r} belongs to Kubernetes or a controller gpuscale installs; model workloads need "

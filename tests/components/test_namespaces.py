@@ -32,10 +32,10 @@ def test_the_reserved_list_is_where_the_charts_are_installed() -> None:
         ("team-a-llm", None),
         ("monitoring", "belongs to Kubernetes or a controller gpuscale installs"),
         ("kube-public", "belongs to Kubernetes or a controller gpuscale installs"),
-        ("Inference", "is not a DNS-1123 label"),
-        ("team_a", "is not a DNS-1123 label"),
-        ("-team", "is not a DNS-1123 label"),
-        ("a" * 64, "is not a DNS-1123 label"),
+        ("Inference", "is not a Kubernetes namespace"),
+        ("team_a", "is not a Kubernetes namespace"),
+        ("-team", "is not a Kubernetes namespace"),
+        ("a" * 64, "is not a Kubernetes namespace"),
     ],
 )
 def test_namespace_problem(namespace: str, problem: str | None) -> None:

@@ -211,7 +211,7 @@ def test_multi_node_model_is_a_leader_worker_set() -> None:
 def test_workload_namespaces_are_checked_and_a_second_copy_is_refused() -> None:
     spec = small_spec()
     serving = ServingSettings.from_platform(spec, size_platform(spec), "m8b")
-    for bad, why in (("keda", "belongs to Kubernetes or a controller"), ("Team_LLM", "not a DNS-1123 label")):
+    for bad, why in (("keda", "belongs to Kubernetes or a controller"), ("Team_LLM", "not a Kubernetes namespace")):
         with pytest.raises(ValidationError, match=why):
             VllmServiceArgs(serving=serving, namespace=bad)
 
