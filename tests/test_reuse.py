@@ -55,3 +55,6 @@ def test_wheel_installs_and_components_work_from_another_program(tmp_path: Path)
     templates = subprocess.run([str(py), "-c", "import gpuscale.templates, pathlib; print(sorted(p.name for p in pathlib.Path(gpuscale.templates.__file__).parent.glob('*.j2')))"],
                                cwd=work, check=True, capture_output=True, text=True)
     assert "skill-gpu-autoscaler-plan.md.j2" in templates.stdout
+    go_module = subprocess.run([str(py), "-c", "import json, gpuscale.schedule.binary as b; print(json.dumps([p.name for p in b.source_files()]))"],
+                               cwd=work, check=True, capture_output=True, text=True)
+    assert {"go.mod", "go.sum", "main.go"} <= set(json.loads(go_module.stdout))  # `gpuscale schedule` can build from a wheel
