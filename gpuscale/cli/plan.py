@@ -31,7 +31,6 @@ from gpuscale.plan.evidence import (
     schedule_evidence,
 )
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
-from gpuscale.schedule.stack import charts_from_synth_dir
 from gpuscale.sim import ScenarioError, ScenarioResult
 from gpuscale.sim.scenarios import plan_scenarios
 
@@ -115,12 +114,14 @@ def plan(
     say(f"wrote {target} ({len(text.splitlines())} lines) and {target.parent / image_prefix}/")
 
 
-def _manifests(spec: Any, name: str, synth_dir: Path | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The synth's Kubernetes objects and its Helm charts."""
+def _manifests(
+    spec: Any, name: str, synth_dir: Path | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | Path]:
+    """The synth's Kubernetes objects, and its Helm charts (or ``synth_dir``, read only if KAI is asked)."""
     if synth_dir is not None:
         objects = manifests_from_synth_dir(synth_dir)
         say(f"reused the synth in {synth_dir}", stderr=True)
-        return objects, charts_from_synth_dir(synth_dir)
+        return objects, synth_dir
     from gpuscale.cli.synth import print_warnings
     from gpuscale.synth.render import synth_spec
 

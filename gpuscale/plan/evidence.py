@@ -237,16 +237,18 @@ def manifests_from_synth_dir(path: Path) -> list[dict[str, Any]]:
 
 
 def schedule_evidence(
-    spec: PlatformSpec, sizing: PlatformSizing, objects: list[dict[str, Any]], charts: list[dict[str, Any]],
+    spec: PlatformSpec, sizing: PlatformSizing, objects: list[dict[str, Any]], charts: list[dict[str, Any]] | Path,
 ) -> ScheduleEvidence:
-    """Run the real KAI Scheduler over the stack at peak replicas; say why not when Go or the build is missing."""
+    """Run the real KAI Scheduler over the stack at peak replicas; say why not when Go or the build is missing.
+    ``charts``: the synth's chart list, or the ``gpuscale synth`` output directory to read it from."""
     from gpuscale.schedule.binary import BuildError, GoUnavailableError
     from gpuscale.schedule.replay import ReplayError
     from gpuscale.schedule.snapshot import SnapshotError
-    from gpuscale.schedule.stack import schedule_level
+    from gpuscale.schedule.stack import charts_from_synth_dir, schedule_level
 
     try:
-        report = schedule_level(spec, sizing, objects, charts, "peak").report
+        chart_list = charts_from_synth_dir(charts) if isinstance(charts, Path) else charts
+        report = schedule_level(spec, sizing, objects, chart_list, "peak").report
     except (GoUnavailableError, BuildError, ReplayError, SnapshotError) as exc:
         return ScheduleEvidence(computed=False, note=f"not computed: {str(exc).splitlines()[0]}")
     return evidence_from_report(report)

@@ -11,7 +11,7 @@ import yaml
 
 from gpuscale.schedule.replay import Verdict, replay
 from gpuscale.schedule.report import ScheduleReport, build_report
-from gpuscale.schedule.snapshot import ReplicaLevel, RoleKey, Snapshot, build_snapshot, replica_targets
+from gpuscale.schedule.snapshot import ReplicaLevel, RoleKey, Snapshot, SnapshotError, build_snapshot, replica_targets
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 
@@ -41,7 +41,12 @@ def schedule_level(
 
 
 def charts_from_synth_dir(synth_dir: Path) -> list[dict[str, Any]]:
-    """The chart list a ``gpuscale synth`` output directory holds (``charts.yaml``)."""
-    doc = yaml.safe_load((synth_dir / "charts.yaml").read_text(encoding="utf-8")) or {}
-    charts = doc.get("charts", [])
+    """The chart list a ``gpuscale synth`` output directory holds (``charts.yaml``); ``SnapshotError`` naming the file
+    when it is missing or unreadable."""
+    path = synth_dir / "charts.yaml"
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise SnapshotError(f"{path}: no chart list from `gpuscale synth` ({exc})") from None
+    charts = doc.get("charts", []) if isinstance(doc, dict) else []
     return [c for c in charts if isinstance(c, dict)]

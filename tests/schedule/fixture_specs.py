@@ -20,9 +20,13 @@ from gpuscale.stackfile import read_stack_config, validate_config
 from tests.conftest import stack_path
 
 
-def _model(base: dict[str, Any], name: str, queue: str, pool: str, **extra: Any) -> dict[str, Any]:
+def _model(base: dict[str, Any], name: str, queue: str, pool: str, rps: tuple[float, float] | None = None,
+           **extra: Any) -> dict[str, Any]:
+    """A copy of ``base`` renamed into ``queue`` on ``pool``; ``rps`` = (base, peak) traffic its replicas can carry."""
     m = copy.deepcopy(base)
     m.update(name=name, queue=queue, node_pool=pool, **extra)
+    if rps is not None:
+        m["workload"] = dict(m["workload"], base_rps=rps[0], peak_rps=rps[1])
     return m
 
 
@@ -48,7 +52,7 @@ def fixture_raw() -> dict[str, Any]:
     ]
     autoscale = {"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 4}}
     raw["models"] = [
-        _model(big, "llama-70b", "llm", "gang",
+        _model(big, "llama-70b", "llm", "gang", rps=(0.02, 0.05),
                architecture=dict(big["architecture"], weight_precision="bf16"),
                parallelism={"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
                             "allow_tensor_parallel_over_pcie": True},
@@ -56,9 +60,9 @@ def fixture_raw() -> dict[str, Any]:
                                                             "aggregated": {"min_replicas": 1, "max_replicas": 1}}),
         _model(small, "filler-8b", "fill", "gang",
                autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 5}}),
-        _model(small, "serve-8b", "serve", "shared", autoscaling=autoscale),
-        _model(small, "batch-8b", "batch", "shared", autoscaling=autoscale),
-        _model(small, "plain-8b", "edge", "plain",
+        _model(small, "serve-8b", "serve", "shared", rps=(2, 8), autoscaling=autoscale),
+        _model(small, "batch-8b", "batch", "shared", rps=(2, 8), autoscaling=autoscale),
+        _model(small, "plain-8b", "edge", "plain", rps=(0.05, 0.2),
                autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 2}}),
     ]
     return raw
@@ -82,8 +86,8 @@ def prod_variant_raw() -> dict[str, Any]:
     raw["topology"]["gpu_pools"].append({"name": "l4", "instance_types": ["g6.xlarge"], "gpu_limit": 12})
     raw["models"] = [
         fp8,
-        _model(search, "search-8b", "search", "l4"),
-        _model(search, "llama-70b-bf16", "chat", "l40s",
+        _model(search, "search-8b", "search", "l4", rps=(0.5, 1.2)),
+        _model(search, "llama-70b-bf16", "chat", "l40s", rps=(0.05, 0.2),
                architecture=dict(fp8["architecture"], weight_precision="bf16"),
                parallelism={"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
                             "allow_tensor_parallel_over_pcie": True},

@@ -71,7 +71,7 @@ def test_a_warm_minimum_left_pending_exits_1(monkeypatch: pytest.MonkeyPatch) ->
 def _troubleshooting(name: str, schedule: ScheduleEvidence) -> str:
     """The plan's troubleshooting paragraph on KAI's verdict (``templates/plan_schedule.md.j2``)."""
     s = synthesized(name)
-    evidence = Evidence(node_manifests=[], simulations={}, schedule=schedule)
+    evidence = Evidence(node_manifests=[], simulations=[], schedule=schedule)
     return environment().get_template(FRAGMENT).render(c=build_context(name, s.spec, s.sizing), e=evidence)
 
 

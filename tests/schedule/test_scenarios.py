@@ -134,7 +134,7 @@ def test_preemptible_queue_borrows_idle_gpus_and_is_reclaimed_by_in_quota_infere
 
 def test_prod_inference_reclaims_the_training_queue_and_stops_at_its_quota(kai_binary: Path) -> None:
     # h100: 64 GPUs. batch-70b (training, preemptible, quota 16) fills them; llama-70b-fp8 (chat, quota 40) scales to
-    # peak (9 replicas, 36 GPUs) and then to its ceilings (9 + 9 replicas, 72 GPUs: more than chat's quota)
+    # its peak replicas and then to its ceilings (9 + 9 replicas x 4 GPUs = 72: more than chat's quota)
     sizing = synthesized("prod-variant").sizing
     peak = {k: v for k, v in replica_targets(sizing, "peak").items() if k[0] == "llama-70b-fp8"}
     ceiling = {k: v for k, v in replica_targets(sizing, "max").items() if k[0] == "llama-70b-fp8"}
@@ -193,9 +193,10 @@ def test_kai_keeps_a_zone_bound_gang_pending_rather_than_split_it_across_zones(k
 
 
 _ISSUE_12 = (
-    "KAI v0.17.0 places a topology-constrained pod only on nodes carrying every level label of its Topology "
-    "(pkg/scheduler/plugins/topology); the emitted Topology lists the network-node-layer levels, which g5/g6 nodes "
-    "never get. Fixing the emitted topology is issue 12."
+    "KAI v0.17.0 drops every node that lacks one of the Topology's level labels from the topology tree "
+    "(plugins/topology/topology_plugin.go addNodeDataToTopology via common.go isNodePartOfTopology) and offers a "
+    "topology-constrained pod only the tree's nodes (job_filtering.go subSetNodesFn); the emitted Topology lists the "
+    "network-node-layer levels, which g5/g6 nodes never get. Fixing the emitted topology is issue 12."
 )
 
 
