@@ -27,6 +27,7 @@ from pydantic import model_validator
 
 from gpuscale import labels, versions
 from gpuscale.manifests import front_door
+from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
 from gpuscale.sizing import QUEUE_METRIC, RATE_WINDOW, PlatformSizing, RoleSizing, ScalingSignal
 from gpuscale.spec.base import Spec
@@ -46,20 +47,18 @@ _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
 
 
 class FrontDoorTrigger(Spec):
-    """The front door's queue as a KEDA trigger of one role (``gpuscale.manifests.front_door``)."""
+    """The model's front door as a KEDA trigger of one role: its queue (``gpuscale.manifests.front_door``)."""
 
-    query: str
-    """``sum(llm_d_epp_flow_control_queue_size{...})`` of the model's door."""
     per_replica: int
     """Held requests per replica (the trigger's threshold); activation above 0: any held request wakes the role."""
 
 
-class RoleAutoscalerArgs(Spec):
+class AutoscalerSettings(Spec):
     """One role's autoscaler: what it targets, what it reads, and the numbers sizing derived."""
 
     model: str
     """Model name (``gpuscale.io/model`` pod label)."""
-    namespace: str
+    namespace: WorkloadNamespace
     """Namespace of the model's workloads."""
     role: Role
     """The single role this autoscaler owns."""
@@ -81,7 +80,7 @@ class RoleAutoscalerArgs(Spec):
     """KEDA only: the model's front door, whose queue wakes the role from zero and adds replicas while it holds."""
 
     @model_validator(mode="after")
-    def _one_role(self) -> RoleAutoscalerArgs:
+    def _one_role(self) -> AutoscalerSettings:
         if self.scaling.role != self.role:
             raise ValueError(f"scaling is sized for role {self.scaling.role!r}, not {self.role!r}")
         if self.backend == "hpa" and self.scaling.min_replicas == 0:
@@ -89,7 +88,7 @@ class RoleAutoscalerArgs(Spec):
         return self
 
     @classmethod
-    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, role: Role) -> RoleAutoscalerArgs:
+    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, role: Role) -> AutoscalerSettings:
         model = next(m for m in spec.models if m.name == model_name)
         ms = sizing.model(model_name)
         return cls(
@@ -104,8 +103,7 @@ class RoleAutoscalerArgs(Spec):
             cold_start_s=ms.cold_start.total_s,
             wake_schedule=model.autoscaling.role(role).wake_schedule,
             front_door=(
-                FrontDoorTrigger(query=front_door.queue_query(model.name, model.serving.namespace),
-                                 per_replica=ms.front_door.per_replica)
+                FrontDoorTrigger(per_replica=ms.front_door.per_replica)
                 if ms.front_door is not None and model.autoscaling.backend == "keda" else None
             ),
         )
@@ -238,7 +236,7 @@ def scale_target_ref(target: WorkloadRef) -> dict[str, str]:
     return {"apiVersion": target.api_version, "kind": target.kind, "name": target.name}
 
 
-def _meta(args: RoleAutoscalerArgs, name: str) -> dict[str, Any]:
+def _meta(args: AutoscalerSettings, name: str) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": args.namespace,
@@ -246,7 +244,7 @@ def _meta(args: RoleAutoscalerArgs, name: str) -> dict[str, Any]:
     }
 
 
-def _check_target(args: RoleAutoscalerArgs) -> None:
+def _check_target(args: AutoscalerSettings) -> None:
     if args.target.name != workload_name(args.model, args.role):
         raise ValueError(
             f"autoscaler of {args.model}/{args.role} targets {args.target.name}; it must own exactly that role's "
@@ -257,7 +255,7 @@ def _check_target(args: RoleAutoscalerArgs) -> None:
 # ---------------------------------------------------------------- KEDA
 
 
-def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
+def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
     s = args.scaling
     triggers = []
     for sig in role_signals(s):
@@ -277,7 +275,7 @@ def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
             "metricType": "AverageValue",
             "metadata": {
                 "serverAddress": args.prometheus_url,
-                "query": args.front_door.query,
+                "query": front_door.queue_query(args.model, args.namespace),
                 "threshold": str(args.front_door.per_replica),
                 "activationThreshold": "0",  # one held request wakes the role
             },
@@ -292,7 +290,7 @@ def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
     return triggers
 
 
-def scaled_object_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+def scaled_object_body(args: AutoscalerSettings) -> dict[str, Any]:
     """A KEDA ScaledObject that owns one role's replicas."""
     _check_target(args)
     s = args.scaling
@@ -324,7 +322,7 @@ def adapter_metric_name(metric: str, kind: str = "gauge") -> str:
     return f"{name.removesuffix('_total')}_per_second" if kind == "rate" else name
 
 
-def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
     """An autoscaling/v2 HPA on per-pod custom metrics. The HPA reads only the pods its target selects (this role's),
     and the metric selector pins the role label as well."""
     _check_target(args)
@@ -356,7 +354,7 @@ def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
     }
 
 
-def scale_to_zero_warnings(args: RoleAutoscalerArgs) -> list[str]:
+def scale_to_zero_warnings(args: AutoscalerSettings) -> list[str]:
     """What an operator must know about a role that may scale to zero (empty when min_replicas >= 1)."""
     if args.scaling.min_replicas > 0 or args.front_door is not None:
         return []  # a warm replica, or the front door's queue wakes the role
@@ -374,7 +372,7 @@ def scale_to_zero_warnings(args: RoleAutoscalerArgs) -> list[str]:
     ]
 
 
-def autoscaler_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+def autoscaler_body(args: AutoscalerSettings) -> dict[str, Any]:
     return scaled_object_body(args) if args.backend == "keda" else hpa_body(args)
 
 

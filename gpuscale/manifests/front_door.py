@@ -34,6 +34,7 @@ from typing import Any, Literal
 import yaml
 
 from gpuscale import labels, versions
+from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
 from gpuscale.manifests.vllm import HTTP_PORT, selector_labels
 from gpuscale.sizing import PlatformSizing
@@ -66,7 +67,7 @@ class FrontDoorSettings(Spec):
 
     model: str
     """Model name; the door's Service is ``<model>``, the client entry point."""
-    namespace: str
+    namespace: WorkloadNamespace
     """Namespace of the model (the release, its RBAC and the pods it watches)."""
     mode: Literal["aggregated", "disaggregated"]
     """``aggregated``: the EPP picks a vLLM pod (prefix-, queue- and KV-aware); ``disaggregated``: it picks a P/D router pod."""
@@ -138,10 +139,6 @@ def envoy_config_map_name(model: str) -> str:
 def metrics_secret_name(model: str) -> str:
     """The ServiceAccount-token Secret the chart's ServiceMonitor authenticates with; per release for the same reason."""
     return f"{release_name(model)}-metrics-reader"
-
-
-def endpoint_url(model: str, namespace: str) -> str:
-    return f"http://{model}.{namespace}.svc.cluster.local:{HTTP_PORT}"
 
 
 # ------------------------------------------------------------------------------------------ EPP
