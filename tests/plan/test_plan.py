@@ -103,6 +103,22 @@ def test_numbers_equal_the_simulator(
     assert stack_section.cell("gpuscale", "attainment") == f"{100 * r.slo_attainment:.1f}% / {100 * r.slo_attainment_servable:.1f}%"
 
 
+def test_the_front_door_numbers_equal_sizing(stack_specs: dict[str, PlatformSpec], rendered: dict[str, tuple[str, Evidence]]) -> None:
+    text, ev = rendered["dev"]
+    (ms,) = size_platform(stack_specs["dev"]).models
+    door = ms.front_door
+    assert door is not None
+    row = next(line for line in text.splitlines() if line.startswith(f"| {ms.model} | **{int(door.first_answer.total_s)}** |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == f"{int(door.first_answer.request_timeout_s)}"
+    assert cells[6:10] == [str(door.hold_limit_s), f"{door.queue_bound:,}", f"{door.per_replica:,}", str(door.retry_after_s)]
+    assert "503 with `Retry-After`" in text
+    # the scale-from-zero scenario is quoted for the model that may scale to zero, and only for it
+    assert [(s.scenario, s.model) for s in ev.section("cold-start") if s.scenario == "scale-from-zero"] == [("scale-from-zero", ms.model)]
+    _, prod_ev = rendered["prod"]
+    assert not [s for s in prod_ev.simulations if s.scenario == "scale-from-zero"]  # prod keeps every model warm
+
+
 def test_templates_name_no_scenario() -> None:
     import gpuscale.templates
 
