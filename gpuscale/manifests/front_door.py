@@ -16,10 +16,11 @@ they had. Everything below was read in llm-d/llm-d-router at v0.10.0 (``research
   ServiceMonitor scrapes it (with the EPP's metrics auth) and a KEDA trigger on it wakes the model
   (``gpuscale.manifests.autoscaling``).
 * The EPP sets no ``Retry-After``. The Envoy here is the chart's preset (``llm-d-router-standalone/values.yaml``) with
-  three changes: a ``local_reply_config`` mapper that adds ``Retry-After`` (the expected ready time) to every 503
+  four changes: a ``local_reply_config`` mapper that adds ``Retry-After`` (the expected ready time) to every 503
   Envoy answers itself, which is how ext_proc immediate responses go out (``sendLocalReply``); an ext_proc
   ``message_timeout`` just above the hold limit (the preset's 1000 s would cut longer holds); and fail-closed
-  (``failure_mode_allow: false``: without the EPP no request has a destination).
+  (``failure_mode_allow: false``: without the EPP no request has a destination); and a JSON request log on stdout
+  with the status and the EPP's drop reason (the preset's log line is a placeholder).
 
 Disaggregated models keep their P/D router (vLLM Router): the EPP picks among the router's pods and the router picks
 prefill and decode. The router's ``/readiness`` answers 503 until it has discovered both roles, so the router is not an
@@ -207,7 +208,7 @@ def _http_connection_manager(args: FrontDoorSettings) -> dict[str, Any]:
         "route_config": {"name": "vllm", "virtual_hosts": [{"name": "vllm-default", "domains": ["*"], "routes": [{
             "match": {"prefix": "/"},
             "route": {"cluster": "original_destination_cluster", "timeout": STREAM_TIMEOUT,
-                      "idle_timeout": STREAM_TIMEOUT},
+                      "idle_timeout": STREAM_TIMEOUT, "upgrade_configs": [{"upgrade_type": "websocket"}]},
             "typed_per_filter_config": {"envoy.filters.http.ext_proc": {
                 "@type": "type.googleapis.com/envoy.config.route.v3.FilterConfig", "config": {}}},
         }]}]},
@@ -222,7 +223,19 @@ def _http_connection_manager(args: FrontDoorSettings) -> dict[str, Any]:
         "server_header_transformation": "PASS_THROUGH",
         "common_http_protocol_options": {"headers_with_underscores_action": "REJECT_REQUEST"},
         "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
+        "access_log": [_access_log()],
     }
+
+
+def _access_log() -> dict[str, Any]:
+    """One JSON line per request on stdout, as the preset logs, with the status, Envoy's response flags and the EPP's
+    drop reason: a 503 from the door shows why (``rejected-no-endpoints`` at the hold limit or the queue bound)."""
+    fields = {"start_time": "%START_TIME%", "method": "%REQ(:METHOD)%", "path": "%REQ(:PATH)%",
+              "status": "%RESPONSE_CODE%", "flags": "%RESPONSE_FLAGS%", "duration_ms": "%DURATION%",
+              "dropped_reason": f"%RESP({DROPPED_REASON_HEADER})%"}
+    return {"name": "envoy.access_loggers.file", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+        "path": "/dev/stdout", "log_format": {"json_format": fields}}}
 
 
 def _listener(name: str, port: int, hcm: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -231,7 +244,8 @@ def _listener(name: str, port: int, hcm: dict[str, Any], **extra: Any) -> dict[s
         "address": {"socket_address": {"address": "0.0.0.0", "port_value": port}},
         "additional_addresses": [{"address": {"socket_address": {"address": "::", "port_value": port}}}],
         **extra,
-        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}],
+        "filter_chains": [{"name": name, "filters": [
+            {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}],
     }
 
 

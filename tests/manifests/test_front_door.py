@@ -114,6 +114,11 @@ def test_envoy_answers_503_with_retry_after_and_never_cuts_a_hold_short(door_spe
     ext_proc = hcm["http_filters"][0]["typed_config"]
     assert ext_proc["failure_mode_allow"] is False
     assert int(ext_proc["message_timeout"].rstrip("s")) > s.hold_limit_s  # the EPP, not Envoy, ends a hold
+    # every refusal is logged with the EPP's reason, so an operator sees why a client got 503
+    (log,) = hcm["access_log"]
+    assert log["typed_config"]["path"] == "/dev/stdout"
+    fields = log["typed_config"]["log_format"]["json_format"]
+    assert fields["status"] == "%RESPONSE_CODE%" and fields["dropped_reason"] == f"%RESP({fd.DROPPED_REASON_HEADER})%"
 
 
 def test_nothing_on_the_path_buffers_or_cuts_a_stream(door_spec: PlatformSpec) -> None:
