@@ -16,7 +16,7 @@ they had. Everything below was read in llm-d/llm-d-router at v0.10.0 (``research
   ServiceMonitor scrapes it (with the EPP's metrics auth) and a KEDA trigger on it wakes the model
   (``gpuscale.manifests.autoscaling``).
 * The EPP sets no ``Retry-After``. The Envoy here is the chart's preset (``llm-d-router-standalone/values.yaml``) with
-  four changes: a ``local_reply_config`` mapper that adds ``Retry-After`` (the expected ready time) to every 503
+  four changes: ``local_reply_config`` mappers that add ``Retry-After`` (the expected ready time) to every 503 and 429
   Envoy answers itself, which is how ext_proc immediate responses go out (``sendLocalReply``); an ext_proc
   ``message_timeout`` just above the hold limit (the preset's 1000 s would cut longer holds); and fail-closed
   (``failure_mode_allow: false``: without the EPP no request has a destination); and a JSON request log on stdout
@@ -176,10 +176,16 @@ CONFIG_FILE = "gpuscale.yaml"
 # ------------------------------------------------------------------------------------------ Envoy
 
 
-def _retry_after_mapper(seconds: int) -> dict[str, Any]:
+REFUSAL_STATUSES = (503, 429)
+"""What the EPP answers a request it drops (``pkg/common/error`` ``BuildErrResponse``): 503 with no ready endpoint (the
+model at zero: the queue bound reached, or the hold limit run out), 429 when replicas exist but are saturated
+(``rejected-saturated``, ``rejected-ttl-expired``). Both get ``Retry-After``."""
+
+
+def _retry_after_mapper(status: int, seconds: int) -> dict[str, Any]:
     return {
         "filter": {"status_code_filter": {"comparison": {
-            "op": "EQ", "value": {"default_value": 503, "runtime_key": "gpuscale.front_door.retry_after_status"},
+            "op": "EQ", "value": {"default_value": status, "runtime_key": f"gpuscale.front_door.retry_after_{status}"},
         }}},
         "headers_to_add": [{"header": {"key": "Retry-After", "value": str(seconds)},
                             "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
@@ -214,7 +220,7 @@ def _http_connection_manager(args: FrontDoorSettings) -> dict[str, Any]:
         }]}]},
         "http_filters": [ext_proc, {"name": "envoy.filters.http.router", "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router", "suppress_envoy_headers": True}}],
-        "local_reply_config": {"mappers": [_retry_after_mapper(args.retry_after_s)]},
+        "local_reply_config": {"mappers": [_retry_after_mapper(c, args.retry_after_s) for c in REFUSAL_STATUSES]},
         "http2_protocol_options": {"max_concurrent_streams": 100, "initial_stream_window_size": 65536,
                                    "initial_connection_window_size": 1048576},
         "use_remote_address": True,

@@ -107,10 +107,13 @@ def test_envoy_answers_503_with_retry_after_and_never_cuts_a_hold_short(door_spe
     (vllm_listener,) = [x for x in boot["static_resources"]["listeners"] if x["name"] == "vllm"]
     assert vllm_listener["address"]["socket_address"]["port_value"] == fd.PROXY_PORT
     hcm = vllm_listener["filter_chains"][0]["filters"][0]["typed_config"]
-    (mapper,) = hcm["local_reply_config"]["mappers"]
-    assert mapper["filter"]["status_code_filter"]["comparison"]["value"]["default_value"] == 503
-    assert mapper["headers_to_add"] == [{"header": {"key": "Retry-After", "value": str(s.retry_after_s)},
-                                         "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}]
+    mappers = hcm["local_reply_config"]["mappers"]
+    # 503: nothing ready (at zero); 429: replicas up but saturated. Both refusals tell the client when to come back
+    assert [m["filter"]["status_code_filter"]["comparison"]["value"]["default_value"] for m in mappers] == [503, 429]
+    for mapper in mappers:
+        assert mapper["filter"]["status_code_filter"]["comparison"]["op"] == "EQ"
+        assert mapper["headers_to_add"] == [{"header": {"key": "Retry-After", "value": str(s.retry_after_s)},
+                                             "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}]
     ext_proc = hcm["http_filters"][0]["typed_config"]
     assert ext_proc["failure_mode_allow"] is False
     assert int(ext_proc["message_timeout"].rstrip("s")) > s.hold_limit_s  # the EPP, not Envoy, ends a hold
