@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: plan test validate lint typecheck bench clean
+.PHONY: plan plan-check test validate lint typecheck bench clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "first run: creating $(VENV) and installing gpuscale with its dependencies (Pulumi, pydantic, numpy, matplotlib; a few minutes)..."
@@ -33,6 +33,12 @@ plan: $(VENV)/.installed
 	done < out/$(STACK)/plan-runs.txt
 	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT) $(PLAN_SCHEDULE)
 
+# CI: the committed dev plan is what `make plan` writes today (the tests check the plan's shape on short simulations)
+plan-check: $(VENV)/.installed
+	$(MAKE) plan STACK=dev PLAN_OUT=out/plan-check/skill-gpu-autoscaler-plan.md
+	diff -u outputs/skill-gpu-autoscaler-plan.md out/plan-check/skill-gpu-autoscaler-plan.md \
+		|| { echo "outputs/skill-gpu-autoscaler-plan.md is stale: run make plan and commit it" >&2; exit 1; }
+
 # actionlint checks the PR workflow in the tests; built from the Go module proxy when Go is there, skipped otherwise
 ACTIONLINT_VERSION := v1.7.12
 .tools/actionlint:
@@ -42,7 +48,7 @@ ACTIONLINT_VERSION := v1.7.12
 	else echo "go not found: the actionlint test will skip"; fi
 
 test: $(VENV)/.installed .tools/actionlint
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadscope -q
 
 validate: $(VENV)/.installed
 	for s in dev staging prod; do $(BIN)/gpuscale validate --stack $$s || exit 1; done
