@@ -21,14 +21,16 @@ PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outp
 PLAN_SCHEDULE = $(if $(filter dev,$(STACK)),--no-schedule,)
 
 # The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
-# The scenarios come from the simulator's registry (`gpuscale simulate --plan-scenarios`), not from a list here.
+# The runs come from the simulator's registry (`gpuscale simulate --plan-scenarios --stack`: scenario, model, file stem per
+# line; a scenario the plan quotes per model has a line per model), not from a list here.
 plan: $(VENV)/.installed
 	$(BIN)/gpuscale validate --stack $(STACK)
 	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth
-	for sc in $$($(BIN)/gpuscale simulate --plan-scenarios); do \
-		echo "simulating $$sc (up to a few minutes)..."; \
-		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --json out/$(STACK)/sim/$$sc.json || exit 1; \
-	done
+	$(BIN)/gpuscale simulate --plan-scenarios --stack $(STACK) > out/$(STACK)/plan-runs.txt
+	while read sc model stem; do \
+		echo "simulating $$sc on $$model (up to a few minutes)..."; \
+		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --model $$model --json out/$(STACK)/sim/$$stem.json || exit 1; \
+	done < out/$(STACK)/plan-runs.txt
 	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT) $(PLAN_SCHEDULE)
 
 # CI: the committed dev plan is what `make plan` writes today (the tests check the plan's shape on short simulations)

@@ -79,6 +79,25 @@ KUBE_PROMETHEUS_STACK = HelmChartPin(
     ),
 )
 
+LLM_D_ROUTER = HelmChartPin(
+    chart="oci://ghcr.io/llm-d/charts/llm-d-router-standalone",
+    version="v0.10.0",
+    upstream_release=(
+        "llm-d/llm-d-router v0.10.0 (71f4f099, 2026-08-17): hack/push-chart.sh packages config/charts/"
+        "llm-d-router-standalone with the git tag as the chart version and pushes it to oci://ghcr.io/llm-d/charts"
+    ),
+)
+LLM_D_ROUTER_EPP = ImagePin(
+    repository="ghcr.io/llm-d/llm-d-router-endpoint-picker",
+    tag="v0.10.0",
+    upstream_release="llm-d/llm-d-router v0.10.0: the release image hack/push-chart.sh writes into the chart's values",
+)
+LLM_D_ROUTER_ENVOY = ImagePin(
+    repository="docker.io/envoyproxy/envoy",
+    tag="distroless-v1.33.2",
+    upstream_release="the Envoy of llm-d-router-standalone v0.10.0's envoy preset (values.yaml router.proxy.presets.envoy)",
+)
+
 VLLM = ImagePin(
     repository="vllm/vllm-openai",
     tag="v0.33.0",
@@ -120,8 +139,12 @@ ALL_CHARTS: Mapping[str, HelmChartPin] = {
     "nvidia-device-plugin": NVIDIA_DEVICE_PLUGIN,
     "prometheus-adapter": PROMETHEUS_ADAPTER,
     "kube-prometheus-stack": KUBE_PROMETHEUS_STACK,
+    "llm-d-router-standalone": LLM_D_ROUTER,
 }
-ALL_IMAGES: Mapping[str, ImagePin] = {"vllm": VLLM, "vllm-router": VLLM_ROUTER}
+ALL_IMAGES: Mapping[str, ImagePin] = {
+    "vllm": VLLM, "vllm-router": VLLM_ROUTER, "llm-d-router-endpoint-picker": LLM_D_ROUTER_EPP,
+    "envoy": LLM_D_ROUTER_ENVOY,
+}
 
 SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.31", "1.32", "1.33", "1.34")
 """EKS Kubernetes versions the emitted manifests are validated against."""

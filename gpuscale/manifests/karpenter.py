@@ -22,6 +22,7 @@ import math
 from typing import Any
 
 from gpuscale import labels, sizing
+from gpuscale.manifests import cold_start
 from gpuscale.spec.base import duration_seconds
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec, DisruptionBudget, GpuNodePoolSpec
@@ -79,7 +80,7 @@ def grace_period(request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> str:
 
 def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
     """The slowest cold start (node + GPU ready + image + weights + engine) among the pool's models; 0 if none."""
-    starts = [sizing.cold_start(m, spec.topology.provisioning).total_s for m in spec.models if m.node_pool == pool_name]
+    starts = [sizing.cold_start(spec, m).total_s for m in spec.models if m.node_pool == pool_name]
     return max(starts, default=0.0)
 
 
@@ -256,6 +257,7 @@ def ec2nodeclass_body(
         spec["networkInterfaces"] = efa_network_interfaces(min(it.efa_interfaces for it in pool.instances))
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
+    spec = cold_start.apply_image_pull(pool, spec)  # SOCI parallel pull, or the image pre-pulled on a snapshot
     return {
         "apiVersion": EC2NODECLASS_API,
         "kind": "EC2NodeClass",

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gpuscale import labels, versions
+from gpuscale.manifests import cold_start
 from gpuscale.manifests.kai_wiring import KaiPodWiring, kai_pod_wiring
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.sizing import ModelSizing, PlatformSizing, ReplicaShape
@@ -135,10 +136,17 @@ def workload_name(model: str, role: Role) -> str:
     return f"{model}-{role}"
 
 
-def service_name(model: str, role: Role) -> str:
+def service_name(model: str, role: Role, *, behind_door: bool = False) -> str:
     """The aggregated role's Service is the model's entry point ``<model>``; P/D roles get ``<model>-<role>``
-    and the router owns ``<model>``, so clients keep one URL when the serving mode changes."""
-    return model if role == "aggregated" else workload_name(model, role)
+    and the router owns ``<model>``, so clients keep one URL when the serving mode changes. Behind a front door the
+    door's Service is ``<model>`` and the aggregated role's becomes ``<model>-aggregated``."""
+    return model if role == "aggregated" and not behind_door else workload_name(model, role)
+
+
+def router_service_name(model: str, *, behind_door: bool = False) -> str:
+    """The P/D router's Service: ``<model>``, the client entry point, unless a front door owns that name (then
+    ``<model>-pd``)."""
+    return f"{model}-pd" if behind_door else model
 
 
 def service_account_name(model: str) -> str:
@@ -305,7 +313,7 @@ def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
         # the decode side dials the prefill pod's advertised host; localhost (the default) only works on one machine
         env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
         env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(NIXL_SIDE_CHANNEL_PORT)})
-    return env
+    return env + cold_start.compile_cache_env(m)
 
 
 def gpu_quantity(shape: ReplicaShape) -> dict[str, str]:
@@ -387,8 +395,8 @@ def volumes(args: ServingSettings) -> list[dict[str, Any]]:
     if claim is not None:
         out.append({"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
     if args.model.weights.scheme == "hf":
-        out.append({"name": "hf-cache", "emptyDir": {"sizeLimit": f"{math.ceil(args.sizing.weights_gib * 1.2) + 5}Gi"}})
-    return out
+        out.append(cold_start.weights_cache_volume(args.model, f"{math.ceil(args.sizing.weights_gib * 1.2) + 5}Gi"))
+    return out + cold_start.compile_cache_volumes(args.model)
 
 
 def volume_mounts(args: ServingSettings) -> list[dict[str, Any]]:
@@ -397,7 +405,7 @@ def volume_mounts(args: ServingSettings) -> list[dict[str, Any]]:
         out.append({"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True})
     if args.model.weights.scheme == "hf":
         out.append({"name": "hf-cache", "mountPath": HF_CACHE_MOUNT})
-    return out
+    return out + cold_start.compile_cache_mounts(args.model)
 
 
 # ---------------------------------------------------------------- pod template and workloads
@@ -520,7 +528,7 @@ def service_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": object_meta(args, service_name(args.model.name, role), role),
+        "metadata": object_meta(args, service_name(args.model.name, role, behind_door=args.model.has_front_door), role),
         "spec": {
             "type": "ClusterIP",
             "selector": serving_selector(args, role),

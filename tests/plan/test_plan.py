@@ -16,7 +16,7 @@ from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import COLUMNS, Evidence, node_manifests, run_simulations
 from gpuscale.plan.render import DEFAULT_OUT, TEMPLATE, environment, render_plan
 from gpuscale.sim import ScenarioResult, simulate
-from gpuscale.sim.scenarios import definition, plan_scenarios, scenario_names
+from gpuscale.sim.scenarios import definition, plan_runs, plan_scenarios, scenario_names
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.render import SynthResult
@@ -31,13 +31,13 @@ HEADINGS = [
 SHORT_S = 900.0
 
 
-RESULTS: dict[tuple[str, str], ScenarioResult] = {}
-"""Every simulation the plan ran, by (stack, scenario): the numbers the document must quote."""
+RESULTS: dict[tuple[str, str, str], ScenarioResult] = {}
+"""Every simulation the plan ran, by (stack, scenario, model): the numbers the document must quote."""
 
 
 def recording_simulate(spec: PlatformSpec, scenario: str, **kw: Any) -> ScenarioResult:
     result = simulate(spec, scenario, **kw)
-    RESULTS[(spec.environment.name, scenario)] = result
+    RESULTS[(spec.environment.name, scenario, result.model)] = result
     return result
 
 
@@ -89,11 +89,14 @@ def test_numbers_equal_the_sizing_module(stack_specs: dict[str, PlatformSpec], r
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_numbers_equal_the_simulator(rendered: dict[str, tuple[str, Evidence]], stack: str) -> None:
+def test_numbers_equal_the_simulator(
+    stack_specs: dict[str, PlatformSpec], rendered: dict[str, tuple[str, Evidence]], stack: str,
+) -> None:
     text, ev = rendered[stack]
-    assert [s.scenario for s in ev.simulations] == plan_scenarios()
+    runs = [(sc, model) for sc in plan_scenarios() for model, _ in plan_runs(stack_specs[stack], sc)]
+    assert [(s.scenario, s.model) for s in ev.simulations] == runs
     for section in ev.simulations:
-        result = RESULTS[(stack, section.scenario)]
+        result = RESULTS[(stack, section.scenario, section.model)]
         assert section.policies == [r.name for r in result.results]
         for r, row in zip(result.results, section.rows, strict=True):
             assert row == [COLUMNS[c][2](r, result) for c in definition(section.scenario).columns]
@@ -102,8 +105,24 @@ def test_numbers_equal_the_simulator(rendered: dict[str, tuple[str, Evidence]], 
             assert f"- {f}" in text
     stack_section = ev.scenario("stack")
     assert set(stack_section.policies) >= {"dcgm-duty-cycle", "queue-depth", "gpuscale", "ceiling"}
-    r = RESULTS[(stack, "stack")].result("gpuscale")
+    r = RESULTS[(stack, "stack", stack_section.model)].result("gpuscale")
     assert stack_section.cell("gpuscale", "attainment") == f"{100 * r.slo_attainment:.1f}% / {100 * r.slo_attainment_servable:.1f}%"
+
+
+def test_the_front_door_numbers_equal_sizing(stack_specs: dict[str, PlatformSpec], rendered: dict[str, tuple[str, Evidence]]) -> None:
+    text, ev = rendered["dev"]
+    (ms,) = size_platform(stack_specs["dev"]).models
+    door = ms.front_door
+    assert door is not None
+    row = next(line for line in text.splitlines() if line.startswith(f"| {ms.model} | **{int(door.first_answer.total_s)}** |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == f"{int(door.first_answer.request_timeout_s)}"
+    assert cells[6:10] == [str(door.hold_limit_s), f"{door.queue_bound:,}", f"{door.per_replica:,}", str(door.retry_after_s)]
+    assert "503 with `Retry-After`" in text
+    # the scale-from-zero scenario is quoted for the model that may scale to zero, and only for it
+    assert [(s.scenario, s.model) for s in ev.section("cold-start") if s.scenario == "scale-from-zero"] == [("scale-from-zero", ms.model)]
+    _, prod_ev = rendered["prod"]
+    assert not [s for s in prod_ev.simulations if s.scenario == "scale-from-zero"]  # prod keeps every model warm
 
 
 def test_templates_name_no_scenario() -> None:
