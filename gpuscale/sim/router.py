@@ -87,6 +87,12 @@ class Router:
         """Requests the front door holds (their hold limit is armed)."""
         self.prewarmed = False
         """A placeholder asked for capacity for this wake (``Variant.prewarm``)."""
+        self._timeouts = run.arrivals.timeouts_s
+        self._kv_bytes_per_token = s.replica.kv_bytes_per_token
+        # the run's parts every request touches, looked up once
+        self._env = run.env
+        self._acct = run.accounting
+        self._owner = run.replicas.owner
 
     # ------------------------------------------------------------------ arrivals
 
@@ -95,12 +101,12 @@ class Router:
             self.run.env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
 
     def _arrive(self, i: int) -> None:
-        run = self.run
-        if i + 1 < len(self._t):
-            run.env.at(self._t[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
-        t = self._t[i]
-        timeout = self.a.timeouts_s.get(i, self._timeout) if self.a.timeouts_s else self._timeout
-        acct = run.accounting
+        times = self._t
+        if i + 1 < len(times):
+            self._env.at(times[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
+        t = times[i]
+        timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
+        acct = self._acct
         acct.arrived += 1
         acct.open += 1
         prompt, output = self._p[i], self._o[i]
@@ -230,10 +236,10 @@ class Router:
 
     def on_first_token(self, req: Request, t: float) -> None:
         req.first_t = t
-        self.run.accounting.first[req.rid] = t
+        self._acct.first[req.rid] = t
 
     def on_done(self, req: Request, t: float) -> None:
-        self.run.accounting.completed(req.rid, t)
+        self._acct.completed(req.rid, t)
 
     def on_timeout(self, req: Request, t: float) -> None:
         req.state = DROPPED
@@ -243,10 +249,10 @@ class Router:
         self.run.replicas.on_drained(engine)
 
     def on_prefill_done(self, req: Request, t: float, engine: Engine) -> None:
-        rep = self.run.replicas.owner.get(engine)
-        nbytes = float(req.prompt * self.run.setup.replica.kv_bytes_per_token)
+        rep = self._owner.get(engine)
+        nbytes = float(req.prompt * self._kv_bytes_per_token)
         if rep is None:  # the prefill replica is already gone: no contention to model
-            self.run.env.at(t + nbytes / self._link_bytes_per_s, self._handoff, req)
+            self._env.at(t + nbytes / self._link_bytes_per_s, self._handoff, req)
             return
         link = self.links.get(rep.rid)
         if link is None:
@@ -255,7 +261,7 @@ class Router:
             link.last_t = t
             link.active.append(Transfer(nbytes, req))
             link.gen += 1
-            self.run.env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
+            self._env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
             return
         self._advance(link, t)
         link.active.append(Transfer(nbytes, req))
@@ -277,24 +283,28 @@ class Router:
             return
         n = len(link.active)
         first = min(tr.left for tr in link.active)
-        self.run.env.at(link.last_t + max(first, 0.0) * n / link.bytes_per_s, self._link_done, nid, link.gen)
+        self._env.at(link.last_t + max(first, 0.0) * n / link.bytes_per_s, self._link_done, nid, link.gen)
 
     def _link_done(self, nid: int, gen: int) -> None:
         link = self.links[nid]
         if gen != link.gen:
             return
-        t = self.run.env.now
-        self._advance(link, t)
-        done = [tr for tr in link.active if tr.left <= 1.0]
-        link.active = [tr for tr in link.active if tr.left > 1.0]
-        for tr in done:
-            self._handoff(tr.req)
+        self._advance(link, self._env.now)
+        active = link.active
+        if len(active) == 1 and active[0].left <= 1.0:  # the common case: the link's only transfer is done
+            link.active = []
+            self._handoff(active[0].req)
+        else:
+            link.active = [tr for tr in active if tr.left > 1.0]
+            for tr in active:
+                if tr.left <= 1.0:
+                    self._handoff(tr.req)
         self._schedule_link(link, nid)
 
     def _handoff(self, req: Request) -> None:
         if req.state == DROPPED:
             return
-        now = self.run.env.now
+        now = self._env.now
         if req.deadline < now:
             self.on_timeout(req, now)
             return
@@ -303,7 +313,8 @@ class Router:
 
 
 def _prefill_load(rep: Replica) -> int:
-    return rep.engine.load if rep.engine is not None else 1 << 30
+    e = rep.engine
+    return len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
 
 
 def _decode_load(rep: Replica) -> tuple[int, int]:
