@@ -145,11 +145,10 @@ class Router:
         best.engine.submit(req)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
-        least = min(ready, key=_prefill_load)
+        least, low, high = _load_range(ready)
         if not self.cache_aware or req.prefix is None:
             return least
-        most = max(_prefill_load(r) for r in ready)
-        if most - _prefill_load(least) > BALANCE_ABS_THRESHOLD:
+        if high - low > BALANCE_ABS_THRESHOLD:
             return least
         best, hit = least, 0
         for r in ready:
@@ -315,6 +314,19 @@ class Router:
 def _prefill_load(rep: Replica) -> int:
     e = rep.engine
     return len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
+
+
+def _load_range(ready: list[Replica]) -> tuple[Replica, int, int]:
+    """The least loaded replica (the first of equals), its load and the highest load, in one pass."""
+    least = ready[0]
+    low = high = _prefill_load(least)
+    for rep in ready[1:]:
+        load = _prefill_load(rep)
+        if load < low:
+            least, low = rep, load
+        elif load > high:
+            high = load
+    return least, low, high
 
 
 def _decode_load(rep: Replica) -> tuple[int, int]:

@@ -478,7 +478,8 @@ class Engine:
     def _trim_cache(self) -> None:
         room = self.m.kv_capacity_blocks - -(-self.kv_used // self.m.block_tokens)
         cache = self.cache
-        while len(cache) > max(room, 0):
+        excess = len(cache) - (room if room > 0 else 0)
+        for _ in range(excess):
             cache.popitem(last=False)
 
     # planning ------------------------------------------------------------
@@ -555,17 +556,19 @@ class Engine:
 
     def _next_boundary(self, elapsed: float) -> int:
         """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
-        q = self.m.step_per_context_token_s * self._run_n / 2.0
-        lin = self._run_A + self.m.step_per_context_token_s * self._run_C0 - q
+        c = self._c
+        q = c * self._run_n / 2.0
+        lin = self._run_A + c * self._run_C0 - q
         if elapsed <= 0:
             steps = 0
         elif q > 0:
             steps = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * q * elapsed)) / (2.0 * q))
         else:
             steps = math.ceil(elapsed / lin)
-        while steps > 0 and self._run_time(steps - 1) >= elapsed:
+        run_time = self._run_time
+        while steps > 0 and run_time(steps - 1) >= elapsed:
             steps -= 1
-        while self._run_time(steps) < elapsed:
+        while run_time(steps) < elapsed:
             steps += 1
         return steps
 
@@ -580,7 +583,9 @@ class Engine:
                 self.kv_used += n
             self.itl.add(self._step_dur, n)
             self.generation_tokens += n
-        self._finish_completed(t)
+        dec = self.decoding
+        if dec and dec[0][0] <= self.step:
+            self._finish_completed(t)
         sink = self.sink
         for r, take in self._chunks:
             if r.state != PREFILL or r.engine is not self:
