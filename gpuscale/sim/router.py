@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gpuscale.sim.events import PRIORITY_ARRIVAL
 from gpuscale.sim.states import LossReason
@@ -137,7 +137,7 @@ class Router:
         elif role.does_prefill:
             best = self._pick_prefill(ready, req)
         elif self.power_of_two:
-            a, b = self.rng.sample(ready, 2)
+            a, b = two_at_random(self.rng, ready)
             best = a if _decode_load(a) <= _decode_load(b) else b
         else:
             best = min(ready, key=_decode_load)
@@ -309,6 +309,25 @@ class Router:
             return
         assert self.decode_role is not None
         self.route(self.decode_role, req)
+
+
+_T = TypeVar("_T")
+SAMPLE_POOL_MAX = 21
+"""``random.Random.sample`` draws two from a copied pool up to this population size, by rejection above it."""
+
+
+def two_at_random(rng: random.Random, ready: list[_T]) -> tuple[_T, _T]:
+    """Two distinct replicas: the pair ``rng.sample(ready, 2)`` returns, from the same draws (CPython's algorithm for
+    two, which a test pins), without its generic checks and copy on every decode routing."""
+    n = len(ready)
+    i = rng.randrange(n)
+    if n <= SAMPLE_POOL_MAX:  # the pool: the last replica moves into the first pick's place
+        j = rng.randrange(n - 1)
+        return ready[i], ready[n - 1 if j == i else j]
+    j = rng.randrange(n)
+    while j == i:
+        j = rng.randrange(n)
+    return ready[i], ready[j]
 
 
 def _prefill_load(rep: Replica) -> int:

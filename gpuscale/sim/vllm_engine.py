@@ -487,7 +487,7 @@ class Engine:
     def _plan(self) -> None:
         """One vLLM scheduling pass at a step boundary: a mixed step, a decode run, or idle."""
         t = self.env.now
-        chunks = _NO_CHUNKS
+        chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         joined: list[Request] | None = None
         if self.does_prefill:
             preempted = False
