@@ -47,7 +47,7 @@ class Request:
 
     __slots__ = (
         "arrival", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "output", "prefilled",
-        "prefix", "prompt", "rid", "state", "target",
+        "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
     )
 
     def __init__(
@@ -75,6 +75,10 @@ class Request:
         """Sequence number of the live entry in the engine's decode heap (-1: none)."""
         self.first_t: float | None = None
         self.engine: Engine | None = None
+        self.queued_t = arrival
+        """When the current engine queued it (vLLM's ``queued_ts``)."""
+        self.sched_t = -1.0
+        """When that engine first scheduled it (``scheduled_ts``); -1 before."""
 
 
 class EngineSink(Protocol):
@@ -149,12 +153,16 @@ class Engine:
         "cache",
         "ctx_k",
         "decoding",
+        "done_prompt_tokens",
+        "done_requests",
         "does_decode",
         "does_prefill",
         "draining",
         "env",
         "generation_tokens",
         "itl",
+        "itl_count",
+        "itl_sum",
         "kv_used",
         "m",
         "n_dec",
@@ -165,6 +173,7 @@ class Engine:
         "prefix_hit_tokens",
         "prefix_query_tokens",
         "prompt_tokens",
+        "queue_time_sum",
         "sink",
         "step",
         "waiting",
@@ -200,6 +209,14 @@ class Engine:
         """``vllm:generation_tokens_total``: one per running sequence per step, plus each prefill's sampled token."""
         self.preemptions = 0
         """``vllm:num_preemptions_total``."""
+        self.done_requests = 0
+        self.done_prompt_tokens = 0
+        """``vllm:request_prompt_tokens`` count and sum: observed when a request finishes on this engine."""
+        self.queue_time_sum = 0.0
+        """``vllm:request_queue_time_seconds`` sum (its count is ``done_requests``)."""
+        self.itl_sum = 0.0
+        self.itl_count = 0
+        """``vllm:inter_token_latency_seconds`` sum and count: every inter-token gap."""
         self.prefix_query_tokens = 0
         self.prefix_hit_tokens = 0
         self._busy_since: float | None = None
@@ -266,6 +283,8 @@ class Engine:
     def submit(self, req: Request) -> None:
         req.engine = self
         req.state = WAITING
+        req.queued_t = self.env.now
+        req.sched_t = -1.0
         self.waiting.append(req)
         mode = self._mode
         if mode == _IDLE:
@@ -351,7 +370,15 @@ class Engine:
             self._leave_decode(r)
             r.state = DONE
             r.engine = None
+            self._finished(r, t)
             self.sink.on_done(r, t)
+
+    def _finished(self, r: Request, t: float) -> None:
+        """vLLM's finished-request histograms (prompt length, queue time), observed as the request leaves the engine."""
+        self.done_requests += 1
+        self.done_prompt_tokens += r.prompt
+        if r.sched_t >= 0:
+            self.queue_time_sum += r.sched_t - r.queued_t
 
     def _preempt_for(self, room: int) -> bool:
         """Preempt the newest decoding requests until ``room`` more KV tokens fit; True if any was preempted."""
@@ -415,6 +442,8 @@ class Engine:
             self.kv_used += need
             r.kv = need
             r.state = PREFILL
+            if r.sched_t < 0:
+                r.sched_t = t
             r.prefilled = hit
             keep.append(r)
             take = min(r.target - hit, budget)
@@ -441,6 +470,8 @@ class Engine:
             w.popleft()
             self.kv_used += need
             r.kv = need
+            if r.sched_t < 0:
+                r.sched_t = t
             self._join(r, 0)
             joined.append(r)
         return joined
@@ -561,6 +592,8 @@ class Engine:
             if self.does_prefill:
                 self.kv_used += n
             self.itl.add(self._step_dur, n)
+            self.itl_sum += self._step_dur * n
+            self.itl_count += n
             self.generation_tokens += n
         self._finish_completed(t)
         sink = self.sink
@@ -586,6 +619,7 @@ class Engine:
                     r.kv = 0
                     r.state = DONE
                     r.engine = None
+                    self._finished(r, t)
                     sink.on_done(r, t)
                 else:
                     self._join(r, g0)
@@ -594,6 +628,7 @@ class Engine:
                 r.kv = 0
                 r.state = TRANSFER
                 r.engine = None
+                self._finished(r, t)
                 sink.on_prefill_done(r, t, self)
         self._chunks = []
         self._plan()
@@ -608,6 +643,8 @@ class Engine:
                 self.kv_used += n * steps
             mid = self._run_A + self._c * (self._run_C0 + n * (steps - 1) / 2.0)
             self.itl.add(mid, n * steps)
+            self.itl_sum += mid * n * steps
+            self.itl_count += n * steps
             self.generation_tokens += n * steps
         dec = self.decoding
         if dec and dec[0][0] <= self.step:
