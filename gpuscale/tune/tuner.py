@@ -84,14 +84,16 @@ def _warm_options(
 def tune(
     spec: PlatformSpec, model_name: str, trace: TraceTraffic, *, seed: int = 0, max_evals: int = DEFAULT_MAX_EVALS,
     tuned_on: str | None = None, progress: Callable[[int, int], None] | None = None, search_when_limited: bool = False,
+    bench: TraceBench | None = None, ceiling: PolicyResult | None = None, duty: PolicyResult | None = None,
 ) -> TuneOutcome:
     """Tune ``model_name`` of ``spec`` on ``trace``. ``search_when_limited`` searches even when the limits cannot carry
-    the trace (the goal benchmark reports both); the CLI refuses instead."""
+    the trace (the goal benchmark reports both); the CLI refuses instead. ``bench``, ``ceiling`` and ``duty`` reuse runs
+    the caller already has (same spec, trace and seed)."""
     t0 = time.monotonic()
-    bench = TraceBench(spec, model_name, trace, seed)
+    bench = bench if bench is not None else TraceBench(spec, model_name, trace, seed)
     prof = trace_stats.profile(bench.arrivals, trace.compress)
-    ceiling = bench.run_ceiling(spec)
-    duty = bench.run_duty_cycle(spec)
+    ceiling = ceiling if ceiling is not None else bench.run_ceiling(spec)
+    duty = duty if duty is not None else bench.run_duty_cycle(spec)
     goal = Goal.of(ceiling, duty)
     limits = check_limits(bench, spec, ceiling)
     start = current_params(spec, model_name)
