@@ -545,14 +545,17 @@ def _role_sizing(
     def prefill_work(rps: float) -> float:
         return rps * prompt * coef.prefill_s(prompt)
 
-    def decode_work(rps: float) -> float:
+    def decode_replicas(rps: float) -> float:
         if decode_tps <= 0:  # not even one sequence meets the ITL target: one sequence per replica
             return rps * output * model.slo.itl_p99_s
-        return rps * output * (coef.decode_s_per_token + coef.decode_s_per_kv_share * ctx_share)
+        return rps * output * (coef.decode_s_per_token + coef.decode_s_per_kv_share * ctx_share) / util
 
     def fractional(rps: float) -> float:
-        work = {"prefill": prefill_work, "decode": decode_work}.get(role)
-        return (work(rps) if work is not None else prefill_work(rps) + decode_work(rps)) / util
+        if role == "prefill":
+            return prefill_work(rps) / util
+        if role == "decode":
+            return decode_replicas(rps)
+        return prefill_work(rps) / util + decode_replicas(rps)
 
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0

@@ -174,7 +174,7 @@ class LowerBound:
             held[lag:] = np.maximum(held[lag:], charged[: n_blocks - lag])
         widths = np.full(n_blocks, width)
         widths[-1] = self._horizon - width * (n_blocks - 1)
-        return float(np.sum(held * widths)) / 3600.0
+        return float(np.sum(held * widths))
 
     def curve(self, points: int = 11) -> list[tuple[float, float]]:
         """(attainment, GPU-hours) at evenly spaced attainments up to the highest reachable one."""

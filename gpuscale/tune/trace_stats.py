@@ -8,9 +8,10 @@ Definitions (every number below is measured on the arrivals as replayed, i.e. af
 
 * base / peak: the 10th percentile and the maximum of the request rate over 5-minute windows; peak hours: the share
   of 5-minute windows above the midpoint of the two, times 24.
-* bursts: 15-second windows (one scrape) whose count is at least ``BURST_MIN_RATIO`` times the rate of the 5 minutes
-  before them (what a load signal on a 1-minute rate has settled on) and clears Poisson noise at three standard
-  deviations; consecutive windows are one burst. Multiplier: mean ratio inside bursts; duration: mean length; per hour.
+* bursts: 15-second windows (one scrape) whose token load (prompt + output tokens) is at least ``BURST_MIN_RATIO``
+  times that of the 5 minutes before them (what a load signal on a 1-minute rate has settled on), with a request count
+  above Poisson noise at three standard deviations; consecutive windows are one burst. Multiplier: mean load ratio
+  inside bursts; duration: mean length; per hour.
 * daily pattern: at least two days of trace time, an hourly profile whose day-to-day correlation is at least
   ``DAILY_CORRELATION`` and whose busiest hour is at least twice its quietest.
 """
@@ -83,24 +84,34 @@ def _window_rates(t: np.ndarray, span: float, width: float) -> np.ndarray:
     return out
 
 
-def _bursts(t: np.ndarray, span: float) -> Bursts:
-    counts = np.bincount((t // BURST_WINDOW_S).astype(np.int64)).astype(float)
+def _bursts(t: np.ndarray, tokens: np.ndarray, span: float) -> Bursts:
+    """Bursts of token load (prompt + output tokens: a few long prompts load a replica like many short ones), each
+    window also above Poisson noise in requests."""
+    idx_t = (t // BURST_WINDOW_S).astype(np.int64)
+    counts = np.bincount(idx_t).astype(float)
+    load = np.bincount(idx_t, weights=tokens).astype(float)
     lookback = int(RATE_WINDOW_S / BURST_WINDOW_S)
     first = int(60.0 / BURST_WINDOW_S)  # at the start, the rate of whatever minute or more came before
     if counts.size <= first:
         return Bursts(0, 1.0, 0.0, 0.0)
-    csum = np.concatenate([[0.0], np.cumsum(counts)])
     idx = np.arange(first, counts.size)
     back = np.minimum(idx, lookback)
-    expected = (csum[idx] - csum[idx - back]) / back
-    observed = counts[idx]
-    hot = (observed >= BURST_MIN_RATIO * expected) & (observed > expected + BURST_SIGMAS * np.sqrt(np.maximum(expected, 1.0)))
+
+    def trailing(x: np.ndarray) -> np.ndarray:
+        c = np.concatenate([[0.0], np.cumsum(x)])
+        out: np.ndarray = (c[idx] - c[idx - back]) / back
+        return out
+
+    expected_n, expected_load = trailing(counts), trailing(load)
+    observed_n, observed_load = counts[idx], load[idx]
+    noise = observed_n > expected_n + BURST_SIGMAS * np.sqrt(np.maximum(expected_n, 1.0))
+    hot = noise & (observed_load >= BURST_MIN_RATIO * expected_load) & (expected_load > 0)
     if not hot.any():
         return Bursts(0, 1.0, 0.0, 0.0)
     starts = np.flatnonzero(hot & ~np.concatenate([[False], hot[:-1]]))
     ends = np.flatnonzero(hot & ~np.concatenate([hot[1:], [False]]))
     lengths = (ends - starts + 1) * BURST_WINDOW_S
-    ratio = observed[hot] / np.maximum(expected[hot], 1.0 / BURST_WINDOW_S)
+    ratio = observed_load[hot] / expected_load[hot]
     hours = max(span, BURST_WINDOW_S) / 3600.0
     return Bursts(
         count=int(starts.size), multiplier=float(np.mean(ratio)), duration_s=float(np.mean(lengths)),
@@ -141,7 +152,7 @@ def profile(arrivals: Arrivals, compress: float = 1.0) -> TraceProfile:
         peak_hours_per_day=share * 24.0,
         prompt_mean=float(p.mean()), prompt_p99=float(np.percentile(p, 99)),
         output_mean=float(o.mean()), output_p99=float(np.percentile(o, 99)),
-        bursts=_bursts(t, span), hourly_rps=_hourly(t * compress, span * compress, compress),
+        bursts=_bursts(t, p + o, span), hourly_rps=_hourly(t * compress, span * compress, compress),
     )
 
 

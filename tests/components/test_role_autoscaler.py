@@ -62,12 +62,12 @@ def test_prod_has_one_scaled_object_per_role(run_pulumi: Run, prod_spec: Platfor
     assert len(targets) == 3  # no workload has two autoscalers, no autoscaler spans two workloads
     prefill = objs["llama-70b-fp8-prefill-scaledobject"].inputs["spec"]
     decode = objs["llama-70b-fp8-decode-scaledobject"].inputs["spec"]
-    assert [t["name"] for t in prefill["triggers"]] == ["prompt-tokens-total", "num-requests-waiting"]
+    assert [t["name"] for t in prefill["triggers"]] == ["prefill-load", "prompt-backlog", "queue-time"]
     assert "rate(vllm:prompt_tokens_total{" in prefill["triggers"][0]["metadata"]["query"]
     assert "vllm:num_requests_waiting" in prefill["triggers"][1]["metadata"]["query"]
-    assert "vllm:kv_cache_usage_perc" in decode["triggers"][0]["metadata"]["query"]
-    kv_target = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].target
-    assert decode["triggers"][0]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
+    assert "vllm:kv_cache_usage_perc" in decode["triggers"][1]["metadata"]["query"]
+    kv_target = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[1].target
+    assert decode["triggers"][1]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
     assert prefill["minReplicaCount"] >= 1 and decode["minReplicaCount"] >= 1
     assert outputs["llama-70b-fp8/decode"] == "llama-70b-fp8-decode"
     assert outputs["llama-70b-fp8/decode.kind"] == "ScaledObject"
