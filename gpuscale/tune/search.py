@@ -79,17 +79,18 @@ def coordinates(
     start: TuneParams, *, keda: bool, consolidate_after: Sequence[str], warm_options: dict[str, Sequence[Any]] | None = None,
     min_floor: dict[str, int] | None = None,
 ) -> list[Coordinate]:
-    """The search space around ``start``, in search order: utilisation, warm minimum, burst mode, SLO guard,
-    stabilisation, maximum per role, then ``consolidate_after`` and the warm-up windows."""
+    """The search space around ``start``, in search order: warm minimum (what a trace that starts busy needs first),
+    utilisation, burst mode, SLO guard, stabilisation, maximum per role, then ``consolidate_after`` and the warm-up
+    windows."""
     roles = list(start.roles)
     out: list[Coordinate] = []
-    for r in roles:
-        out.append(Coordinate(r, "target_utilisation", UTILISATIONS))
     for r in roles:
         p = start.roles[r]
         lo = (min_floor or {}).get(r, 0)
         mins = sorted({m for m in (*MIN_REPLICAS, p.min_replicas) if lo <= m <= p.max_replicas})
         out.append(Coordinate(r, "min_replicas", tuple(mins)))
+    for r in roles:
+        out.append(Coordinate(r, "target_utilisation", UTILISATIONS))
     for r in roles:
         out.append(Coordinate(r, "burst_mode", (True, False)))
     if keda:
