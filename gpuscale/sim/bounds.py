@@ -166,7 +166,7 @@ class LowerBound:
         held = np.zeros(n_blocks)
         # block j is charged from its start to its end if some earlier block b ended by then and b's start + hold_s
         # reaches past block j's end
-        span = n_blocks if math.isinf(hold_s) else int(math.floor(hold_s / width))
+        span = n_blocks if math.isinf(hold_s) else math.floor(hold_s / width)
         for lag in range(1, min(span, n_blocks) + 1):
             # b = j - lag, needs b's start + hold >= j's end: (j - lag) * w + hold >= (j + 1) * w
             if (lag + 1) * width > hold_s:

@@ -110,50 +110,59 @@ def coordinates(
     return out
 
 
+class _Search:
+    """One search's state: the evaluation cache, the budget spent and the best point so far."""
+
+    def __init__(self, evaluate: Evaluate, max_evals: int, progress: Callable[[int, int], None] | None) -> None:
+        self.evaluate = evaluate
+        self.max_evals = max_evals
+        self.progress = progress
+        self.cache: dict[str, Score | None] = {}
+        self.evals = 0
+
+    def score_of(self, p: TuneParams) -> Score | None:
+        k = p.key()
+        if k not in self.cache:
+            if self.evals >= self.max_evals:
+                return None
+            self.cache[k] = self.evaluate(p)
+            if self.cache[k] is not None:  # a point the spec refuses costs no simulation
+                self.evals += 1
+                if self.progress is not None:
+                    self.progress(self.evals, self.max_evals)
+        return self.cache[k]
+
+    def along(self, c: Coordinate, result: SearchResult) -> None:
+        """Try every value of one coordinate from the best point so far; move to the best of them."""
+        base, here = result.best, c.value(result.best)
+        for v in c.candidates:
+            if v == here or self.evals >= self.max_evals:
+                continue
+            p = c.at(base, v)
+            s = self.score_of(p)
+            if s is not None and s.better_than(result.best_score):
+                result.best, result.best_score = p, s
+
+
 def search(
     start: TuneParams, evaluate: Evaluate, coords: Sequence[Coordinate], *, max_evals: int, max_passes: int = 3,
     progress: Callable[[int, int], None] | None = None,
 ) -> SearchResult:
     """Coordinate descent from ``start``; ``progress(evaluations, max_evals)`` after each simulation."""
-    cache: dict[str, Score | None] = {}
-    evals = 0
-
-    def score_of(p: TuneParams) -> Score | None:
-        nonlocal evals
-        k = p.key()
-        if k not in cache:
-            if evals >= max_evals:
-                return None
-            cache[k] = evaluate(p)
-            if cache[k] is not None:  # a point the spec refuses costs no simulation
-                evals += 1
-                if progress is not None:
-                    progress(evals, max_evals)
-        return cache[k]
-
-    first = score_of(start)
+    state = _Search(evaluate, max_evals, progress)
+    first = state.score_of(start)
     if first is None:
         raise ValueError("the stack's own autoscaling settings could not be simulated")
-    best, best_score = start, first
     result = SearchResult(start, first, start, first, 0)
     for _ in range(max_passes):
         moved = False
         for c in coords:
-            base = best
-            here = c.value(base)
-            for v in c.candidates:
-                if v == here:
-                    continue
-                if evals >= max_evals:
-                    break
-                p = c.at(base, v)
-                s = score_of(p)
-                if s is not None and s.better_than(best_score):
-                    best, best_score = p, s
-            if best is not base:
+            before = result.best
+            state.along(c, result)
+            if result.best is not before:
                 moved = True
-                result.history.append((f"{c.role + '.' if c.role else ''}{c.name}", c.value(best), best_score))
-        if not moved or evals >= max_evals:
+                result.history.append((f"{c.role + '.' if c.role else ''}{c.name}", c.value(result.best), result.best_score))
+        if not moved or state.evals >= max_evals:
             break
-    result.best, result.best_score, result.evaluations = best, best_score, evals
+    result.evaluations = state.evals
     return result

@@ -160,7 +160,7 @@ def _sig(x: float, digits: int = 3) -> float:
     """Round to ``digits`` significant figures (a stack file reads better without float noise)."""
     if x == 0 or not math.isfinite(x):
         return 0.0
-    return round(x, max(digits - 1 - int(math.floor(math.log10(abs(x)))), 0))
+    return round(x, max(digits - 1 - math.floor(math.log10(abs(x))), 0))
 
 
 def workload_of(prof: TraceProfile) -> WorkloadSpec:

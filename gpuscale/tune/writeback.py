@@ -9,6 +9,7 @@ the caller writes it, so a tuned file is always one ``gpuscale validate`` accept
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def _flow(d: dict[str, Any]) -> CommentedMap:
 def _sequence_offset(text: str) -> int:
     """How far the file indents a list's dash under its key (0 or 2 in practice), so new lists line up with old."""
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    for key, item in zip(lines, lines[1:], strict=False):
+    for key, item in itertools.pairwise(lines):
         if key.rstrip().endswith(":") and item.lstrip().startswith("- "):
             return max(len(item) - len(item.lstrip()) - (len(key) - len(key.lstrip())), 0)
     return 2

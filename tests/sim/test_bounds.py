@@ -116,9 +116,8 @@ def test_the_node_hold_charges_a_peak_until_consolidation_can_take_it_back() -> 
 @given(seed=st.integers(min_value=0, max_value=10_000), after=st.sampled_from(["5m", "15m"]))
 def test_the_hold_stays_below_every_policy_with_a_short_consolidate_after(seed: int, after: str) -> None:
     from gpuscale.sim.runner import Runner
-    from gpuscale.stackfile import validate_config
+    from gpuscale.stackfile import read_stack_config, validate_config
     from tests.sim.conftest import FIXTURES
-    from gpuscale.stackfile import read_stack_config
 
     raw = read_stack_config(FIXTURES / "tiny-aggregated.yaml")
     raw["topology"]["gpu_pools"][0].update(

@@ -278,7 +278,7 @@ def test_stack_metric_and_target_replace_the_primary_signal(raw_stack) -> None: 
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["decode"]["target"] = 0.5
     kv_only = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8").role("decode").signals
-    assert [(x.metric, x.target) for x in kv_only][0] == ("vllm:kv_cache_usage_perc", 0.5)
+    assert (kv_only[0].metric, kv_only[0].target) == ("vllm:kv_cache_usage_perc", 0.5)
     assert [x.metric for x in kv_only].count("vllm:kv_cache_usage_perc") == 1
 
 

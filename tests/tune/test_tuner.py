@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpuscale.sim.traffic import TraceTraffic
-from gpuscale.tune.limits import LimitsVerdict, check_limits
 from gpuscale.tune.evaluate import TraceBench
+from gpuscale.tune.limits import LimitsVerdict, check_limits
 from gpuscale.tune.tuner import tune
 from tests.sim.conftest import spec_of
 from tests.tune.conftest import steady, write_trace
