@@ -27,28 +27,46 @@ Caveats, and how the workload wiring handles them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Annotated
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
+from pydantic import AfterValidator, Field
 
+from gpuscale.components.children import child_opts, claim, object_name
 from gpuscale.manifests.kai import topology_body
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.topology import TopologyLevel, default_levels, level_problem
+
+
+def _checked(levels: list[TopologyLevel]) -> list[TopologyLevel]:
+    problem = level_problem(levels)
+    if problem:
+        raise ValueError(problem)
+    return levels
 
 
 class KaiTopologyArgs(Spec):
-    """Inputs of ``KaiTopology``."""
+    """The topology levels, coarsest first (default: zone, the three AWS network layers, node)."""
 
-    platform: PlatformSpec
-    """The validated platform spec; its ``topology.levels`` are the Topology's levels."""
+    levels: Annotated[list[TopologyLevel], AfterValidator(_checked)] = Field(
+        default_factory=default_levels, min_length=1, max_length=16,
+    )
+    """Node labels that name placement domains; ``kubernetes.io/hostname`` may only be last."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> KaiTopologyArgs:
+        return cls(levels=spec.topology.levels)
 
 
 class KaiTopology(pulumi.ComponentResource):
     """The KAI Topology the workload wiring's placement annotations name.
 
-    Creates ``<name>-topology`` (Topology ``gpuscale``, cluster-scoped). ``depends_on`` should hold
-    ``KaiScheduler.chart`` (CRD). See KAI ``docs/topology/README.md``.
+    Creates ``<name>-topology`` (Topology ``gpuscale``, cluster-scoped; one per cluster). Expects KAI on the cluster
+    (``KaiScheduler``: its CRD; put ``KaiScheduler.chart`` in ``opts.depends_on`` when it is in the same program).
+    Every ``VllmService`` whose wiring names a placement needs it. See KAI ``docs/topology/README.md``.
     """
 
     topology: CustomResource
@@ -56,20 +74,18 @@ class KaiTopology(pulumi.ComponentResource):
     topology_name: pulumi.Output[str]
     """Name workloads put in ``kai.scheduler/topology``."""
 
-    def __init__(
-        self, name: str, args: KaiTopologyArgs, *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: KaiTopologyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:KaiTopology", name, None, opts)
-        body = topology_body(args.platform)
+        claim(self, f"KaiTopology {name!r}", "kubernetes", "Topology", TOPOLOGY_NAME,
+              fix="the workload wiring names one Topology per cluster: create it once")
+        body = topology_body(args.levels)
         self.topology = CustomResource(
             f"{name}-topology",
             api_version=body["apiVersion"],
             kind=body["kind"],
             metadata=body["metadata"],
             spec=body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+            opts=child_opts(self, opts),
         )
-        self.topology_name = pulumi.Output.from_input(str(body["metadata"]["name"]))
+        self.topology_name = object_name(self.topology)
         self.register_outputs({"topology_name": self.topology_name})

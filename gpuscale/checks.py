@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from gpuscale import crosscheck, sizing
+from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
@@ -45,8 +46,17 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
 
 
 def feasibility(spec: PlatformSpec) -> list[Problem]:
-    """What sizing finds impossible or unsafe: placement, queue quotas, gangs."""
-    return [*_placement(spec), *_quotas(spec), *_gangs(spec)]
+    """What sizing finds impossible or unsafe: placement, queue quotas, gangs, workload namespaces."""
+    return [*_placement(spec), *_quotas(spec), *_gangs(spec), *_namespaces(spec)]
+
+
+def _namespaces(spec: PlatformSpec) -> list[Problem]:
+    """Model namespaces are DNS-1123 labels outside the namespaces gpuscale's controllers run in."""
+    return [
+        Problem(f"models[{i}].serving.namespace", problem)
+        for i, m in enumerate(spec.models)
+        if (problem := namespace_problem(m.serving.namespace))
+    ]
 
 
 def _shape(spec: PlatformSpec, index: int) -> sizing.ReplicaShape | None:

@@ -46,7 +46,7 @@ def check_platform(spec: PlatformSpec, sizing: PlatformSizing) -> list[Problem]:
         taint = karpenter.gpu_taint()
         pool_labels = karpenter.gpu_node_labels(pool)
         budget = queue_gpu_budget(spec, model.queue)
-        args = vllm.VllmServiceArgs.from_platform(spec, sizing, model.name)
+        args = vllm.ServingSettings.from_platform(spec, sizing, model.name)
         for role in model.serving.roles:
             where = f"{model.name}/{role}"
             rs = ms.role(role)

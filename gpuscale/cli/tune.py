@@ -27,7 +27,7 @@ from gpuscale.cli.common import (
 from gpuscale.cli.simulate import Replay
 from gpuscale.cli.workload import TraceArg
 from gpuscale.sim.metrics import PolicyResult
-from gpuscale.sim.scenarios import ScenarioError, pick_model
+from gpuscale.sim.scenarios.base import ScenarioError, pick_model
 from gpuscale.sim.traffic import TraceError, TraceTraffic
 from gpuscale.sizing import SizingError
 from gpuscale.stackfile import StackConfigError, stack_file_path

@@ -69,8 +69,12 @@ def longest_request_timeout_s(spec: PlatformSpec, pool_name: str) -> float:
 
 def termination_grace_period(spec: PlatformSpec, pool_name: str) -> str:
     """Longest request timeout of the pool's models plus ``DRAIN_MARGIN_S``, rounded up to whole minutes."""
-    seconds = longest_request_timeout_s(spec, pool_name) + DRAIN_MARGIN_S
-    return f"{math.ceil(seconds / 60)}m"
+    return grace_period(longest_request_timeout_s(spec, pool_name))
+
+
+def grace_period(request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> str:
+    """A node drain bound for requests of up to ``request_timeout_s``: plus ``DRAIN_MARGIN_S``, in whole minutes."""
+    return f"{math.ceil((request_timeout_s + DRAIN_MARGIN_S) / 60)}m"
 
 
 def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
@@ -108,9 +112,16 @@ def object_metadata(name: str) -> dict[str, Any]:
     return {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}}
 
 
-def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_period: str) -> dict[str, Any]:
-    """The GPU NodePool: safe disruption, GPU taint, GPU/cpu/memory limits, instance and capacity types."""
-    metadata = object_metadata(pool.name)
+def nodepool_body(
+    pool: GpuNodePoolSpec, *, zones: list[str] | None, termination_grace_period: str, name: str | None = None,
+) -> dict[str, Any]:
+    """The GPU NodePool: safe disruption, GPU taint, GPU/cpu/memory limits, instance and capacity types.
+
+    ``name`` is the NodePool's (and its EC2NodeClass's) name in the cluster, default the pool's; pods select the pool
+    by the ``gpuscale.io/node-pool`` node label, which stays the pool's name whatever the object is called.
+    """
+    name = name or pool.name
+    metadata = object_metadata(name)
     if pool.acknowledge_underutilized_consolidation_evicts_inference:
         # the policy pack accepts an unsafe GPU NodePool only when it carries the spec's acknowledgement
         metadata["annotations"] = {labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION: "true"}
@@ -122,7 +133,7 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_
             "template": {
                 "metadata": {"labels": gpu_node_labels(pool)},
                 "spec": {
-                    "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": pool.name},
+                    "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": name},
                     "requirements": [
                         {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": list(pool.instance_types)},
                         {
@@ -130,7 +141,7 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_
                             "operator": "In",
                             "values": list(pool.capacity_types),
                         },
-                        {"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)},
+                        *zone_requirement(zones),
                     ],
                     "taints": [gpu_taint()],
                     "expireAfter": pool.expire_after,
@@ -145,6 +156,11 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_
             },
         },
     }
+
+
+def zone_requirement(zones: list[str] | None) -> list[dict[str, Any]]:
+    """Nodes only in ``zones``; no requirement (every zone of the selected subnets) when none are given."""
+    return [{"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)}] if zones else []
 
 
 def efa_network_interfaces(efa_interfaces: int) -> list[dict[str, Any]]:
@@ -198,6 +214,14 @@ def discovery_selector(cluster_name: str) -> list[dict[str, Any]]:
     return [{"tags": {labels.KARPENTER_DISCOVERY_TAG: cluster_name}}]
 
 
+def selector_terms(ids: list[str] | None, cluster_name: str) -> list[dict[str, Any]]:
+    """Subnet or security-group selector terms: exactly ``ids`` when given, else every one tagged
+    ``karpenter.sh/discovery: <cluster>`` (terms are ORed; an ``id`` term takes no other field)."""
+    if ids:
+        return [{"id": i} for i in ids]
+    return discovery_selector(cluster_name)
+
+
 def ec2nodeclass_body(
     pool: GpuNodePoolSpec,
     *,
@@ -205,13 +229,19 @@ def ec2nodeclass_body(
     node_role_name: str,
     root_volume_gib: int,
     tags: dict[str, str],
+    subnet_ids: list[str] | None = None,
+    security_group_ids: list[str] | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume."""
+    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume.
+
+    Subnets and security groups are the given ids, or discovered by the cluster's ``karpenter.sh/discovery`` tag.
+    """
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": pool.ami_alias}],
         "role": node_role_name,
-        "subnetSelectorTerms": discovery_selector(cluster_name),
-        "securityGroupSelectorTerms": discovery_selector(cluster_name),
+        "subnetSelectorTerms": selector_terms(subnet_ids, cluster_name),
+        "securityGroupSelectorTerms": selector_terms(security_group_ids, cluster_name),
         "metadataOptions": dict(IMDS_OPTIONS),
         "blockDeviceMappings": block_device_mappings(
             pool.ami_alias, root_volume_gib, iops=GPU_ROOT_IOPS, throughput=GPU_ROOT_THROUGHPUT_MIB_S
@@ -229,7 +259,7 @@ def ec2nodeclass_body(
     return {
         "apiVersion": EC2NODECLASS_API,
         "kind": "EC2NodeClass",
-        "metadata": object_metadata(pool.name),
+        "metadata": object_metadata(name or pool.name),
         "spec": spec,
     }
 
@@ -269,7 +299,7 @@ def cpu_node_limits(pool: CpuNodePoolSpec) -> dict[str, Any]:
     return {"cpu": pool.cpu_limit, "memory": f"{memory}Gi"}
 
 
-def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str], name: str = CPU_POOL_NAME) -> dict[str, Any]:
+def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str] | None, name: str = CPU_POOL_NAME) -> dict[str, Any]:
     """The general-purpose NodePool: no GPU taint; may repack (nothing on it holds a loaded model)."""
     return {
         "apiVersion": NODEPOOL_API,
@@ -289,7 +319,7 @@ def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str], name: str = CP
                             "operator": "In",
                             "values": list(pool.capacity_types),
                         },
-                        {"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)},
+                        *zone_requirement(zones),
                     ],
                     "expireAfter": CPU_EXPIRE_AFTER,
                 },
@@ -311,6 +341,8 @@ def cpu_ec2nodeclass_body(
     ami_alias: str,
     tags: dict[str, str],
     name: str = CPU_POOL_NAME,
+    subnet_ids: list[str] | None = None,
+    security_group_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": EC2NODECLASS_API,
@@ -319,8 +351,8 @@ def cpu_ec2nodeclass_body(
         "spec": {
             "amiSelectorTerms": [{"alias": ami_alias}],
             "role": node_role_name,
-            "subnetSelectorTerms": discovery_selector(cluster_name),
-            "securityGroupSelectorTerms": discovery_selector(cluster_name),
+            "subnetSelectorTerms": selector_terms(subnet_ids, cluster_name),
+            "securityGroupSelectorTerms": selector_terms(security_group_ids, cluster_name),
             "metadataOptions": dict(IMDS_OPTIONS),
             "blockDeviceMappings": block_device_mappings(ami_alias, CPU_ROOT_VOLUME_GIB),
             "tags": {**tags, labels.NODE_POOL_LABEL: name},

@@ -60,6 +60,11 @@ class GpuInstanceType(Spec):
     """Baseline network bandwidth of the instance, Gbit/s (EFA included on p4/p5): Karpenter's
     ``pkg/providers/instancetype/zz_generated.bandwidth.go`` (EC2 DescribeInstanceTypes, commit 9c68c87f). ``up to``
     burst figures are not counted. The simulator times prefill -> decode KV transfers and image pulls with it."""
+    network_topology_labels: bool = False
+    """Whether its nodes get ``topology.k8s.aws/network-node-layer-1..3``: the AWS cloud-controller-manager writes one
+    label per network node ``ec2:DescribeInstanceTopology`` returns, and EC2 answers only for the types on its list
+    (EC2 User Guide "Prerequisites for Amazon EC2 topology"; ``research/upstream-facts-2.md`` B2). Every listed type
+    in this catalogue has three layers; g5, g6 and ``p5.4xlarge`` get none."""
 
     @property
     def family(self) -> str:
@@ -91,6 +96,13 @@ A10G = GpuModel(name="A10G", memory_gib=22.9, bf16_dense_tflops=70, fp8_dense_tf
 L4 = GpuModel(name="L4", memory_gib=22.0, bf16_dense_tflops=121, fp8_dense_tflops=242, memory_bandwidth_tb_s=0.3)
 
 
+_NETWORK_TOPOLOGY_LABELLED = frozenset({
+    "p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+    "g6e.xlarge", "g6e.2xlarge", "g6e.12xlarge", "g6e.24xlarge", "g6e.48xlarge",
+})
+"""Catalogue types on EC2's instance-topology list (upstream-facts-2.md B2, 3 network nodes each)."""
+
+
 def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, mem: int, nvme: int, usd: float) -> GpuInstanceType:
     return GpuInstanceType(
         name=name,
@@ -102,6 +114,7 @@ def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, 
         memory_gib=mem,
         local_nvme_gib=nvme,
         on_demand_usd_per_hour=usd,
+        network_topology_labels=name in _NETWORK_TOPOLOGY_LABELLED,
     )
 
 

@@ -111,4 +111,4 @@ def consolidate_after_candidates(spec: PlatformSpec, model_name: str, cold_start
 
 
 def role_names(params: TuneParams) -> list[Role]:
-    return [r for r in ("aggregated", "prefill", "decode") if r in params.roles]  # type: ignore[misc]
+    return [r for r in ("aggregated", "prefill", "decode") if r in params.roles]

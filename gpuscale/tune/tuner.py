@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -65,12 +65,12 @@ def _floors(spec: PlatformSpec, model_name: str, start: TuneParams) -> dict[str,
 
 def _warm_options(
     spec: PlatformSpec, model_name: str, start: TuneParams, prof: trace_stats.TraceProfile,
-) -> dict[str, list[object]]:
+) -> dict[str, Sequence[object]]:
     """Per role: no warm-up, or the windows the daily profile asks for (only when the trace shows a daily pattern)."""
     if prof.hourly_rps is None or model_of(spec, model_name).autoscaling.backend != "keda":
         return {}
     ms = size_model(spec, model_of(spec, model_name))
-    out: dict[str, list[object]] = {}
+    out: dict[str, Sequence[object]] = {}
     for rs in ms.roles:
         windows = trace_stats.daily_warm_windows(
             prof.hourly_rps, rs.replicas_per_rps, max(rs.replicas_at_base, rs.min_replicas), ms.cold_start.total_s,
