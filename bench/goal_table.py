@@ -19,8 +19,9 @@ Usage (from the repository root; needs ../shared/traces):
     .venv/bin/python bench/goal_table.py [--stacks dev,staging,prod] [--traces code,conv,long] [--compress 1,2,3,4,5]
         [--max-evals 40] [--jobs 2] [--json bench/results/goal_table.json]
 
-Writes the JSON (one record per cell; ``gpuscale plan --goal-table`` renders the plan stack's rows) and prints the
-table as Markdown (``docs/simulator.md`` quotes it).
+Writes the JSON after every cell (one record per cell; ``gpuscale plan --goal-table`` renders the plan stack's rows)
+and prints the table as Markdown (``docs/simulator.md`` quotes it); ``--markdown-only`` prints the table of an existing
+JSON without simulating (``--docs`` writes it between the markers of ``docs/simulator.md``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
 from gpuscale.plan.evidence import primary_model  # noqa: E402
+from gpuscale.plan.goal_table import load_goal_table  # noqa: E402
+from gpuscale.plan.render import goal_table_markdown  # noqa: E402
 from gpuscale.sim.metrics import PolicyResult  # noqa: E402
 from gpuscale.sim.traffic import TraceTraffic, generate  # noqa: E402
 from gpuscale.sizing import size_model  # noqa: E402
@@ -143,31 +146,21 @@ def cell(args: tuple[str, str, float, int, str]) -> dict[str, Any]:
     return rec
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
+DOCS = ROOT / "docs" / "simulator.md"
+BEGIN, END = "<!-- goal-table:begin (bench/goal_table.py --docs) -->", "<!-- goal-table:end -->"
 
 
-def _policy(r: dict[str, Any]) -> str:
-    ratio = r["gpu_hours_vs_lower_bound"]
-    return f"{_pct(r['attainment_servable'])} / {'-' if ratio is None else f'{ratio:.2f}'} / {r['misses']['total']:,}"
+def markdown(path: Path) -> str:
+    """The table as the plan shows it (one template, ``plan_goal_table.md.j2``)."""
+    return goal_table_markdown(load_goal_table(path))
 
 
-def markdown(records: list[dict[str, Any]]) -> str:
-    head = (
-        "| stack | trace | x | limits carry | ceiling | untuned | tuned | duty-cycle HPA | goals untuned | goals tuned |\n"
-        "|---|---|---:|---|---|---|---|---|---|---|\n"
-    )
-
-    def marks(g: dict[str, Any]) -> str:
-        return " ".join(("A" if g["attainment_met"] else "a"), ) + ("G" if g["gpu_hours_met"] else "g") + ("M" if g["misses_met"] else "m")
-
-    rows = [
-        f"| {r['stack']} | {r['trace']} | {r['compress']:g} | {'yes' if r['limits_carry'] else 'no'} | {_policy(r['ceiling'])} | "
-        f"{_policy(r['untuned'])} | {_policy(r['tuned'])} | {_policy(r['duty_cycle'])} | {marks(r['untuned']['goals'])} | "
-        f"{marks(r['tuned']['goals'])} |"
-        for r in records
-    ]
-    return head + "\n".join(rows) + "\n"
+def write_docs(path: Path) -> None:
+    """Replace the generated table between the markers of ``docs/simulator.md``."""
+    text = DOCS.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{markdown(path)}{END}{tail}")
 
 
 def main() -> None:
@@ -178,7 +171,14 @@ def main() -> None:
     ap.add_argument("--max-evals", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "goal_table.json")
+    ap.add_argument("--markdown-only", action="store_true", help="print the table of --json; simulate nothing")
+    ap.add_argument("--docs", action="store_true", help="with --markdown-only: write the table into docs/simulator.md")
     args = ap.parse_args()
+    if args.markdown_only:
+        if args.docs:
+            write_docs(args.json)
+        print(markdown(args.json))
+        return
     if not TRACES.is_dir():
         sys.exit(f"{TRACES} not found: the Azure traces live in ../shared/traces")
     with tempfile.TemporaryDirectory() as workdir:
@@ -188,11 +188,18 @@ def main() -> None:
         ]
         trace_path("long", Path(workdir))  # written once, before the workers read it
         t0 = time.monotonic()
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        records: list[dict[str, Any]] = []
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            records = list(pool.map(cell, jobs))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"cells": records, "seconds": round(time.monotonic() - t0, 1)}, indent=1) + "\n")
-    print(markdown(records))
+            for rec in pool.map(cell, jobs):
+                records.append(rec)
+                # written after every cell, so an interrupted run keeps what it measured (the file says how many)
+                args.json.write_text(json.dumps({
+                    "cells": records, "planned_cells": len(jobs), "max_evals": args.max_evals,
+                    "seconds": round(time.monotonic() - t0, 1),
+                }, indent=1) + "\n")
+                print(f"{rec['stack']} {rec['trace']} x{rec['compress']:g}: {rec['seconds']:.0f} s", file=sys.stderr, flush=True)
+    print(markdown(args.json))
     print(f"{len(records)} cells in {time.monotonic() - t0:.0f} s; wrote {args.json}")
 
 

@@ -9,6 +9,7 @@ import jinja2
 import gpuscale.templates
 from gpuscale.plan.context import PlanContext
 from gpuscale.plan.evidence import Evidence
+from gpuscale.plan.goal_table import GoalTable
 
 TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
 DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
@@ -35,3 +36,8 @@ def render_plan(context: PlanContext, evidence: Evidence, template: str = TEMPLA
             continue
         lines.append(line.rstrip())
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def goal_table_markdown(table: GoalTable) -> str:
+    """Every cell of a ``bench/goal_table.py`` result, as the plan shows a stack's (``docs/simulator.md`` quotes it)."""
+    return environment().get_template("plan_goal_table.md.j2").render(g=table, cells=table.cells)
