@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpuscale.sim.traffic import TraceTraffic
@@ -57,3 +58,14 @@ def test_when_no_replica_count_meets_the_target_the_message_says_so(tmp_path: Pa
     verdict = LimitsVerdict(False, ceiling, 0.99, {"aggregated": 3}, None, ceiling)
     text = verdict.message("small-8b")
     assert "not a matter of replicas" in text and "change the SLO, the parallelism or the serving mode" in text
+
+
+def test_the_same_seed_gives_the_same_tuning(tmp_path: Path) -> None:
+    # a bucketed trace (10 requests every 2 s): spread replay draws the arrival times from the seed
+    times = np.repeat(np.arange(0.0, 60.0, 2.0), 10)
+    trace = TraceTraffic(path=write_trace(tmp_path / "buckets.csv", times, 1500, 20))
+    spec = spec_of("tiny-aggregated")
+    a, b = (tune(spec, "small-8b", trace, seed=3, max_evals=3) for _ in range(2))
+    assert a.search is not None and b.search is not None and a.after is not None and b.after is not None
+    assert a.search.best == b.search.best and a.search.history == b.search.history
+    assert a.after.model_dump() == b.after.model_dump()
