@@ -74,6 +74,31 @@ class GoalTable(_Row):
         return [c for c in self.cells if c.stack == stack]
 
 
+class GoalSummary(_Row):
+    """How many cells meet each goal, and the worst miss, for one policy (``untuned`` or ``tuned``)."""
+
+    policy: str
+    cells: int
+    attainment_met: int
+    gpu_hours_met: int
+    misses_met: int
+    worst_gap_points: float
+    worst_gpu_hours_ratio: float | None
+
+
+def summarise(cells: list[GoalCell], policy: str) -> GoalSummary:
+    """The goals of ``policy`` over ``cells`` (cells whose limits carry the trace, for a meaningful count)."""
+    runs = [getattr(c, policy) for c in cells]
+    checks = [r.goals for r in runs if r.goals is not None]
+    ratios = [r.gpu_hours_vs_lower_bound for r in runs if r.gpu_hours_vs_lower_bound is not None]
+    return GoalSummary(
+        policy=policy, cells=len(checks), attainment_met=sum(g.attainment_met for g in checks),
+        gpu_hours_met=sum(g.gpu_hours_met for g in checks), misses_met=sum(g.misses_met for g in checks),
+        worst_gap_points=max((g.attainment_gap_points for g in checks), default=0.0),
+        worst_gpu_hours_ratio=max(ratios, default=None),
+    )
+
+
 class GoalTableError(ValueError):
     """The goal-table JSON cannot be read; names the file and what is wrong."""
 

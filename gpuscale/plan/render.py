@@ -9,7 +9,7 @@ import jinja2
 import gpuscale.templates
 from gpuscale.plan.context import PlanContext
 from gpuscale.plan.evidence import Evidence
-from gpuscale.plan.goal_table import GoalTable
+from gpuscale.plan.goal_table import GoalTable, summarise
 
 TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
 DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
@@ -17,7 +17,7 @@ DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
 
 def environment() -> jinja2.Environment:
     """The one jinja2 environment: Markdown output (no autoescape); a missing variable fails the render."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(gpuscale.templates.__file__).parent),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -25,6 +25,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.globals["summarise"] = summarise
+    return env
 
 
 def render_plan(context: PlanContext, evidence: Evidence, template: str = TEMPLATE) -> str:

@@ -68,6 +68,15 @@ def test_the_plan_quotes_the_stacks_rows_with_goals_met_and_missed(tmp_path: Pat
     ]
     assert "| other |" not in text  # another stack's rows stay in docs/simulator.md
     assert "1 of 2 planned cells" not in text and "2 of 3 planned cells" in text  # a partial run says so
+    assert ("**untuned**: attainment goal met in 0, GPU-hours goal in 0, misses goal in 0 of 1; worst gap to the ceiling "
+            "1.5 points, worst GPU-hours 1.50x the lower bound") in text
+    assert "**tuned**: attainment goal met in 1, GPU-hours goal in 1, misses goal in 1 of 1; worst gap" in text
+
+
+def test_cells_whose_limits_cannot_carry_the_trace_stay_out_of_the_counts(tmp_path: Path) -> None:
+    limited = {**cell("small", "long", 1), "limits_carry": False}
+    text = render(table(tmp_path, [cell("small", "code", 1), limited]))
+    assert "| small | long | 1 | no |" in text and "Over the 1 cells whose limits carry the trace" in text
 
 
 def test_a_stack_without_rows_shows_every_row_and_says_so(tmp_path: Path) -> None:
