@@ -56,6 +56,8 @@ class GoalCell(_Row):
     compress: float
     requests: int
     limits_carry: bool
+    limits_message: str | None = None
+    """What ``gpuscale tune`` says to raise when the limits cannot carry the trace."""
     ceiling: GoalPolicy
     duty_cycle: GoalPolicy
     untuned: GoalPolicy

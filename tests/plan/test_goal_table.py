@@ -74,9 +74,10 @@ def test_the_plan_quotes_the_stacks_rows_with_goals_met_and_missed(tmp_path: Pat
 
 
 def test_cells_whose_limits_cannot_carry_the_trace_stay_out_of_the_counts(tmp_path: Path) -> None:
-    limited = {**cell("small", "long", 1), "limits_carry": False}
+    limited = {**cell("small", "long", 1), "limits_carry": False, "limits_message": "m8b: raise the pool to 12 GPUs"}
     text = render(table(tmp_path, [cell("small", "code", 1), limited]))
     assert "| small | long | 1 | no |" in text and "Over the 1 cells whose limits carry the trace" in text
+    assert "- small / long x1: m8b: raise the pool to 12 GPUs" in text
 
 
 def test_a_stack_without_rows_shows_every_row_and_says_so(tmp_path: Path) -> None:
