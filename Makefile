@@ -19,6 +19,8 @@ PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outp
 # The committed dev plan must not depend on whether Go is installed, so it leaves out the real KAI Scheduler's verdict
 # (`gpuscale schedule --stack dev`); every other stack's plan quotes it when Go is there.
 PLAN_SCHEDULE = $(if $(filter dev,$(STACK)),--no-schedule,)
+# What bench/goal_table.py measured (committed generated data); the plan quotes the stack's rows.
+GOAL_TABLE = bench/results/goal_table.json
 
 # The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
 # The runs come from the simulator's registry (`gpuscale simulate --plan-scenarios --stack`: scenario, model, file stem per
@@ -31,7 +33,8 @@ plan: $(VENV)/.installed
 		echo "simulating $$sc on $$model (up to a few minutes)..."; \
 		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --model $$model --json out/$(STACK)/sim/$$stem.json || exit 1; \
 	done < out/$(STACK)/plan-runs.txt
-	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT) $(PLAN_SCHEDULE)
+	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT) $(PLAN_SCHEDULE) \
+		$(if $(wildcard $(GOAL_TABLE)),--goal-table $(GOAL_TABLE),)
 
 # CI: the committed dev plan is what `make plan` writes today (the tests check the plan's shape on short simulations)
 plan-check: $(VENV)/.installed

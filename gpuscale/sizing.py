@@ -16,7 +16,7 @@ from gpuscale.first_answer import ColdStart, FrontDoorSizing, first_answer, fron
 from gpuscale.first_answer import cold_start as stage_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
-from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec
+from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
 from gpuscale.spec.teams import UNLIMITED, QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
 
@@ -45,10 +45,29 @@ QUEUE_METRIC = "vllm:num_requests_waiting"
 KV_METRIC = "vllm:kv_cache_usage_perc"
 RUNNING_METRIC = "vllm:num_requests_running"
 GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
+REQUEST_PROMPT_TOKENS_METRIC = "vllm:request_prompt_tokens"
+"""Histogram of each finished request's prompt length (``_sum``/``_count``): the recent mean prompt."""
+QUEUE_TIME_METRIC = "vllm:request_queue_time_seconds"
+"""Histogram of each finished request's time in the WAITING state (vLLM observes it when the request finishes)."""
+ITL_METRIC = "vllm:inter_token_latency_seconds"
+"""Histogram of every inter-token gap (observed each engine iteration)."""
 RATE_WINDOW = "1m"
 RATE_WINDOW_S = 60.0
 """``rate()`` window of counter signals (``RATE_WINDOW`` in PromQL): four 15 s scrapes, so one missed scrape still
 leaves a rate; the simulator measures the same window."""
+MEAN_PROMPT_WINDOW = "5m"
+MEAN_PROMPT_WINDOW_S = 300.0
+"""Window of the recent mean prompt (``vllm:request_prompt_tokens`` sum over count): long enough to hold finished
+requests at light load, short enough to follow a change of traffic within minutes."""
+BURST_HEADROOM_UTILISATION = 0.9
+"""Utilisation a replica may reach at the top of a burst shorter than a cold start: the default target is this over
+the burst multiplier (below 1, so a burst still queues less than a TTFT budget)."""
+MIN_TARGET_UTILISATION = 0.2
+"""Lowest default target utilisation: below it the warm headroom costs more than the bursts it absorbs."""
+BACKLOG_TTFT_SHARE = 0.5
+"""Queued prefill work one replica may hold, as a share of the TTFT p99 target (the backlog trigger's target)."""
+QUEUE_TIME_TTFT_SHARE = 0.5
+"""Mean queue time the SLO guard targets, as a share of the TTFT p99 target."""
 ITL_HEADROOM = 0.8
 """Decode batches are sized so the step time is 80% of the ITL p99 target."""
 VLLM_IMAGE_GIB = 30
@@ -110,22 +129,77 @@ class ReplicaShape(Spec):
         return self.pods > 1
 
 
+SignalKind = Literal["gauge", "rate", "prefill_load", "decode_load", "load", "prompt_backlog", "queue_time", "itl"]
+"""How a signal's query is built (``gpuscale.manifests.autoscaling.signal_query`` renders it, the simulator evaluates
+it on the same observations, ``gpuscale.sim.policies.signal_value``):
+
+* ``gauge``: ``sum(<gauge>)``; ``rate``: ``sum(rate(<counter>[1m]))``.
+* ``prefill_load``: prefill seconds per second, ``prompt tokens/s x (s/token + s/pair x mean prompt / 2)``: the
+  attention term keeps it right for long prompts.
+* ``decode_load``: decode step-seconds per second, ``output tokens/s x (s/token + s per KV share x KV use per running
+  request)``: the KV read of each token grows with its context, so long contexts weigh more.
+* ``load``: both summed (an aggregated replica prefills and decodes on the same GPUs).
+* ``prompt_backlog``: queued prefill seconds, ``waiting requests x mean prompt x (s/token + s/pair x mean prompt / 2)``.
+* ``queue_time``/``itl``: vLLM's latency histograms, ``rate(<h>_sum[1m]) / rate(<h>_count[1m])`` (``metricType:
+  Value``: the replica count grows with the ratio of measured to target latency).
+
+The mean prompt is ``vllm:request_prompt_tokens`` over the last 5 minutes, the workload's mean until requests finish.
+"""
+SignalPurpose = Literal["load", "burst", "saturation", "guard"]
+
+
+class SignalCoefficients(Spec):
+    """The per-replica costs a composite signal multiplies its metrics by (``gpuscale.perf`` step model)."""
+
+    prefill_s_per_token: float
+    """Linear layers per prompt token (1 / prefill tokens per second)."""
+    prefill_s_per_pair: float
+    """Causal attention per (prompt token x earlier token) pair."""
+    decode_s_per_token: float
+    """Per generated token: its linear layers and per-sequence work."""
+    decode_s_per_kv_share: float
+    """Per generated token per unit of KV share (context / KV capacity): the KV read of a full cache."""
+    prompt_tokens_fallback: float
+    """Mean prompt used until requests have finished (the workload's mean)."""
+
+    def prefill_s(self, mean_prompt: float) -> float:
+        """Prefill seconds per prompt token at this mean prompt length."""
+        return self.prefill_s_per_token + self.prefill_s_per_pair * mean_prompt / 2.0
+
+
 class ScalingSignal(Spec):
     """One metric an autoscaler scales a role on; the HPA takes the largest replica count over a role's signals."""
 
     metric: str
-    """vLLM metric name as scraped (a gauge, or a ``*_total`` counter)."""
-    query_kind: Literal["gauge", "rate"]
-    """``gauge``: ``sum(<metric>)``; ``rate``: ``sum(rate(<metric>[1m]))`` (a counter's per-second increase)."""
+    """The vLLM metric the query is built on (a gauge, a ``*_total`` counter or a histogram's base name)."""
+    query_kind: SignalKind
+    """How the query is built (``SignalKind``)."""
     target: float
-    """Per-replica target: the HPA wants ``ceil(sum / target)`` replicas."""
+    """Per-replica target (``AverageValue``: the HPA wants ``ceil(sum / target)`` replicas), or the latency target
+    (``Value``: ``ceil(ready x value / target)``)."""
+    metric_type: Literal["AverageValue", "Value"] = "AverageValue"
+    purpose: SignalPurpose = "load"
+    """``load``: proportional to traffic, holds the count; ``burst``: reads 0 unless work queues; ``saturation``: KV
+    about to run out; ``guard``: measured latency against the SLO."""
+    coefficients: SignalCoefficients | None = None
+    """Set for the composite kinds (``prefill_load``, ``decode_load``, ``load``, ``prompt_backlog``)."""
     why: str
     """One sentence on what the signal measures and where the target comes from (shown in the plan)."""
 
     @property
     def label(self) -> str:
-        """How the signal reads in tables: the metric, or ``rate(<counter>[1m])``."""
-        return f"rate({self.metric}[{RATE_WINDOW}])" if self.query_kind == "rate" else self.metric
+        """How the signal reads in tables."""
+        window = RATE_WINDOW
+        return {
+            "gauge": self.metric,
+            "rate": f"rate({self.metric}[{window}])",
+            "prefill_load": f"prefill s/s (rate({PROMPT_TOKENS_METRIC}[{window}]) x cost per token)",
+            "decode_load": f"decode s/s (rate({GENERATION_TOKENS_METRIC}[{window}]) x cost per token at its KV share)",
+            "load": "prefill + decode s/s",
+            "prompt_backlog": f"queued prefill s ({QUEUE_METRIC} x mean prompt x cost per token)",
+            "queue_time": f"mean {QUEUE_TIME_METRIC} [{window}]",
+            "itl": f"mean {ITL_METRIC} [{window}]",
+        }[self.query_kind]
 
 
 class RoleSizing(Spec):
@@ -133,8 +207,22 @@ class RoleSizing(Spec):
 
     role: Role
     signals: list[ScalingSignal] = Field(min_length=1)
-    """What the role scales on, primary first: prefill [prompt-token rate, queue depth], decode [KV usage,
-    output-token rate], aggregated [prompt-token rate, queue depth, KV usage]."""
+    """What the role scales on, primary (load) first. Backend keda: prefill [prefill load, prefill backlog, queue-time
+    guard], decode [decode load, KV usage, ITL guard], aggregated [load, backlog, KV usage, both guards]; backend hpa
+    (per-pod adapter metrics): prefill [prompt-token rate, queue depth], decode [output-token rate, KV usage],
+    aggregated [prompt-token rate, queue depth, KV usage]. The backlog is there in burst mode, the guards with
+    ``slo_guard``."""
+    target_utilisation: float = 0.7
+    """Share of a replica's capacity the load signal targets."""
+    burst_mode: bool = True
+    """Backlog trigger and fast scale-up (``autoscaling.<role>.burst_mode``)."""
+    warm_schedule: list[WakeSchedule] = []
+    """Predictive warm-up windows (KEDA cron triggers)."""
+    wake_schedule: WakeSchedule | None = None
+    """Hours a scale-to-zero role is held awake (the stack's ``wake_schedule``; a KEDA cron trigger)."""
+    replicas_per_rps: float = 0.0
+    """Replicas the load signal holds per request per second of the workload's token mix (at the target
+    utilisation)."""
     replicas_at_base: int
     replicas_at_peak: int
     min_replicas: int
@@ -392,27 +480,64 @@ def decode_kv_target(model: ModelDeployment, decode_batch: int, kv_tokens: int) 
     return round(max(KV_TARGET_FLOOR, min(KV_TARGET_UTILISATION, used)), 2)
 
 
-def replicas_per_rps(model: ModelDeployment, role: Role, prefill_tps: float, decode_tps: float) -> float:
-    """Replicas of ``role`` one request per second needs at the target utilisations: its prompt at 70% of the prefill
-    rate (prefill), its output at 70% of the ITL batch's token rate (decode), or both (aggregated)."""
-    w = model.workload
-    prefill = w.prompt_tokens.mean / (prefill_tps * PREFILL_TARGET_UTILISATION)
-    if decode_tps <= 0:  # not even one sequence meets the ITL target: one sequence per replica
-        decode = w.output_tokens.mean * model.slo.itl_p99_s
-    else:
-        decode = w.output_tokens.mean / (decode_tps * DECODE_TARGET_UTILISATION)
-    return {"prefill": prefill, "decode": decode, "aggregated": prefill + decode}[role]
+def default_utilisation(model: ModelDeployment, cold: ColdStart) -> float:
+    """The load signal's target utilisation when the stack sets none: ``PREFILL_TARGET_UTILISATION`` (0.7), lowered to
+    ``BURST_HEADROOM_UTILISATION / multiplier`` when the workload's bursts end before a cold start could answer them
+    (only replicas already warm can), at least ``MIN_TARGET_UTILISATION``."""
+    b = model.workload.burst
+    if b.per_hour > 0 and b.multiplier > 1 and b.duration_s < cold.total_s:
+        headroom = BURST_HEADROOM_UTILISATION / b.multiplier
+        return round(max(MIN_TARGET_UTILISATION, min(PREFILL_TARGET_UTILISATION, headroom)), 2)
+    return PREFILL_TARGET_UTILISATION
+
+
+def target_utilisation(model: ModelDeployment, role: Role, cold: ColdStart) -> float:
+    explicit = model.autoscaling.role(role).target_utilisation
+    return explicit if explicit is not None else default_utilisation(model, cold)
+
+
+def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batch: int, kv_tokens: int) -> SignalCoefficients:
+    """Per-token costs in replica-seconds: prefill from the step model; decode divided by the share of each step a
+    replica at its ITL batch spends on per-token work (the rest is the step's fixed part), so one replica at that
+    batch reads 1.0 whatever the context."""
+    ctx = mean_decode_context(model)
+    n = max(decode_batch, 1)
+    per_token = cost.s_per_token + cost.per_seq_s
+    step = cost.step_s(n, n * ctx)
+    usable = n * (per_token + cost.per_context_token_s * ctx) / step
+    return SignalCoefficients(
+        prefill_s_per_token=cost.s_per_token,
+        prefill_s_per_pair=cost.attention_s_per_pair,
+        decode_s_per_token=per_token / usable,
+        decode_s_per_kv_share=cost.per_context_token_s * kv_tokens / usable,
+        prompt_tokens_fallback=model.workload.prompt_tokens.mean,
+    )
 
 
 def _role_sizing(
-    spec: PlatformSpec, model: ModelDeployment, role: Role, shape: ReplicaShape, prefill_tps: float,
+    spec: PlatformSpec, model: ModelDeployment, role: Role, shape: ReplicaShape, coef: SignalCoefficients,
     decode_batch: int, kv_tokens: int, decode_tps: float, cold: ColdStart, others_min_gpus: int,
 ) -> RoleSizing:
     w, s = model.workload, model.autoscaling.role(role)
     pool = spec.topology.pool(model.node_pool)
+    util = target_utilisation(model, role, cold)
+    prompt, output = w.prompt_tokens.mean, w.output_tokens.mean
+    ctx_share = mean_decode_context(model) / kv_tokens if kv_tokens > 0 else 1.0
+
+    def prefill_work(rps: float) -> float:
+        return rps * prompt * coef.prefill_s(prompt)
+
+    def decode_replicas(rps: float) -> float:
+        if decode_tps <= 0:  # not even one sequence meets the ITL target: one sequence per replica
+            return rps * output * model.slo.itl_p99_s
+        return rps * output * (coef.decode_s_per_token + coef.decode_s_per_kv_share * ctx_share) / util
 
     def fractional(rps: float) -> float:
-        return rps * replicas_per_rps(model, role, prefill_tps, decode_tps)
+        if role == "prefill":
+            return prefill_work(rps) / util
+        if role == "decode":
+            return decode_replicas(rps)
+        return prefill_work(rps) / util + decode_replicas(rps)
 
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
@@ -424,8 +549,11 @@ def _role_sizing(
     stabilization = s.scale_down_stabilization_s
     if stabilization is None:
         stabilization = max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60))
+    burst = s.burst_mode if s.burst_mode is not None else True
+    signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, fractional(1.0))
     return RoleSizing(
-        role=role, signals=_signals(model, role, s, prefill_tps, decode_batch, kv_tokens, decode_tps, fractional(1.0)),
+        role=role, signals=signals, target_utilisation=util, burst_mode=burst, warm_schedule=list(s.warm_schedule),
+        wake_schedule=s.wake_schedule, replicas_per_rps=round(fractional(1.0), 6),
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=max_r, scale_down_stabilization_s=stabilization,
         # behind a front door the door's queue is polled faster (it starts the cold start) and the model sleeps as a whole
@@ -436,71 +564,136 @@ def _role_sizing(
 
 
 def _signals(
-    model: ModelDeployment, role: Role, s: RoleScalingSpec, prefill_tps: float, decode_batch: int, kv_tokens: int,
-    decode_tps: float, replicas_per_rps: float,
+    model: ModelDeployment, role: Role, s: RoleScalingSpec, coef: SignalCoefficients, util: float, burst: bool,
+    decode_batch: int, kv_tokens: int, decode_tps: float, replicas_per_rps: float,
 ) -> list[ScalingSignal]:
-    """The role's signals, primary first; the stack file's ``metric``/``target`` replace the primary one."""
+    """The role's signals, primary (load) first; the stack file's ``metric``/``target`` replace the load signal."""
     w, slo = model.workload, model.slo
+    keda = model.autoscaling.backend == "keda"
+    guard = s.slo_guard if s.slo_guard is not None else keda
+    prompt = w.prompt_tokens.mean
     ctx = mean_decode_context(model)
-    util, d_util = PREFILL_TARGET_UTILISATION, DECODE_TARGET_UTILISATION
-    grows = "prompt tokens/s per replica, which grows with load and, unlike the queue, does not read 0 while capacity suffices"
-    if role == "aggregated":
-        # the replica also decodes what it prefills: the prompt rate at which the sized replica count suffices
-        rate_target = round(w.prompt_tokens.mean / replicas_per_rps)
-        rate_why = (
-            f"{grows}: {w.prompt_tokens.mean:g}-token prompts at {util:.0%} of the {prefill_tps:,.0f} tok/s prefill rate "
-            f"plus their {w.output_tokens.mean:g}-token outputs at {d_util:.0%} of the {decode_tps:,.0f} tok/s ITL batch"
-        )
-    else:
-        rate_target = round(prefill_tps * util)
-        rate_why = f"{grows}: {util:.0%} of the {prefill_tps:,.0f} tok/s prefill rate"
-    queue_target = max(1.0, math.floor(0.5 * slo.ttft_p99_s * prefill_tps / w.prompt_tokens.mean))
-    queue_why = (
-        f"burst signal: the prompts one replica clears in half the TTFT p99 budget (0.5 x {slo.ttft_p99_s:g} s x "
-        f"{prefill_tps:,.0f} tok/s / {w.prompt_tokens.mean:g} tokens); it reads 0 whenever capacity suffices, so it "
-        "only ever adds replicas"
-    )
-    kv_target = decode_kv_target(model, decode_batch, kv_tokens)
-    kv_why = (
-        f"KV use of the {decode_batch}-sequence batch that meets the ITL p99 target ({decode_batch} x {ctx:,.0f} tokens "
-        f"/ {kv_tokens:,} tokens, at most {KV_TARGET_UTILISATION:g}), where a fixed {KV_TARGET_UTILISATION:g} lets the "
-        "batch outgrow the ITL target before the autoscaler reacts"
-    )
-    running_target = float(max(decode_batch, 1))
-    running_why = f"running sequences per replica: the {decode_batch}-sequence batch that meets the ITL p99 target"
-    gen_target = max(round(decode_tps * d_util), 1)
-    gen_why = (
-        f"output tokens/s per replica, which grows with load: {d_util:.0%} of the {decode_tps:,.0f} tok/s of the "
-        f"{decode_batch}-sequence ITL batch; KV usage alone grows faster than load near the ITL limit, so on its own it "
-        "has no steady replica count and oscillates"
-    )
-    table: dict[str, ScalingSignal] = {
-        PROMPT_TOKENS_METRIC: ScalingSignal(metric=PROMPT_TOKENS_METRIC, query_kind="rate", target=rate_target, why=rate_why),
-        QUEUE_METRIC: ScalingSignal(metric=QUEUE_METRIC, query_kind="gauge", target=queue_target, why=queue_why),
-        KV_METRIC: ScalingSignal(metric=KV_METRIC, query_kind="gauge", target=kv_target, why=kv_why),
-        RUNNING_METRIC: ScalingSignal(metric=RUNNING_METRIC, query_kind="gauge", target=running_target, why=running_why),
-        GENERATION_TOKENS_METRIC: ScalingSignal(
-            metric=GENERATION_TOKENS_METRIC, query_kind="rate", target=gen_target, why=gen_why,
+    prefill_tps = 1.0 / coef.prefill_s(prompt)
+    u = f"{util:.0%}"
+    backlog_s = BACKLOG_TTFT_SHARE * slo.ttft_p99_s
+    table: dict[str, ScalingSignal] = {}
+    # --- keda: composite, traffic-invariant signals -------------------------------------------------------------
+    table["prefill_load"] = ScalingSignal(
+        metric=PROMPT_TOKENS_METRIC, query_kind="prefill_load", target=util, coefficients=coef,
+        why=(
+            f"replicas' worth of prefill work: prompt tokens/s x the seconds a token costs ({coef.prefill_s_per_token * 1e6:.1f} "
+            f"us of linear layers plus attention over half the recent mean prompt), at {u} of a replica; it grows with "
+            "load, holds the count while nothing queues, and weighs a long prompt by its attention"
         ),
-    }
-    defaults = {
-        "prefill": [PROMPT_TOKENS_METRIC, QUEUE_METRIC],
-        "decode": [KV_METRIC, GENERATION_TOKENS_METRIC],
-        "aggregated": [PROMPT_TOKENS_METRIC, QUEUE_METRIC, KV_METRIC],
-    }[role]
-    signals = [table[m] for m in defaults]
+    )
+    table["decode_load"] = ScalingSignal(
+        metric=GENERATION_TOKENS_METRIC, query_kind="decode_load", target=util, coefficients=coef,
+        why=(
+            f"replicas' worth of decode work: output tokens/s x each token's step time at the KV share of its sequence "
+            f"(KV use / running requests), so a token of a long context weighs more; 1.0 is a replica at the "
+            f"{decode_batch}-sequence batch that meets the ITL p99 target, targeted at {u}. An output-token rate target "
+            "assumes the workload's context length and is out of reach at long contexts"
+        ),
+    )
+    table["load"] = ScalingSignal(
+        metric=PROMPT_TOKENS_METRIC, query_kind="load", target=util, coefficients=coef,
+        why=(
+            f"replicas' worth of work: the prefill and decode work of the replica's own requests summed (both share its "
+            f"GPUs), each weighed by what a token costs at its prompt or context length, at {u} of a replica"
+        ),
+    )
+    table["prompt_backlog"] = ScalingSignal(
+        metric=QUEUE_METRIC, query_kind="prompt_backlog", target=round(backlog_s, 3), purpose="burst", coefficients=coef,
+        why=(
+            f"burst mode: queued prefill seconds (waiting requests x recent mean prompt x cost per token), {backlog_s:g} s per "
+            f"replica ({BACKLOG_TTFT_SHARE:g} x the {slo.ttft_p99_s:g} s TTFT p99): an instant gauge, so a burst shorter "
+            "than the 1-minute rate window still scales, and a few long prompts count as much work as many short ones"
+        ),
+    )
+    table["queue_time"] = ScalingSignal(
+        metric=QUEUE_TIME_METRIC, query_kind="queue_time", target=round(QUEUE_TIME_TTFT_SHARE * slo.ttft_p99_s, 3),
+        metric_type="Value", purpose="guard",
+        why=(
+            f"SLO guard: vLLM's mean queue time of the last minute against {QUEUE_TIME_TTFT_SHARE:g} x the TTFT p99 "
+            "target (metricType Value: replicas grow with the ratio), whatever the prompts look like; vLLM observes it "
+            "when a request finishes"
+        ),
+    )
+    table["itl"] = ScalingSignal(
+        metric=ITL_METRIC, query_kind="itl", target=round(ITL_HEADROOM * slo.itl_p99_s, 4), metric_type="Value",
+        purpose="guard",
+        why=(
+            f"SLO guard: vLLM's mean inter-token latency of the last minute against {ITL_HEADROOM:g} x the ITL p99 target "
+            "(metricType Value), whatever the context lengths"
+        ),
+    )
+    # --- hpa (per-pod adapter metrics) and stack-file overrides: single vLLM metrics --------------------------
+    rate_target = round(prompt / replicas_per_rps) if role == "aggregated" else round(util * prefill_tps)
+    rate_why = (
+        f"prompt tokens/s per replica at {u} of the {prefill_tps:,.0f} tok/s prefill rate"
+        + (f", less the decoding of {w.output_tokens.mean:g}-token outputs" if role == "aggregated" else "")
+        + "; it grows with load and holds capacity while nothing queues, but assumes the workload's token mix"
+    )
+    queue_target = max(1.0, math.floor(backlog_s * prefill_tps / prompt))
+    kv_target = decode_kv_target(model, decode_batch, kv_tokens)
+    gen_target = max(round(decode_tps * util), 1)
+    table[PROMPT_TOKENS_METRIC] = ScalingSignal(metric=PROMPT_TOKENS_METRIC, query_kind="rate", target=rate_target, why=rate_why)
+    table[QUEUE_METRIC] = ScalingSignal(
+        metric=QUEUE_METRIC, query_kind="gauge", target=queue_target, purpose="burst",
+        why=(
+            f"burst mode: the {prompt:g}-token prompts one replica clears in {backlog_s:g} s ({BACKLOG_TTFT_SHARE:g} x the "
+            f"TTFT p99); it reads 0 whenever capacity suffices, so it only ever adds replicas"
+        ),
+    )
+    table[KV_METRIC] = ScalingSignal(
+        metric=KV_METRIC, query_kind="gauge", target=kv_target, purpose="saturation",
+        why=(
+            f"KV use of the {decode_batch}-sequence batch that meets the ITL p99 target ({decode_batch} x {ctx:,.0f} tokens "
+            f"/ {kv_tokens:,} tokens, at most {KV_TARGET_UTILISATION:g}): above it the batch outgrows the ITL target or "
+            "preempts, whatever the load signal says"
+        ),
+    )
+    table[RUNNING_METRIC] = ScalingSignal(
+        metric=RUNNING_METRIC, query_kind="gauge", target=float(max(decode_batch, 1)),
+        why=f"running sequences per replica: the {decode_batch}-sequence batch that meets the ITL p99 target",
+    )
+    table[GENERATION_TOKENS_METRIC] = ScalingSignal(
+        metric=GENERATION_TOKENS_METRIC, query_kind="rate", target=gen_target,
+        why=(
+            f"output tokens/s per replica at {u} of the {decode_tps:,.0f} tok/s of the {decode_batch}-sequence ITL batch; "
+            "it grows with load (KV use alone grows faster than load near the ITL limit and oscillates), but assumes "
+            "the workload's context length"
+        ),
+    )
+    if keda:
+        load = {"prefill": "prefill_load", "decode": "decode_load", "aggregated": "load"}[role]
+        names = [load]
+        if burst and role != "decode":
+            names.append("prompt_backlog")
+        if role != "prefill":
+            names.append(KV_METRIC)
+        if guard:
+            names += {"prefill": ["queue_time"], "decode": ["itl"], "aggregated": ["queue_time", "itl"]}[role]
+    else:
+        names = {
+            "prefill": [PROMPT_TOKENS_METRIC] + ([QUEUE_METRIC] if burst else []),
+            "decode": [GENERATION_TOKENS_METRIC, KV_METRIC],
+            "aggregated": [PROMPT_TOKENS_METRIC] + ([QUEUE_METRIC] if burst else []) + [KV_METRIC],
+        }[role]
+    signals = [table[m] for m in names]
     if s.metric is not None or s.target is not None:
-        primary = table[s.metric] if s.metric is not None else signals[0]
+        default = {"decode": KV_METRIC}.get(role, PROMPT_TOKENS_METRIC)
+        primary = table[s.metric if s.metric is not None else default].model_copy(update={"purpose": "load"})
         where = f"autoscaling.{role}"
         if s.target is not None:
             primary = primary.model_copy(update={
                 "target": s.target,
                 "why": f"{where}.target {s.target:g} set in the stack file (sizing would derive {primary.target:g}: {primary.why})",
             })
-        elif s.metric is not None:
+        else:
             primary = primary.model_copy(update={"why": f"{where}.metric set in the stack file; {primary.why}"})
-        # the stack's metric replaces the primary signal; a default that reads the same metric is not repeated
-        signals = [primary] + [x for x in signals[1:] if x.metric != primary.metric]
+        # the stack's metric replaces the load signal; a default signal that reads the same metric is not repeated
+        signals = [primary] + [x for x in signals[1:] if not (x.metric == primary.metric and x.query_kind in ("gauge", "rate"))]
     return signals
 
 
@@ -517,11 +710,12 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
     decode_tps = round(batch / step, 1) if batch else 0.0
     cold = stage_cold_start(model, pool, spec.topology.provisioning, inst, weights_gib(model))
+    coef = signal_coefficients(model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens)
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
     for role in role_names:
         others = sum(default_min_replicas(model, o) * shape.gpus for o in role_names if o != role)
-        roles.append(_role_sizing(spec, model, role, shape, prefill_tps, batch, kv_tokens, decode_tps, cold, others))
+        roles.append(_role_sizing(spec, model, role, shape, coef, batch, kv_tokens, decode_tps, cold, others))
     peak_h = model.workload.peak_hours_per_day
     base_gpus = sum(r.replicas_at_base for r in roles) * shape.gpus
     peak_gpus = sum(r.replicas_at_peak for r in roles) * shape.gpus
@@ -531,7 +725,7 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     if model.has_front_door:
         answer = first_answer(model, pool, spec.topology.provisioning, cold)
         # the slowest role sets the requests per second one set of replicas serves
-        per_set = 1.0 / max(replicas_per_rps(model, r, prefill_tps, decode_tps) for r in role_names)
+        per_set = 1.0 / max(r.replicas_per_rps for r in roles)
         door = front_door_sizing(model, answer, per_set)
     return ModelSizing(
         model=model.name,

@@ -124,6 +124,18 @@ VLLM_METRICS: frozenset[str] = frozenset(
 VLLM_RATE_METRICS: frozenset[str] = frozenset({"vllm:prompt_tokens_total", "vllm:generation_tokens_total"})
 """vLLM Counters an autoscaler may ``rate()`` (scraped with the ``_total`` suffix; upstream-facts.md section 7)."""
 
+VLLM_HISTOGRAMS: frozenset[str] = frozenset(
+    {
+        "vllm:request_prompt_tokens",
+        "vllm:request_queue_time_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_to_first_token_seconds",
+    }
+)
+"""vLLM Histograms whose ``_sum``/``_count`` the autoscaler queries read (``vllm/v1/metrics/loggers.py`` of the
+v0.33.0 wheel, commit 4ba787ec9: ``request_prompt_tokens`` and ``request_queue_time_seconds`` are observed when a
+request finishes, ``inter_token_latency_seconds`` and ``time_to_first_token_seconds`` every iteration)."""
+
 VLLM_REMOVED_METRICS: Mapping[str, str] = {
     "vllm:gpu_cache_usage_perc": "deprecated in vLLM 0.9 and absent since ~0.12; use vllm:kv_cache_usage_perc",
     "vllm:time_per_output_token_seconds": "deprecated in 0.11, hidden in 0.12; use vllm:inter_token_latency_seconds",

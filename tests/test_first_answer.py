@@ -124,7 +124,7 @@ def test_front_door_numbers_come_from_the_timeout_the_wake_and_the_replica_rate(
     door = ms.front_door
     assert door is not None
     m = spec.models[0]
-    rate = 1.0 / sizing.replicas_per_rps(m, "aggregated", ms.prefill_tokens_per_s, ms.decode_tokens_per_s)
+    rate = 1.0 / ms.role("aggregated").replicas_per_rps
     wake = door.first_answer.detection_s + door.first_answer.cold_start_s
     assert door.hold_limit_s == math.floor(600 - 2.0)
     assert door.per_replica == math.ceil(rate * wake)

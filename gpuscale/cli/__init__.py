@@ -1,14 +1,14 @@
 """The ``gpuscale`` command line (the ``cli`` extra: ``pip install 'gpuscale[cli]'``).
 
 ``pip install gpuscale`` gives the spec, sizing, builders and components; the CLI, simulator and plan need typer, rich,
-numpy, matplotlib and jinja2, which only the extra installs. Without them the command says so instead of failing.
+numpy, matplotlib, jinja2 and ruamel.yaml, which only the extra installs. Without them the command says so instead of failing.
 """
 
 from __future__ import annotations
 
 import sys
 
-CLI_EXTRA_MODULES = ("typer", "rich", "numpy", "matplotlib", "jinja2")
+CLI_EXTRA_MODULES = ("typer", "rich", "numpy", "matplotlib", "jinja2", "ruamel")
 """Imported by the CLI, the simulator and the plan; installed by the ``cli`` extra."""
 
 

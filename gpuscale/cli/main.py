@@ -14,7 +14,9 @@ from gpuscale.cli import policy as _policy
 from gpuscale.cli import schedule as _schedule
 from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
+from gpuscale.cli import tune as _tune
 from gpuscale.cli import validate as _validate
+from gpuscale.cli import workload as _workload
 from gpuscale.cli.common import EXIT_CODES_HELP, say
 
 
@@ -52,7 +54,7 @@ class Group(TyperGroup):
 
 app = typer.Typer(
     name="gpuscale",
-    help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan, schedule.",
+    help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, tune, plan, schedule.",
     epilog="Every command takes --stack NAME (stacks/Pulumi.NAME.yaml) or --stack-file PATH. " + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -76,7 +78,7 @@ def _root(
         bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
     ] = False,
 ) -> None:
-    """GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan, schedule."""
+    """GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, tune, plan, schedule."""
 
 
 app.command("validate", cls=Command, epilog=EXIT_CODES_HELP)(_validate.validate)
@@ -85,6 +87,8 @@ app.command("synth", cls=Command, epilog=_synth.SYNTH_EXIT_CODES)(_synth.synth)
 app.command("diff", cls=Command, epilog=_synth.DIFF_EXIT_CODES)(_synth.diff)
 app.command("simulate", cls=Command, epilog=EXIT_CODES_HELP)(_simulate.simulate)
 app.command("plan", cls=Command, epilog=EXIT_CODES_HELP)(_plan.plan)
+app.command("workload", cls=Command, epilog=EXIT_CODES_HELP)(_workload.workload)
+app.command("tune", cls=Command, epilog=_tune.TUNE_EXIT_CODES)(_tune.tune_command)
 app.command("policy-path", cls=Command)(_policy.policy_path)
 app.command("schedule", cls=Command, epilog=_schedule.SCHEDULE_EXIT_CODES)(_schedule.schedule)
 

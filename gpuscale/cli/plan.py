@@ -30,6 +30,7 @@ from gpuscale.plan.evidence import (
     run_simulations,
     schedule_evidence,
 )
+from gpuscale.plan.goal_table import GoalTableError, load_goal_table
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
 from gpuscale.sim import ScenarioError, ScenarioResult
 from gpuscale.sim.scenarios import plan_runs, plan_scenarios
@@ -76,6 +77,12 @@ def plan(
         typer.Option("--schedule/--no-schedule", help="Quote what the real KAI Scheduler leaves Pending at peak "
                      "(`gpuscale schedule`; needs Go, builds it on first use)."),
     ] = True,
+    goal_table: Annotated[
+        Path | None,
+        typer.Option("--goal-table", help="Quote this `bench/goal_table.py` result (the autoscaling goal measured on real "
+                     "traces) for the stack; without it the plan says the table was not given.", dir_okay=False,
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Design the three-layer autoscaling setup for a stack: inputs, sizing, layers, cold start, simulation, checklist.
 
@@ -90,6 +97,10 @@ def plan(
     if synth_dir is not None and not (synth_dir / "manifests").is_dir():
         fail([f"--synth {synth_dir}: not a `gpuscale synth` output (no manifests/ folder)"])
     sizing = checked_sizing(spec, source_of(stack, stack_file))
+    try:
+        goals = load_goal_table(goal_table) if goal_table is not None else None
+    except GoalTableError as exc:
+        fail([str(exc)])
     try:
         objects, charts = _manifests(spec, name, synth_dir)
         simulate = _Simulations()
@@ -109,7 +120,8 @@ def plan(
     if schedule:
         with step("asking the KAI Scheduler what stays Pending at peak (gpuscale schedule)", "scheduled"):
             scheduled = schedule_evidence(spec, sizing, objects, charts)
-    evidence = Evidence(node_manifests=node_manifests(objects), simulations=simulations, schedule=scheduled)
+    evidence = Evidence(node_manifests=node_manifests(objects), simulations=simulations, schedule=scheduled,
+                        goal_table=goals)
     text = render_plan(build_context(name, spec, sizing), evidence)
     write_text(target, text, "--out")
     say(f"wrote {target} ({len(text.splitlines())} lines) and {target.parent / image_prefix}/")

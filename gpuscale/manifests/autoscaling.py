@@ -1,18 +1,27 @@
 """Pure builders for app-level autoscaling: PromQL per role, KEDA ScaledObject, autoscaling/v2 HPA, chart values.
 
 Why these signals (``docs/layer3-serving.md``): ``DCGM_FI_DEV_GPU_UTIL`` is a duty cycle (100% with 10 or 100 requests
-in flight) and vLLM pre-allocates its KV cache (GPU memory is flat), so neither measures load. Prefill scales on its
-prompt-token throughput (proportional to load, so capacity holds while nothing queues) with queued prompts
-(``vllm:num_requests_waiting``) as the burst signal; decode on KV-cache occupancy (``vllm:kv_cache_usage_perc``) at the
-level the ITL target allows. Each role gets its own autoscaler whose queries select exactly that role's pods, one
-trigger (or HPA metric) per ``RoleSizing.signals`` entry; the HPA takes the largest replica count over them.
+in flight) and vLLM pre-allocates its KV cache (GPU memory is flat), so neither measures load. Each role scales on
+``RoleSizing.signals``, one KEDA trigger (or HPA metric) each, and the HPA takes the largest replica count over them:
 
-Every query is ``sum(<gauge>{one role})`` or ``sum(rate(<counter>{one role}[1m]))`` with ``metricType:
-AverageValue``: the HPA then wants ``ceil(sum / target)`` replicas, i.e. the per-replica average at the target,
+* a load signal in replicas' worth of work (KEDA): prompt or output tokens per second weighed by what a token costs at
+  its prompt or context length (``gpuscale.perf``), so the target holds for long and short prompts alike;
+* in burst mode, the queued prefill seconds (an instant gauge) and a fast scale-up policy (Knative's panic mode:
+  a short window for scale-up, the long stabilisation window for scale-down);
+* KV-cache use at the level the ITL target allows (decode, aggregated);
+* SLO guards on vLLM's own latency histograms (``metricType: Value``: replicas grow with measured / target latency);
+* predictive warm-up windows as KEDA ``cron`` triggers.
+
+With backend ``hpa``, prometheus-adapter serves one vLLM metric per pod, so the signals are single metrics (prompt
+and output token rates, queue depth, KV use) whose targets assume the workload's token mix.
+
+Every ``AverageValue`` query is a sum over the role's pods: the HPA then wants ``ceil(sum / target)`` replicas,
 counting only pods that report (a pod still loading neither dilutes the average nor inflates it).
 
 Facts: ``research/upstream-facts.md`` section 3 (ScaledObject, 54-character name rule, prometheus trigger) and 7
-(vLLM metric names); ``research/serving-facts.md`` section 4 (KEDA chart, prometheus-adapter rules).
+(vLLM metric names; the histograms are in ``versions.VLLM_HISTOGRAMS``); ``research/serving-facts.md`` section 4
+(KEDA chart, prometheus-adapter rules). KEDA's prometheus scaler (v2.20.2 ``pkg/scalers/prometheus_scaler.go``) reads
+an empty result or NaN as 0 (``ignoreNullValues`` defaults to true), so a latency ratio over no requests is 0.
 """
 
 from __future__ import annotations
@@ -29,7 +38,22 @@ from gpuscale import labels, versions
 from gpuscale.manifests import front_door
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
-from gpuscale.sizing import QUEUE_METRIC, RATE_WINDOW, PlatformSizing, RoleSizing, ScalingSignal
+from gpuscale.sizing import (
+    GENERATION_TOKENS_METRIC,
+    ITL_METRIC,
+    KV_METRIC,
+    MEAN_PROMPT_WINDOW,
+    PROMPT_TOKENS_METRIC,
+    QUEUE_METRIC,
+    QUEUE_TIME_METRIC,
+    RATE_WINDOW,
+    REQUEST_PROMPT_TOKENS_METRIC,
+    RUNNING_METRIC,
+    PlatformSizing,
+    RoleSizing,
+    ScalingSignal,
+    SignalCoefficients,
+)
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
@@ -142,15 +166,21 @@ ROLE_PROM_LABEL = prom_label(labels.ROLE_LABEL)
 
 
 def check_single_role(query: str) -> str:
-    """Refuse a query that could select pods of more than one role; returns the role it selects."""
-    roles = [(op, value) for name, op, value in _MATCHER.findall(query) if name == ROLE_PROM_LABEL]
-    if len(roles) != 1 or roles[0][0] != "=" or roles[0][1] not in ROLES:
+    """Refuse a query that could select pods of more than one role (or a metric with no role matcher at all: every
+    selector must pin the same role); returns the role it selects."""
+    roles = {(op, value) for name, op, value in _MATCHER.findall(query) if name == ROLE_PROM_LABEL}
+    # a composite query repeats the selector on every metric it reads: each must be the same single-role equality
+    if len(roles) != 1 or next(iter(roles))[0] != "=" or next(iter(roles))[1] not in ROLES:
         raise ValueError(
             f"query {query!r} does not select exactly one role with {ROLE_PROM_LABEL}=\"<role>\": an autoscaler over "
             "prefill and decode together scales the wrong role (they saturate on different signals: queue depth vs "
             "KV cache). Give each role its own autoscaler"
         )
-    return str(roles[0][1])
+    return str(next(iter(roles))[1])
+
+
+def role_selector(namespace: str, model: str, role: str) -> str:
+    return f'{{namespace="{namespace}",{MODEL_PROM_LABEL}="{model}",{ROLE_PROM_LABEL}="{role}"}}'
 
 
 def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "gauge") -> str:
@@ -163,7 +193,7 @@ def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "
         )
     if metric in versions.VLLM_REMOVED_METRICS:
         raise ValueError(f"{metric} is not exposed by vLLM {versions.VLLM.tag}: {versions.VLLM_REMOVED_METRICS[metric]}")
-    selector = f'{{namespace="{namespace}",{MODEL_PROM_LABEL}="{model}",{ROLE_PROM_LABEL}="{role}"}}'
+    selector = role_selector(namespace, model, role)
     if kind == "rate":
         if metric not in versions.VLLM_RATE_METRICS:
             raise ValueError(
@@ -182,13 +212,71 @@ def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "
     return query
 
 
+def _num(x: float) -> str:
+    """A PromQL number literal (scientific notation for small costs)."""
+    return f"{x:.6g}"
+
+
+def _histogram_mean(metric: str, selector: str, window: str) -> str:
+    if metric not in versions.VLLM_HISTOGRAMS:
+        raise ValueError(f"{metric}: not a vLLM histogram of the pinned vLLM {versions.VLLM.tag}")
+    return f"sum(rate({metric}_sum{selector}[{window}])) / sum(rate({metric}_count{selector}[{window}]))"
+
+
+def _mean_prompt(selector: str, coef: SignalCoefficients) -> str:
+    """The recent mean prompt of finished requests, the workload's mean while none has finished (``> 0`` drops a zero
+    count, ``or`` then supplies the fallback)."""
+    m = REQUEST_PROMPT_TOKENS_METRIC
+    return (
+        f"(sum(rate({m}_sum{selector}[{MEAN_PROMPT_WINDOW}])) / (sum(rate({m}_count{selector}[{MEAN_PROMPT_WINDOW}])) > 0)"
+        f" or on() vector({_num(coef.prompt_tokens_fallback)}))"
+    )
+
+
+def _prefill_cost(selector: str, coef: SignalCoefficients) -> str:
+    return f"({_num(coef.prefill_s_per_token)} + {_num(coef.prefill_s_per_pair / 2.0)} * {_mean_prompt(selector, coef)})"
+
+
+def signal_query(sig: ScalingSignal, namespace: str, model: str, role: str) -> str:
+    """The PromQL of one signal over exactly one role's pods (``sizing.SignalKind``)."""
+    kind = sig.query_kind
+    if kind in ("gauge", "rate"):
+        return role_query(sig.metric, namespace, model, role, kind)
+    if role not in ROLES:
+        raise ValueError(f"role {role!r}: an autoscaler query must select exactly one of {', '.join(ROLES)}")
+    sel = role_selector(namespace, model, role)
+    if kind in ("queue_time", "itl"):
+        query = _histogram_mean(QUEUE_TIME_METRIC if kind == "queue_time" else ITL_METRIC, sel, RATE_WINDOW)
+    else:
+        coef = sig.coefficients
+        if coef is None:
+            raise ValueError(f"signal {kind} needs its coefficients (sizing.SignalCoefficients)")
+        prefill = f"sum(rate({PROMPT_TOKENS_METRIC}{sel}[{RATE_WINDOW}])) * {_prefill_cost(sel, coef)}"
+        decode = (
+            f"sum(rate({GENERATION_TOKENS_METRIC}{sel}[{RATE_WINDOW}])) * ({_num(coef.decode_s_per_token)} + "
+            f"{_num(coef.decode_s_per_kv_share)} * sum({KV_METRIC}{sel}) / clamp_min(sum({RUNNING_METRIC}{sel}), 1))"
+        )
+        query = {
+            "prefill_load": prefill,
+            "decode_load": decode,
+            "load": f"{prefill} + {decode}",
+            "prompt_backlog": f"sum({QUEUE_METRIC}{sel}) * {_mean_prompt(sel, coef)} * {_prefill_cost(sel, coef)}",
+        }[kind]
+    check_single_role(query)
+    return query
+
+
 def trigger_name(metric: str) -> str:
     return metric.split(":", 1)[-1].replace("_", "-")
 
 
+def signal_trigger_name(sig: ScalingSignal) -> str:
+    """``prefill-load``, ``prompt-backlog``, ``queue-time``...; a single-metric signal is named after its metric."""
+    return trigger_name(sig.metric) if sig.query_kind in ("gauge", "rate") else sig.query_kind.replace("_", "-")
+
+
 def role_signals(s: RoleSizing) -> list[ScalingSignal]:
-    """The role's signals, primary first (prefill: prompt-token rate, queue depth; decode: KV usage; aggregated: all
-    three). The HPA computes a replica count per signal and takes the largest."""
+    """The role's signals, primary (load) first. The HPA computes a replica count per signal and takes the largest."""
     return list(s.signals)
 
 
@@ -212,16 +300,23 @@ def scaled_object_name(model: str, role: str) -> str:
     return f"{name[: KEDA_NAME_LIMIT - 9].rstrip('-')}-{digest}"
 
 
+BURST_SCALE_UP_PERIOD_S = 15
+"""Burst mode's scale-up period: the HPA may act on every sync (Kubernetes' own default period)."""
+BURST_SCALE_UP_PODS = 4
+
+
 def hpa_behavior(s: RoleSizing) -> dict[str, Any]:
-    """Scale up at once (a new replica takes minutes to arrive); scale down one replica a minute, and only after
-    the stabilisation window (longer than a cold start) so a brief dip never drops a replica we would re-buy."""
+    """Scale up at once (a new replica takes minutes to arrive): in burst mode +100% or +4 pods every 15 s (a short
+    window, like Knative's panic mode), otherwise +100% or +2 pods a minute; scale down one replica a minute, and only
+    after the stabilisation window (longer than a cold start) so a brief dip never drops a replica we would re-buy."""
+    period, pods = (BURST_SCALE_UP_PERIOD_S, BURST_SCALE_UP_PODS) if s.burst_mode else (60, SCALE_UP_PODS_PER_MINUTE)
     return {
         "scaleUp": {
             "stabilizationWindowSeconds": 0,
             "selectPolicy": "Max",
             "policies": [
-                {"type": "Percent", "value": 100, "periodSeconds": 60},
-                {"type": "Pods", "value": SCALE_UP_PODS_PER_MINUTE, "periodSeconds": 60},
+                {"type": "Percent", "value": 100, "periodSeconds": period},
+                {"type": "Pods", "value": pods, "periodSeconds": period},
             ],
         },
         "scaleDown": {
@@ -261,13 +356,13 @@ def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
     for sig in role_signals(s):
         metadata = {
             "serverAddress": args.prometheus_url,
-            "query": role_query(sig.metric, args.namespace, args.model, args.role, sig.query_kind),
+            "query": signal_query(sig, args.namespace, args.model, args.role),
             "threshold": fmt(sig.target),
         }
         if s.min_replicas == 0:
             # 0 <-> 1 is decided by activation, not threshold
             metadata["activationThreshold"] = fmt(activation_threshold(s, sig))
-        triggers.append({"type": "prometheus", "name": trigger_name(sig.metric), "metricType": "AverageValue", "metadata": metadata})
+        triggers.append({"type": "prometheus", "name": signal_trigger_name(sig), "metricType": sig.metric_type, "metadata": metadata})
     if args.front_door is not None:
         triggers.append({
             "type": "prometheus",
@@ -280,11 +375,13 @@ def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
                 "activationThreshold": "0",  # one held request wakes the role
             },
         })
-    if args.wake_schedule is not None:
-        w = args.wake_schedule
+    windows = ([("wake-schedule", args.wake_schedule)] if args.wake_schedule is not None else []) + [
+        (f"warm-schedule-{i}", w) for i, w in enumerate(s.warm_schedule)
+    ]
+    for name, w in windows:
         triggers.append({
             "type": "cron",
-            "name": "wake-schedule",
+            "name": name,
             "metadata": {"timezone": w.timezone, "start": w.start, "end": w.end, "desiredReplicas": str(w.replicas)},
         })
     return triggers
@@ -327,6 +424,14 @@ def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
     and the metric selector pins the role label as well."""
     _check_target(args)
     s = args.scaling
+    single = [sig for sig in role_signals(s) if sig.query_kind in ("gauge", "rate")]
+    if len(single) != len(s.signals):
+        raise ValueError(
+            f"{args.model}/{args.role}: backend hpa reads one vLLM metric per pod (prometheus-adapter); the composite "
+            "load, backlog and latency signals need backend keda"
+        )
+    if s.warm_schedule:
+        raise ValueError(f"{args.model}/{args.role}: warm_schedule needs backend keda (cron triggers)")
     metrics = [
         {
             "type": "Pods",
@@ -338,7 +443,7 @@ def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
                 "target": {"type": "AverageValue", "averageValue": quantity(sig.target)},
             },
         }
-        for sig in role_signals(s)
+        for sig in single
     ]
     return {
         "apiVersion": "autoscaling/v2",

@@ -100,6 +100,10 @@ class RoleRow(Spec):
     scale_down_stabilization_s: int
     polling_interval_s: int
     cooldown_s: int
+    policy: str
+    """Target utilisation, burst mode, SLO guard and warm-up windows, as sizing resolved them."""
+    tuned: str
+    """The ``gpuscale tune`` command that chose the values (``autoscaling.tuned_on``), or that sizing's defaults hold."""
 
 
 class ColdStartRow(Spec):
@@ -198,6 +202,15 @@ def _why(r: RoleSizing) -> str:
     return ". ".join(f"`{x.label}` (target {x.target:g}): {x.why}" for x in r.signals)
 
 
+def _policy(r: RoleSizing) -> str:
+    guard = [x.label for x in r.signals if x.query_kind in ("queue_time", "itl")]
+    warm = "; ".join(f"{w.start} .. {w.end} {w.timezone}: {w.replicas}" for w in r.warm_schedule)
+    return (
+        f"load target {r.target_utilisation:.0%} of a replica; burst mode {'on' if r.burst_mode else 'off'}; "
+        f"SLO guard {'on (' + ', '.join(guard) + ')' if guard else 'off'}; warm-up {warm or 'none'}"
+    )
+
+
 def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> PlanContext:
     env, topo = spec.environment, spec.topology
     by_model = {m.model: m for m in sizing.models}
@@ -272,7 +285,9 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
                 model=m.name, role=r.role, backend=m.autoscaling.backend, metric=metric, target=target, why=_why(r),
                 replicas_base=r.replicas_at_base, replicas_peak=r.replicas_at_peak, min_replicas=r.min_replicas,
                 max_replicas=r.max_replicas, scale_down_stabilization_s=r.scale_down_stabilization_s,
-                polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s,
+                polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s, policy=_policy(r),
+                tuned=(f"tuned by `{m.autoscaling.tuned_on}`" if m.autoscaling.tuned_on else
+                       "sizing's defaults (not tuned; `gpuscale tune --trace FILE` fits them to a trace)"),
             ))
         c = ms.cold_start
         if m.slo.criticality == "critical":

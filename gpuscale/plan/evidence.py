@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gpuscale.plan.goal_table import GoalTable
 from gpuscale.schedule.report import ScheduleReport, shorten
 from gpuscale.sim import PolicyResult, ScenarioResult
 from gpuscale.sim.plots import write_plots
@@ -147,6 +148,8 @@ class Evidence(Spec):
     """Every plan scenario, in ``plan_scenarios()`` order."""
     schedule: ScheduleEvidence = ScheduleEvidence()
     """What the real KAI Scheduler leaves Pending at peak (``gpuscale schedule``), or why it was not asked."""
+    goal_table: GoalTable | None = None
+    """``bench/goal_table.py``'s measurements (``gpuscale plan --goal-table``), or None when not given."""
 
     def section(self, name: str) -> list[SimSection]:
         """The scenarios quoted in one part of the plan (templates never name scenarios)."""

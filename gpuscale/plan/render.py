@@ -9,6 +9,7 @@ import jinja2
 import gpuscale.templates
 from gpuscale.plan.context import PlanContext
 from gpuscale.plan.evidence import Evidence
+from gpuscale.plan.goal_table import GoalTable, summarise
 
 TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
 DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
@@ -16,7 +17,7 @@ DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
 
 def environment() -> jinja2.Environment:
     """The one jinja2 environment: Markdown output (no autoescape); a missing variable fails the render."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(gpuscale.templates.__file__).parent),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -24,6 +25,8 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.globals["summarise"] = summarise
+    return env
 
 
 def render_plan(context: PlanContext, evidence: Evidence, template: str = TEMPLATE) -> str:
@@ -35,3 +38,8 @@ def render_plan(context: PlanContext, evidence: Evidence, template: str = TEMPLA
             continue
         lines.append(line.rstrip())
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def goal_table_markdown(table: GoalTable) -> str:
+    """Every cell of a ``bench/goal_table.py`` result, as the plan shows a stack's (``docs/simulator.md`` quotes it)."""
+    return environment().get_template("plan_goal_table.md.j2").render(g=table, cells=table.cells)

@@ -22,11 +22,26 @@ start on a node with the image). Windows that overlap form a cluster needing at 
 costs ``min(gap, shortest load)``. Dropping requests (attainment below 100%) can only remove whole clusters, so the
 bound subtracts the most valuable clusters, one per dropped request.
 
-Every policy's GPU-hours at attainment ``a`` are at least ``LowerBound.gpu_hours(a)`` (the larger of the two bounds);
+Disaggregated serving needs a replica of each role: the prefill phase of a request (its window up to the TTFT target,
+its prefill compute) holds a prefill replica, the decode phase (from the earliest end of its prefill to its deadline,
+one minimal step per further token) a decode replica, so the presence bound is computed per role and the two roles'
+GPUs add up. The model pays for whole nodes (free GPUs of its own nodes are charged; ``accounting``): when no other
+tenant shares them, a present replica costs at least one node.
+
+A third bound holds what the node layer cannot take back (``gpu_hours(a, hold_s=C)``): a node in use at some instant
+is removed no sooner than ``C`` after that (Karpenter ``WhenEmpty`` with ``consolidateAfter: C``; C is infinite when
+nothing removes nodes). In any block of time whose requests need ``W`` replica-seconds of work, at some instant at least
+``ceil(W / width)`` replicas exist (an integer count whose average is ``W / width``), so from the block's end until
+``C`` after its start the nodes holding them are still charged. The runner applies it per policy, only to runs whose
+nodes can only leave that way (``WhenEmpty`` or none, no spot interruption, no foreign tenants).
+
+Every policy's GPU-hours at attainment ``a`` are at least ``LowerBound.gpu_hours(a)`` (the largest of the bounds);
 the property tests check it.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -35,6 +50,8 @@ from gpuscale.sim.traffic import Arrivals
 
 BIN_SECONDS = (30.0, 120.0, 600.0)
 """Block widths tried; each gives a valid bound and the largest is kept."""
+HOLD_BLOCK_SECONDS = (15.0, 30.0, 60.0, 120.0)
+"""Block widths of the hold bound; each gives a valid bound and the largest is kept."""
 
 
 class LowerBound:
@@ -42,8 +59,11 @@ class LowerBound:
 
     def __init__(
         self, arrivals: Arrivals, servable: np.ndarray, replica: ReplicaModel, *, ttft_slo_s: float, itl_slo_s: float,
-        disaggregated: bool, gpus_per_replica: int, shortest_load_s: float,
+        disaggregated: bool, gpus_per_replica: int, shortest_load_s: float, gpus_per_node: int | None = None,
+        horizon_s: float | None = None,
     ) -> None:
+        """``gpus_per_node``: the model pays whole nodes of this many GPUs (None: it may share them). ``horizon_s``:
+        GPU time is charged at least this long (the span of arrivals), for the hold bound."""
         self.n = len(arrivals)
         idx = np.flatnonzero(servable)
         t = arrivals.arrival_s[idx]
@@ -70,10 +90,26 @@ class LowerBound:
         self._increments.append(self._single(a_cost, b_cost if not disaggregated else None))
         # presence: shortest service of each request (its prefill compute, then one minimal step per further token)
         min_step = m.step_overhead_s + max(m.step_weights_s, m.step_s_per_token)
-        service = m.step_s_per_token * uncached + np.maximum(o - 1.0, 0.0) * min_step
-        self._presence_total, self._presence_drops = _presence(t, window, service, shortest_load_s)
-        self._gpus = gpus_per_replica
+        prefill_s = m.step_s_per_token * uncached
+        decode_s = np.maximum(o - 1.0, 0.0) * min_step
+        g = gpus_per_replica
+        node = max(gpus_per_node or g, g)
+        if disaggregated:
+            # a prefill replica while the prompt may be computed, a decode replica from its earliest end to the deadline
+            p_window = np.minimum(window, ttft_slo_s)
+            self._presence = [
+                _presence(t, p_window, prefill_s, shortest_load_s),
+                _presence(t + prefill_s, window - prefill_s, decode_s, shortest_load_s),
+            ]
+        else:
+            self._presence = [_presence(t, window, prefill_s + decode_s, shortest_load_s)]
+        self._gpus = g
+        self._node = node
         self._candidates = idx.size
+        # hold bound: per block, the replica-seconds of requests whose window lies inside it (sorted, largest first)
+        self._horizon = horizon_s if horizon_s is not None else (float(t.max()) if t.size else 0.0)
+        costs = [(prefill + decode) / 1.0] if disaggregated else [prefill + decode_var, decode]
+        self._hold_blocks = [_hold_blocks(t, window, costs, w) for w in HOLD_BLOCK_SECONDS]
 
     @staticmethod
     def _family(
@@ -91,14 +127,19 @@ class LowerBound:
     def _single(a: np.ndarray, b: np.ndarray | None) -> tuple[np.ndarray, int]:
         return _increments(np.zeros(a.shape), a, b), 0
 
-    def gpu_hours(self, attainment: float) -> float:
-        """Lower bound on GPU-hours for ``attainment`` (share of all arrived requests on time)."""
+    def gpu_hours(self, attainment: float, hold_s: float = 0.0) -> float:
+        """Lower bound on GPU-hours for ``attainment`` (share of all arrived requests on time). ``hold_s``: nodes stay
+        at least this long after their last use (the hold bound; 0 leaves it out)."""
         target = int(np.ceil(attainment * self.n - 1e-9))
         if target <= 0:
             return 0.0
         dropped = max(self._candidates - target, 0)
-        presence = self._presence_total - float(np.sum(self._presence_drops[:dropped]))
-        best = max(presence, 0.0) * self._gpus
+        present = [max(total - float(np.sum(drops[:dropped])), 0.0) for total, drops in self._presence]
+        # GPUs of the replicas present add up; a present replica also holds a whole node
+        best = max(self._gpus * sum(present), self._node * max(present))
+        if hold_s > 0:
+            best = max(best, max(self._hold(blocks, w, dropped, hold_s) for blocks, w in zip(
+                self._hold_blocks, HOLD_BLOCK_SECONDS, strict=True)))
         for inc, free in self._increments:
             need = target - free
             if need <= 0:
@@ -107,6 +148,33 @@ class LowerBound:
                 return float("inf")
             best = max(best, float(np.sum(inc[:need])))
         return best / 3600.0
+
+    def _hold(self, blocks: list[tuple[int, list[np.ndarray]]], width: float, dropped: int, hold_s: float) -> float:
+        """GPU-seconds the nodes of each block's peak stay charged after it (``hold_s`` after the block's start)."""
+        if not blocks or self._horizon <= 0:
+            return 0.0
+        n_blocks = int(np.ceil(self._horizon / width))
+        charged = np.zeros(n_blocks + 1)
+        for b, cums in blocks:
+            # dropping requests removes at most the ``dropped`` largest costs of the block, from each kind of work
+            work = max(float(c[-1] - c[min(dropped, c.size - 1)]) for c in cums)
+            need = int(np.ceil(work / width - 1e-9))
+            if need <= 0 or b >= n_blocks:
+                continue
+            gpus = need * self._gpus
+            charged[b] = math.ceil(gpus / self._node) * self._node if self._node > self._gpus else gpus
+        held = np.zeros(n_blocks)
+        # block j is charged from its start to its end if some earlier block b ended by then and b's start + hold_s
+        # reaches past block j's end
+        span = n_blocks if math.isinf(hold_s) else math.floor(hold_s / width)
+        for lag in range(1, min(span, n_blocks) + 1):
+            # b = j - lag, needs b's start + hold >= j's end: (j - lag) * w + hold >= (j + 1) * w
+            if (lag + 1) * width > hold_s:
+                break
+            held[lag:] = np.maximum(held[lag:], charged[: n_blocks - lag])
+        widths = np.full(n_blocks, width)
+        widths[-1] = self._horizon - width * (n_blocks - 1)
+        return float(np.sum(held * widths))
 
     def curve(self, points: int = 11) -> list[tuple[float, float]]:
         """(attainment, GPU-hours) at evenly spaced attainments up to the highest reachable one."""
@@ -182,6 +250,30 @@ def _presence(t: np.ndarray, window: np.ndarray, service: np.ndarray, load_s: fl
     # either side) and remove its service: never more than this
     drops = np.sort(2.0 * ws + ls + 2.0 * load_s)[::-1]
     return total, drops
+
+
+def _hold_blocks(
+    t: np.ndarray, window: np.ndarray, costs: list[np.ndarray], width: float,
+) -> list[tuple[int, list[np.ndarray]]]:
+    """Per block of ``width`` seconds holding whole request windows: its index and, per kind of work, the cumulative
+    sums of its requests' costs, largest first, with a leading zero (so ``c[-1] - c[k]`` is the work left after
+    dropping the ``k`` largest)."""
+    if t.size == 0:
+        return []
+    start = np.floor(t / width)
+    inside = np.floor((t + window) / width) == start
+    if not inside.any():
+        return []
+    blk = start[inside].astype(np.int64)
+    order = np.argsort(blk, kind="stable")
+    blk = blk[order]
+    cuts = np.flatnonzero(np.diff(blk)) + 1
+    out: list[tuple[int, list[np.ndarray]]] = []
+    parts = [np.split(c[inside][order], cuts) for c in costs]
+    for k, b in enumerate(np.split(blk, cuts)):
+        cums = [np.concatenate([[0.0], np.cumsum(np.sort(p[k])[::-1])]) for p in parts]
+        out.append((int(b[0]), cums))
+    return out
 
 
 def _group_cumsum(block: np.ndarray, x: np.ndarray) -> np.ndarray:

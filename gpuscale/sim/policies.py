@@ -9,10 +9,12 @@ One discriminated union of policy specs (``kind:``):
 * ``queue-depth`` - HPA/KEDA on ``sum(vllm:num_requests_waiting)`` (prefill, aggregated) and
   ``sum(vllm:kv_cache_usage_perc)`` (decode, aggregated) as AverageValue targets, generic thresholds (queue 5 as
   in llm-d/Dynamo, KV 0.8), Kubernetes default behaviour.
-* ``gpuscale`` - what gpuscale emits for the spec: one AverageValue rule per ``RoleSizing.signals`` entry
-  (prefill: ``sum(rate(vllm:prompt_tokens_total[1m]))`` and queue depth; decode: KV usage at the ITL-derived target;
-  aggregated: all three) with their targets, warm minimum, maximum, stabilisation and polling, the scale-up/-down
-  policies of ``gpuscale.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0.
+* ``gpuscale`` - what gpuscale emits for the spec: one rule per ``RoleSizing.signals`` entry, evaluated by
+  ``signal_value`` on the scraped metrics exactly as the emitted PromQL combines them (load in replicas' worth of work,
+  queued prefill seconds, KV use, the latency guards as ``Value`` targets; with backend ``hpa`` per-pod metrics and the
+  HPA's missing-pod rules), with the warm minimum, maximum, stabilisation and polling, the scale-up/-down policies of
+  ``gpuscale.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0, and the wake
+  and warm-up schedules as KEDA ``cron`` triggers (on the run's clock).
 * ``fixed`` - a constant replica count per role (a hand-made scale-up; the ceiling reference).
 
 Controllers are plain objects; ``CONTROLLERS`` maps each policy kind to its factory (adding a policy is one spec class,
@@ -26,15 +28,16 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from gpuscale import sizing as sizing_mod
 from gpuscale.sim.replica import ReplicaModel
-from gpuscale.sizing import RoleSizing
+from gpuscale.sizing import RoleSizing, ScalingSignal
 from gpuscale.spec.base import Spec
-from gpuscale.spec.model import Role
+from gpuscale.spec.model import Role, WakeSchedule
 
 MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate", "door"]
 METRIC_SOURCES: dict[str, MetricSource] = {
@@ -188,6 +191,19 @@ class RoleObservation:
     """``sum(rate(vllm:prompt_tokens_total[1m]))``: prompt tokens/s over the last minute's scrapes."""
     generation_rate: float = 0.0
     """``sum(rate(vllm:generation_tokens_total[1m]))``."""
+    done_rate: float = 0.0
+    """Requests finished per second over the last minute (``rate(<histogram>_count[1m])`` of the finished-request
+    histograms)."""
+    queue_time_rate: float = 0.0
+    """``sum(rate(vllm:request_queue_time_seconds_sum[1m]))``."""
+    itl_rate: float = 0.0
+    """``sum(rate(vllm:inter_token_latency_seconds_sum[1m]))``."""
+    itl_count_rate: float = 0.0
+    """``sum(rate(vllm:inter_token_latency_seconds_count[1m]))``."""
+    done_rate_5m: float = 0.0
+    """``sum(rate(vllm:request_prompt_tokens_count[5m]))``."""
+    done_prompt_rate_5m: float = 0.0
+    """``sum(rate(vllm:request_prompt_tokens_sum[5m]))``."""
 
 
 @dataclass(frozen=True)
@@ -197,14 +213,112 @@ class ControllerContext:
     roles: dict[str, RoleSizing]
     replica: ReplicaModel
     backend: str = "keda"
+    clock_start: datetime | None = None
+    """Wall clock at t = 0 (cron triggers); None: schedules are not simulated."""
+    clock_rate: float = 1.0
+    """Wall-clock seconds per simulated second."""
+    horizon_s: float = 0.0
+    """How far ahead schedules are resolved into intervals."""
 
 
 @dataclass(frozen=True)
 class MetricRule:
-    source: MetricSource
+    source: MetricSource | ScalingSignal
+    """A single scraped quantity, or a gpuscale signal evaluated by ``signal_value``."""
     target: float
     pods_metric: bool
     """True: a Pods metric averaged over ready pods (prometheus-adapter); False: an AverageValue sum (KEDA)."""
+    value: bool = False
+    """``metricType: Value``: replicas = ``ceil(ready x value / target)`` (the latency guards)."""
+
+
+def mean_prompt(sig: ScalingSignal, obs: RoleObservation) -> float:
+    """The emitted query's recent mean prompt: finished prompt tokens over finished requests (5 min), else the
+    workload's mean."""
+    assert sig.coefficients is not None
+    if obs.done_rate_5m > 0:
+        return obs.done_prompt_rate_5m / obs.done_rate_5m
+    return sig.coefficients.prompt_tokens_fallback
+
+
+def signal_value(sig: ScalingSignal, obs: RoleObservation, waiting: float | None = None) -> float:
+    """What the signal's PromQL (``gpuscale.manifests.autoscaling.signal_query``) reads on this observation.
+    ``waiting`` overrides the waiting count (a gateway's held requests added to it)."""
+    kind = sig.query_kind
+    queue = obs.queue if waiting is None else waiting
+    if kind in ("gauge", "rate"):
+        source = METRIC_SOURCES[sig.metric]
+        return {"queue": queue, "kv": obs.kv_sum, "running": obs.running, "prompt_rate": obs.prompt_rate,
+                "generation_rate": obs.generation_rate}[source]
+    if kind == "queue_time":
+        return obs.queue_time_rate / obs.done_rate if obs.done_rate > 0 else 0.0  # NaN: KEDA reads 0
+    if kind == "itl":
+        return obs.itl_rate / obs.itl_count_rate if obs.itl_count_rate > 0 else 0.0
+    c = sig.coefficients
+    assert c is not None
+    mp = mean_prompt(sig, obs)
+    prefill = obs.prompt_rate * c.prefill_s(mp)
+    decode = obs.generation_rate * (c.decode_s_per_token + c.decode_s_per_kv_share * obs.kv_sum / max(obs.running, 1.0))
+    if kind == "prefill_load":
+        return prefill
+    if kind == "decode_load":
+        return decode
+    if kind == "load":
+        return prefill + decode
+    if kind == "prompt_backlog":
+        return queue * mp * c.prefill_s(mp)
+    raise ValueError(f"unknown signal kind {kind!r}")
+
+
+def value_desired(value: float, ready: int, current: int, target: float, tol: float) -> int:
+    """The HPA's replica count for a ``Value`` target (External metric): ``ceil(ratio x ready pods)`` outside
+    tolerance, ``ceil(ratio)`` from zero (``replica_calculator.go``, ``getUsageRatioReplicaCount``)."""
+    ratio = value / target
+    if current == 0:
+        return math.ceil(ratio - 1e-9)
+    if abs(ratio - 1.0) <= tol:
+        return current
+    return math.ceil(ratio * ready - 1e-9)
+
+
+def schedule_intervals(
+    w: WakeSchedule, clock_start: datetime, clock_rate: float, horizon_s: float,
+) -> list[tuple[float, float]]:
+    """Simulated-time intervals in which a KEDA cron trigger is active (after a ``start`` tick, before the next
+    ``end`` tick), for ``horizon_s`` of simulated time."""
+    from zoneinfo import ZoneInfo
+
+    from croniter import croniter
+
+    tz = ZoneInfo(w.timezone)
+    start = clock_start.astimezone(tz)
+    stop = start + timedelta(seconds=horizon_s * clock_rate)
+    day = timedelta(days=1)
+    starts = croniter(w.start, start - 8 * day)
+    ends = croniter(w.end, start - 8 * day)
+    ticks: list[tuple[datetime, int]] = []
+    for it, kind in ((starts, 1), (ends, 0)):
+        while True:
+            nxt = it.get_next(datetime)
+            if nxt > stop:
+                break
+            ticks.append((nxt, kind))
+    ticks.sort()
+    out: list[tuple[float, float]] = []
+    open_at: datetime | None = None
+    for when, kind in ticks:
+        if kind == 1 and open_at is None:
+            open_at = when
+        elif kind == 0 and open_at is not None:
+            out.append((open_at, when))  # type: ignore[arg-type]
+            open_at = None
+    if open_at is not None:
+        out.append((open_at, stop))  # type: ignore[arg-type]
+
+    def sim_t(x: datetime) -> float:
+        return (x - start).total_seconds() / clock_rate
+
+    return [(max(sim_t(a), 0.0), sim_t(b)) for a, b in out if sim_t(b) > 0]  # type: ignore[arg-type]
 
 
 def pods_average_desired(total: float, ready: int, current: int, target: float, tol: float) -> int:
@@ -241,11 +355,12 @@ class HpaRole:
     def __init__(
         self, rules: list[MetricRule], min_replicas: int, max_replicas: int, behavior: HpaBehavior, *,
         keda_activation: float | None = None, cooldown_s: float = 300.0, count_gateway: bool = False,
-        activation_rule: int = 0, windows: list[WakeWindow] | None = None,
+        activation_rule: int = 0, schedules: list[tuple[float, float, int]] | None = None,
     ) -> None:
         self.rules = rules
-        self.windows = list(windows or [])
-        """KEDA cron windows: at least their replicas while one is open."""
+        self.schedules = schedules or []
+        """Cron triggers as (from, until, replicas) in simulated time: while active, an AverageValue 1 metric of
+        ``replicas`` (KEDA's cron scaler)."""
         self.activation_rule = activation_rule
         """Index of the rule ``keda_activation`` applies to; every other rule activates above 0."""
         self.min_replicas = min_replicas
@@ -258,7 +373,9 @@ class HpaRole:
         self.events: list[tuple[float, int]] = []
         self.last_active_t = 0.0
 
-    def _value(self, source: MetricSource, obs: RoleObservation) -> float:
+    def _value(self, source: MetricSource | ScalingSignal, obs: RoleObservation) -> float:
+        if isinstance(source, ScalingSignal):
+            return signal_value(source, obs, obs.queue + obs.gateway if self.count_gateway else None)
         if source == "duty":
             return obs.duty_sum
         if source == "queue":
@@ -273,9 +390,12 @@ class HpaRole:
             return obs.gateway
         return obs.running
 
+    def _scheduled(self, t: float) -> int:
+        return max((n for a, b, n in self.schedules if a <= t < b), default=0)
+
     def decide(self, t: float, obs: RoleObservation) -> int:
         current = obs.current
-        floor = max((w.replicas for w in self.windows if w.start_s <= t < w.end_s), default=0)
+        held = self._scheduled(t)
         if self.keda_activation is not None and self.min_replicas == 0:
             active = (
                 any(
@@ -283,12 +403,12 @@ class HpaRole:
                     for i, r in enumerate(self.rules)
                 )
                 or (self.count_gateway and obs.gateway > 0)  # a held request wakes any role
-                or floor > 0  # a cron window is open
+                or held > 0  # a cron trigger inside its window is active
             )
             if active:
                 self.last_active_t = t
             if current == 0:
-                return self._record(t, current, max(1, floor) if active else 0)
+                return self._record(t, current, max(1, held) if active else 0)
             if not active and t - self.last_active_t >= self.cooldown_s:
                 return self._record(t, current, 0)
         hpa_min = max(self.min_replicas, 1)
@@ -296,11 +416,15 @@ class HpaRole:
         tol = self.behavior.tolerance
         for rule in self.rules:
             total = self._value(rule.source, obs)
-            if rule.pods_metric:
+            if rule.value:
+                raw = max(raw, value_desired(total, obs.ready, current, rule.target, tol))
+            elif rule.pods_metric:
                 raw = max(raw, pods_average_desired(total, obs.ready, current, rule.target, tol))
             else:
                 raw = max(raw, average_value_desired(total, current, rule.target, tol))
-        desired = self._stabilise(t, current, max(raw, floor))
+        if held:
+            raw = max(raw, average_value_desired(float(held), current, 1.0, tol))
+        desired = self._stabilise(t, current, raw)
         desired = self._rate_limit(t, current, desired)
         return self._record(t, current, min(max(desired, hpa_min), self.max_replicas))
 
@@ -431,12 +555,23 @@ def _queue_depth(policy: QueueDepthPolicy, ctx: ControllerContext) -> Controller
     return HpaController(roles, policy.sync_period_s)
 
 
+def _schedules(rs: RoleSizing, ctx: ControllerContext) -> list[tuple[float, float, int]]:
+    if ctx.clock_start is None or ctx.backend != "keda":
+        return []
+    windows = ([rs.wake_schedule] if rs.wake_schedule is not None else []) + list(rs.warm_schedule)
+    return [
+        (a, b, w.replicas) for w in windows
+        for a, b in schedule_intervals(w, ctx.clock_start, ctx.clock_rate, ctx.horizon_s)
+    ]
+
+
 def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
     roles: dict[str, HpaRole] = {}
+    pods = ctx.backend == "hpa"  # prometheus-adapter Pods metrics: per-pod averages with the missing-pod rules
     for role, rs in ctx.roles.items():
-        rules = [MetricRule(METRIC_SOURCES[sig.metric], sig.target, False) for sig in rs.signals]
+        rules = [MetricRule(sig, sig.target, pods and sig.metric_type != "Value", sig.metric_type == "Value") for sig in rs.signals]
         if policy.front_door_per_replica is not None:  # the door's queue trigger (emitted after the vLLM ones)
-            rules.append(MetricRule("door", float(policy.front_door_per_replica), False))
+            rules.append(MetricRule("door", float(policy.front_door_per_replica), False, False))
         waker = rs.signal(sizing_mod.QUEUE_METRIC)  # the emitted activation threshold sits on the queue trigger
         min_r = policy.min_replicas if policy.min_replicas is not None else rs.min_replicas
         roles[role] = HpaRole(
@@ -448,7 +583,7 @@ def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
             cooldown_s=policy.cooldown_s if policy.cooldown_s is not None else rs.cooldown_s,
             count_gateway=policy.count_gateway_queue,
             activation_rule=rs.signals.index(waker) if waker is not None else 0,
-            windows=policy.wake_windows,
+            schedules=_schedules(rs, ctx) + [(w.start_s, w.end_s, w.replicas) for w in policy.wake_windows],
         )
     sync = policy.sync_period_s or min(rs.polling_interval_s for rs in ctx.roles.values())
     return HpaController(roles, float(sync))

@@ -38,14 +38,22 @@ class Pod:
 
 
 class CounterSample:
-    """One scrape of an engine's token counters (for ``rate()``)."""
+    """One scrape of an engine's counters and histogram sums (for ``rate()``)."""
 
-    __slots__ = ("generation", "prompt", "t")
+    __slots__ = ("done", "done_prompt", "generation", "itl_count", "itl_sum", "prompt", "queue_sum", "t")
 
-    def __init__(self, t: float, prompt: int, generation: int) -> None:
+    def __init__(
+        self, t: float, prompt: int, generation: int, done: int = 0, done_prompt: int = 0, queue_sum: float = 0.0,
+        itl_sum: float = 0.0, itl_count: int = 0,
+    ) -> None:
         self.t = t
         self.prompt = prompt
         self.generation = generation
+        self.done = done
+        self.done_prompt = done_prompt
+        self.queue_sum = queue_sum
+        self.itl_sum = itl_sum
+        self.itl_count = itl_count
 
 
 class Replica:

@@ -35,10 +35,24 @@ def servable_of(s: SimSetup, arrivals: traffic.Arrivals) -> np.ndarray:
 
 def lower_bound_of(s: SimSetup, arrivals: traffic.Arrivals) -> LowerBound:
     fits = (arrivals.prompt_tokens + arrivals.output_tokens) <= min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+    shared = any(n.foreign_gpus > 0 for n in s.extra_nodes)  # free GPUs of a shared node are not the model's cost
     return LowerBound(
         arrivals, fits, s.replica, ttft_slo_s=s.ttft_slo_s, itl_slo_s=s.itl_slo_s,
         disaggregated=s.mode == "disaggregated", gpus_per_replica=s.replica.gpus, shortest_load_s=s.startup.best_load_s,
+        gpus_per_node=None if shared else s.gpus_per_node, horizon_s=s.duration_s,
     )
+
+
+def node_hold_s(s: SimSetup, v: Variant, r: M.PolicyResult) -> float:
+    """How long a node this run used stays charged at least (the lower bound's hold term): ``consolidateAfter`` under
+    ``WhenEmpty``, forever when nothing removes nodes; 0 when nodes in use can go another way (underutilised
+    consolidation, spot interruptions, shared nodes)."""
+    if r.interruptions or any(n.foreign_gpus > 0 for n in s.extra_nodes):
+        return 0.0
+    c = v.consolidation
+    if c.policy == "none":
+        return float("inf")
+    return c.consolidate_after_s if c.policy == "WhenEmpty" else 0.0
 
 
 def traffic_info(sc: Scenario, arrivals: traffic.Arrivals) -> M.TrafficInfo:
@@ -83,8 +97,8 @@ class Runner:
         compared = [r.gpu_hours for r in raw if r.bound is None] or [r.gpu_hours for r in raw]
         ref = min(compared)
         results = []
-        for r in raw:
-            lb = round(bound.gpu_hours(r.slo_attainment), 4)
+        for v, r in zip(self.variants, raw, strict=True):
+            lb = round(bound.gpu_hours(r.slo_attainment, node_hold_s(s, v, r)), 4)
             r = r.model_copy(update={"lower_bound_gpu_hours": lb})
             results.append(r.model_copy(update={"score": M.score(r, ref)}))
         result = M.ScenarioResult(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import Field
@@ -14,6 +15,9 @@ from gpuscale.sim.replica import ReplicaModel
 from gpuscale.sizing import RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
+
+CLOCK_START = datetime(2024, 1, 1, tzinfo=UTC)
+"""A Monday, 00:00 UTC: where a run's clock starts unless the scenario says otherwise (traces carry no wall clock)."""
 
 
 class RoleSetup(Spec):
@@ -68,6 +72,11 @@ class SimSetup(Spec):
     """Prometheus scrape (and DCGM averaging) interval."""
     series_s: float = Field(default=15.0, gt=0)
     """Sampling interval of the reported time series."""
+    clock_start: datetime = CLOCK_START
+    """Wall-clock time at t = 0, for cron triggers (wake and warm-up schedules)."""
+    clock_rate: float = Field(default=1.0, gt=0)
+    """Wall-clock seconds per simulated second: a trace compressed K times runs its day K times faster, so its
+    schedules (derived in trace time) still line up with its traffic."""
 
 
 class FrontDoorSim(Spec):

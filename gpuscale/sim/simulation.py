@@ -27,7 +27,7 @@ from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.states import NodeState
 from gpuscale.sim.traffic import Arrivals
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram
-from gpuscale.sizing import RATE_WINDOW_S
+from gpuscale.sizing import MEAN_PROMPT_WINDOW_S, RATE_WINDOW_S
 
 
 class Simulation:
@@ -67,7 +67,10 @@ class Run:
         self.scheduler = Scheduler(self)
         self.replicas = ReplicaSet(self)
         self.router = Router(self, seed)
-        ctx = ControllerContext(roles={r.role: r.sizing for r in setup.roles}, replica=setup.replica, backend=setup.backend)
+        ctx = ControllerContext(
+            roles={r.role: r.sizing for r in setup.roles}, replica=setup.replica, backend=setup.backend,
+            clock_start=setup.clock_start, clock_rate=setup.clock_rate, horizon_s=setup.duration_s + 2 * setup.request_timeout_s,
+        )
         self.controller: Controller = build_controller(variant.policy, ctx)
 
     def log(self, kind: str, detail: str) -> None:
@@ -134,7 +137,8 @@ class Run:
     def _scrape(self) -> None:
         t = self.env.now
         for role in self.replicas.roles:
-            duty = kv = queue = running = prompt_rate = gen_rate = 0.0
+            duty = kv = queue = running = 0.0
+            rates = [0.0] * 8
             for rep in role.ready:
                 e = rep.engine
                 assert e is not None
@@ -145,12 +149,11 @@ class Run:
                 queue += e.num_waiting(t)
                 kv += e.kv_usage(t)
                 running += e.num_running
-                p_rate, g_rate = _counter_rates(rep, t, e)
-                prompt_rate += p_rate
-                gen_rate += g_rate
+                for i, r in enumerate(_counter_rates(rep, t, e)):
+                    rates[i] += r
             gw = self.router.purge_gateway(role, t)
             role.obs = RoleObservation(
-                role.name, role.desired, len(role.ready), duty, queue, float(gw), kv, running, prompt_rate, gen_rate,
+                role.name, role.desired, len(role.ready), duty, queue, float(gw), kv, running, *rates,
             )
         if t >= self._next_series - 1e-9 and t <= self.setup.duration_s + 1e-9:
             self._record_series(t)
@@ -192,15 +195,28 @@ class Run:
         self.env.at(t + self.controller.sync_period_s, self._sync, priority=PRIORITY_CONTROL)
 
 
-def _counter_rates(rep: Replica, t: float, e: Engine) -> tuple[float, float]:
-    """Record this scrape of the engine's counters; return their per-second increase over the window's scrapes
-    (Prometheus ``rate()`` needs two samples: a pod scraped once reports no rate yet)."""
+def _counter_rates(rep: Replica, t: float, e: Engine) -> tuple[float, ...]:
+    """Record this scrape of the engine's counters; return their per-second increase over the windows' scrapes
+    (Prometheus ``rate()`` needs two samples: a pod scraped once reports no rate yet): over 1 minute the prompt and
+    output tokens, finished requests with their queue time, and inter-token gaps; over 5 minutes the finished requests
+    and their prompt tokens (the recent mean prompt)."""
     samples = rep.counter_samples
-    samples.append(CounterSample(t, e.prompt_tokens, e.generation_tokens))
-    while samples[0].t <= t - RATE_WINDOW_S + 1e-9:
+    now = CounterSample(
+        t, e.prompt_tokens, e.generation_tokens, e.done_requests, e.done_prompt_tokens, e.queue_time_sum, e.itl_sum,
+        e.itl_count,
+    )
+    samples.append(now)
+    while samples[0].t <= t - MEAN_PROMPT_WINDOW_S + 1e-9:
         samples.popleft()
-    s0 = samples[0]
-    span = t - s0.t
-    if span <= 0:
-        return 0.0, 0.0
-    return (e.prompt_tokens - s0.prompt) / span, (e.generation_tokens - s0.generation) / span
+    s1 = next(x for x in samples if x.t > t - RATE_WINDOW_S + 1e-9)
+    s5 = samples[0]
+    span1, span5 = t - s1.t, t - s5.t
+    zero = (0.0,) * 8
+    if span1 <= 0:
+        return zero
+    return (
+        (now.prompt - s1.prompt) / span1, (now.generation - s1.generation) / span1,
+        (now.done - s1.done) / span1, (now.queue_sum - s1.queue_sum) / span1,
+        (now.itl_sum - s1.itl_sum) / span1, (now.itl_count - s1.itl_count) / span1,
+        (now.done - s5.done) / span5, (now.done_prompt - s5.done_prompt) / span5,
+    )

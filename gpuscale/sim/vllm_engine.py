@@ -51,7 +51,7 @@ class Request:
 
     __slots__ = (
         "arrival", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "output", "prefilled",
-        "prefix", "prompt", "rid", "state", "target",
+        "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
     )
 
     def __init__(
@@ -79,6 +79,10 @@ class Request:
         """Sequence number of the live entry in the engine's decode heap (-1: none)."""
         self.first_t: float | None = None
         self.engine: Engine | None = None
+        self.queued_t = arrival
+        """When the current engine queued it (vLLM's ``queued_ts``)."""
+        self.sched_t = -1.0
+        """When that engine first scheduled it (``scheduled_ts``); -1 before."""
 
 
 class EngineSink(Protocol):
@@ -161,10 +165,14 @@ class Engine:
         "decoding",
         "does_decode",
         "does_prefill",
+        "done_prompt_tokens",
+        "done_requests",
         "draining",
         "env",
         "generation_tokens",
         "itl",
+        "itl_count",
+        "itl_sum",
         "kv_used",
         "m",
         "n_dec",
@@ -175,6 +183,7 @@ class Engine:
         "prefix_hit_tokens",
         "prefix_query_tokens",
         "prompt_tokens",
+        "queue_time_sum",
         "sink",
         "step",
         "waiting",
@@ -210,6 +219,14 @@ class Engine:
         """``vllm:generation_tokens_total``: one per running sequence per step, plus each prefill's sampled token."""
         self.preemptions = 0
         """``vllm:num_preemptions_total``."""
+        self.done_requests = 0
+        self.done_prompt_tokens = 0
+        """``vllm:request_prompt_tokens`` count and sum: observed when a request finishes on this engine."""
+        self.queue_time_sum = 0.0
+        """``vllm:request_queue_time_seconds`` sum (its count is ``done_requests``)."""
+        self.itl_sum = 0.0
+        self.itl_count = 0
+        """``vllm:inter_token_latency_seconds`` sum and count: every inter-token gap."""
         self.prefix_query_tokens = 0
         self.prefix_hit_tokens = 0
         self._busy_since: float | None = None
@@ -276,6 +293,8 @@ class Engine:
     def submit(self, req: Request) -> None:
         req.engine = self
         req.state = WAITING
+        req.queued_t = self.env.now
+        req.sched_t = -1.0
         self.waiting.append(req)
         mode = self._mode
         if mode == _IDLE:
@@ -361,7 +380,15 @@ class Engine:
             self._leave_decode(r)
             r.state = DONE
             r.engine = None
+            self._finished(r, t)
             self.sink.on_done(r, t)
+
+    def _finished(self, r: Request, t: float) -> None:
+        """vLLM's finished-request histograms (prompt length, queue time), observed as the request leaves the engine."""
+        self.done_requests += 1
+        self.done_prompt_tokens += r.prompt
+        if r.sched_t >= 0:
+            self.queue_time_sum += r.sched_t - r.queued_t
 
     def _preempt_for(self, room: int) -> bool:
         """Preempt the newest decoding requests until ``room`` more KV tokens fit; True if any was preempted."""
@@ -429,6 +456,8 @@ class Engine:
             self.kv_used += need
             r.kv = need
             r.state = PREFILL
+            if r.sched_t < 0:
+                r.sched_t = t
             r.prefilled = hit
             keep.append(r)
             take = min(r.target - hit, budget)
@@ -455,6 +484,8 @@ class Engine:
             w.popleft()
             self.kv_used += need
             r.kv = need
+            if r.sched_t < 0:
+                r.sched_t = t
             self._join(r, 0)
             joined.append(r)
         return joined
@@ -582,6 +613,8 @@ class Engine:
             if self.does_prefill:
                 self.kv_used += n
             self.itl.add(self._step_dur, n)
+            self.itl_sum += self._step_dur * n
+            self.itl_count += n
             self.generation_tokens += n
         dec = self.decoding
         if dec and dec[0][0] <= self.step:
@@ -609,6 +642,7 @@ class Engine:
                     r.kv = 0
                     r.state = DONE
                     r.engine = None
+                    self._finished(r, t)
                     sink.on_done(r, t)
                 else:
                     self._join(r, g0)
@@ -617,6 +651,7 @@ class Engine:
                 r.kv = 0
                 r.state = TRANSFER
                 r.engine = None
+                self._finished(r, t)
                 sink.on_prefill_done(r, t, self)
         self._chunks = _NO_CHUNKS
         self._plan()
@@ -631,6 +666,8 @@ class Engine:
                 self.kv_used += n * steps
             mid = self._run_A + self._c * (self._run_C0 + n * (steps - 1) / 2.0)
             self.itl.add(mid, n * steps)
+            self.itl_sum += mid * n * steps
+            self.itl_count += n * steps
             self.generation_tokens += n * steps
         dec = self.decoding
         if dec and dec[0][0] <= self.step:

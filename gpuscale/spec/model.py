@@ -198,6 +198,21 @@ class RoleScalingSpec(Spec):
     wake_schedule: WakeSchedule | None = None
     """When the role is held awake (KEDA cron trigger); with ``min_replicas: 0`` and no front door it is the only wake-up
     signal, so it is required then."""
+    target_utilisation: float | None = Field(default=None, ge=0.1, le=1.0)
+    """Share of one replica's capacity at the SLO that the role's load signal targets: the autoscaler keeps
+    ``1 / target_utilisation`` of the load's replicas. Default 0.7, lowered to 0.9 / burst multiplier when the
+    workload's bursts are shorter than a cold start (warm headroom a burst meets with ready replicas)."""
+    burst_mode: bool | None = None
+    """Scale up on a short window, like Knative's panic mode: a backlog trigger (queued prefill seconds, an instant
+    gauge) and a scale-up policy of +100% or +4 pods every 15 s; off: the load signal alone, +100% or +2 pods per
+    minute. Default on."""
+    slo_guard: bool | None = None
+    """KEDA only: a trigger on vLLM's own latency histograms (mean queue time for prefill and aggregated roles, mean
+    inter-token latency for decode and aggregated) with ``metricType: Value``, so the replica count grows with the
+    ratio of measured to target latency whatever the traffic looks like. Default on with backend keda."""
+    warm_schedule: list[WakeSchedule] = Field(default=[], max_length=24)
+    """Predictive warm-up from a daily profile: hours when the role holds at least ``replicas`` (one KEDA ``cron``
+    trigger each). ``gpuscale tune`` writes them when the trace shows a daily pattern."""
 
     @field_validator("metric")
     @classmethod
@@ -230,6 +245,11 @@ class RoleScalingSpec(Spec):
     def _bounds(self) -> RoleScalingSpec:
         if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
             raise at("min_replicas", f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+        for i, w in enumerate(self.warm_schedule):
+            if self.max_replicas is not None and w.replicas > self.max_replicas:
+                raise at(f"warm_schedule[{i}].replicas",
+                    f"warm_schedule[{i}] holds {w.replicas} replicas, more than max_replicas ({self.max_replicas})"
+                )
         return self
 
 
@@ -248,6 +268,9 @@ class AutoscalingSpec(Spec):
     """Autoscaler of the prefill role (disaggregated mode): queue depth."""
     decode: RoleScalingSpec = RoleScalingSpec()
     """Autoscaler of the decode role (disaggregated mode): KV-cache utilisation."""
+    tuned_on: str | None = Field(default=None, max_length=500)
+    """The ``gpuscale tune`` command line that chose the values above (written by ``gpuscale tune``; shown in the
+    plan)."""
 
     def role(self, role: Role) -> RoleScalingSpec:
         return {"aggregated": self.aggregated, "prefill": self.prefill, "decode": self.decode}[role]
@@ -431,6 +454,17 @@ class ModelDeployment(Spec):
             )
         for role in self.serving.roles:
             spec = a.role(role)
+            if spec.slo_guard:
+                raise at(f"autoscaling.{role}.slo_guard",
+                    f"autoscaling.{role}.slo_guard: true needs backend: keda; prometheus-adapter serves per-pod "
+                    "metrics only, not the latency ratio the guard reads (a metricType: Value trigger). Use backend: "
+                    "keda or drop slo_guard"
+                )
+            if spec.warm_schedule:
+                raise at(f"autoscaling.{role}.warm_schedule",
+                    f"autoscaling.{role}.warm_schedule needs backend: keda (each window is a KEDA cron trigger); an "
+                    "HPA has no schedule. Use backend: keda or raise min_replicas instead"
+                )
             implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
             if spec.min_replicas == 0 or implicit:
                 source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"

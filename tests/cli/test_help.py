@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.specs import small_raw
 
 runner = CliRunner()
-COMMANDS = ("validate", "schema", "synth", "diff", "simulate", "plan")
+COMMANDS = ("validate", "schema", "synth", "diff", "simulate", "plan", "workload", "tune")
 
 
 def help_text(*args: str) -> str:
@@ -33,7 +33,7 @@ def test_every_command_documents_its_exit_codes(command: str) -> None:
     assert "Exit codes: 0" in text and "2 invalid input" in text
 
 
-@pytest.mark.parametrize("command", ["validate", "synth", "simulate", "plan"])
+@pytest.mark.parametrize("command", ["validate", "synth", "simulate", "plan", "tune"])
 def test_stack_options_say_they_are_exclusive(command: str) -> None:
     text = " ".join(help_text(command).split())
     assert "Use --stack or --stack-file, not both" in text and "(instead of --stack)" in text

@@ -60,12 +60,15 @@ def test_prefill_and_decode_each_get_their_own_scaled_object() -> None:
         assert workloads[target].urn in so.dependencies  # the workload exists before its autoscaler
         for trigger in so.inputs["spec"]["triggers"]:
             assert f'gpuscale_io_role="{role}"' in trigger["metadata"]["query"]
+            assert "DCGM" not in trigger["metadata"]["query"]
         assert one(records, "gpuscale:index:RoleAutoscaler", f"m70b-{role}").urn == so.parent_urn
     prefill, decode = objs["m70b-prefill-scaledobject"].inputs["spec"], objs["m70b-decode-scaledobject"].inputs["spec"]
-    assert [t["name"] for t in prefill["triggers"]] == ["prompt-tokens-total", "num-requests-waiting"]
-    assert "vllm:kv_cache_usage_perc" in decode["triggers"][0]["metadata"]["query"]
-    kv_target = size_platform(pd_spec()).model("m70b").role("decode").signals[0].target
-    assert decode["triggers"][0]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
+    assert [t["name"] for t in prefill["triggers"]] == ["prefill-load", "prompt-backlog", "queue-time"]
+    assert "rate(vllm:prompt_tokens_total{" in prefill["triggers"][0]["metadata"]["query"]
+    assert "vllm:num_requests_waiting" in prefill["triggers"][1]["metadata"]["query"]
+    assert "vllm:kv_cache_usage_perc" in decode["triggers"][1]["metadata"]["query"]
+    kv_target = size_platform(pd_spec()).model("m70b").role("decode").signals[1].target
+    assert decode["triggers"][1]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
     assert prefill["minReplicaCount"] >= 1 and decode["minReplicaCount"] >= 1
     assert outputs["m70b/decode"] == "m70b-decode" and outputs["m70b/decode.kind"] == "ScaledObject"
     # the name comes from the ScaledObject: a consumer waits for it

@@ -44,26 +44,43 @@ def test_prod_prefill_and_decode_have_separate_scaled_objects(prod_spec: Platfor
     assert prefill["metadata"]["name"] != decode["metadata"]["name"]
     assert prefill["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-prefill"}
     assert decode["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-decode"}
-    p_rate, p_queue = prefill["spec"]["triggers"]
-    d_kv, d_rate = decode["spec"]["triggers"]
-    assert {t["type"] for t in (p_rate, p_queue, d_kv, d_rate)} == {"prometheus"}
-    assert "vllm:prompt_tokens_total" in p_rate["metadata"]["query"]
-    assert "vllm:num_requests_waiting" in p_queue["metadata"]["query"]
+    p_load, p_backlog, p_guard = prefill["spec"]["triggers"]
+    d_load, d_kv, d_guard = decode["spec"]["triggers"]
+    assert [t["name"] for t in prefill["spec"]["triggers"]] == ["prefill-load", "prompt-backlog", "queue-time"]
+    assert [t["name"] for t in decode["spec"]["triggers"]] == ["decode-load", "kv-cache-usage-perc", "itl"]
+    assert "vllm:prompt_tokens_total" in p_load["metadata"]["query"]
+    assert "vllm:num_requests_waiting" in p_backlog["metadata"]["query"]
+    assert "vllm:request_queue_time_seconds_sum" in p_guard["metadata"]["query"]
+    assert "vllm:generation_tokens_total" in d_load["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in d_kv["metadata"]["query"]
-    assert "vllm:generation_tokens_total" in d_rate["metadata"]["query"]
-    pairs = [(t, "prefill", "decode") for t in (p_rate, p_queue)] + [(t, "decode", "prefill") for t in (d_kv, d_rate)]
+    assert "vllm:inter_token_latency_seconds_sum" in d_guard["metadata"]["query"]
+    pairs = [(t, "prefill", "decode") for t in (p_load, p_backlog, p_guard)]
+    pairs += [(t, "decode", "prefill") for t in (d_load, d_kv, d_guard)]
     for trigger, own, other in pairs:
         query = trigger["metadata"]["query"]
         assert "DCGM" not in query.upper()
-        assert role_matchers(query) == [("=", own)]  # exactly its own role, by equality
+        assert set(role_matchers(query)) == {("=", own)}  # every selector: exactly its own role, by equality
         assert other not in query
-        assert 'gpuscale_io_model="llama-70b-fp8"' in query and 'namespace="inference"' in query
+        assert query.count('gpuscale_io_model="llama-70b-fp8"') == query.count("gpuscale_io_role=") >= 1
         assert au.check_single_role(query) == own
         assert trigger["metadata"]["serverAddress"] == prod_spec.observability.prometheus_url
-        assert trigger["metricType"] == "AverageValue" and query.startswith("sum(")
+        guard = trigger["name"] in ("queue-time", "itl")
+        assert trigger["metricType"] == ("Value" if guard else "AverageValue") and query.startswith("sum(")
     for body in (prefill, decode):
         assert body["spec"]["minReplicaCount"] >= 1  # critical SLO: a warm replica per role
         assert prod_spec.models[0].slo.criticality == "critical"
+
+
+def test_every_metric_a_query_reads_is_one_the_pinned_vllm_exposes(stack_specs: dict[str, PlatformSpec]) -> None:
+    exposed = versions.VLLM_METRICS | versions.VLLM_RATE_METRICS | {
+        f"{h}_{suffix}" for h in versions.VLLM_HISTOGRAMS for suffix in ("sum", "count")
+    }
+    for _, args in all_role_args(stack_specs):
+        for sig in args.scaling.signals:
+            if args.backend != "keda":
+                continue
+            query = au.signal_query(sig, args.namespace, args.model, args.role)
+            assert set(re.findall(r"vllm:[a-z_]+", query)) <= exposed, query
 
 
 def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
@@ -75,6 +92,7 @@ def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
         assert len(triggers) == len(s.signals)
         for t, sig in zip(triggers, s.signals, strict=True):
             assert t["metadata"]["threshold"] == f"{sig.target:g}" and isinstance(t["metadata"]["threshold"], str)
+            assert t["metricType"] == sig.metric_type
             assert "activationThreshold" not in t["metadata"]  # min >= 1: activation plays no part
         spec = body["spec"]
         assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (s.min_replicas, s.max_replicas)
@@ -83,57 +101,96 @@ def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
         assert down["stabilizationWindowSeconds"] == s.scale_down_stabilization_s
         assert down["stabilizationWindowSeconds"] > sizing.cold_start.total_s  # longer than a cold start
         assert "initialCooldownPeriod" not in spec
-    queue = sizing.role("prefill").signal("vllm:num_requests_waiting")
-    # queue-depth threshold: half the TTFT budget of prompts per replica (sizing's derivation)
-    expected = max(1.0, (0.5 * prod_spec.models[0].slo.ttft_p99_s * sizing.prefill_tokens_per_s) // 1500)
-    assert queue is not None and queue.target == expected
 
 
-def test_prefill_scales_on_prompt_token_rate_and_queue_depth(prod_spec: PlatformSpec) -> None:
-    m = size_platform(prod_spec).model("llama-70b-fp8")
+def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: PlatformSpec) -> None:
+    s = size_platform(prod_spec).model("llama-70b-fp8").role("prefill")
+    coef = s.signals[0].coefficients
+    assert coef is not None
     body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "prefill"))
-    rate, queue = body["spec"]["triggers"]
-    # proportional signal: replicas = prompt tokens/s / (prefill rate x 0.7) = 19,635.7 x 0.7 = 13,745 tok/s each
-    assert rate["name"] == "prompt-tokens-total" and rate["metricType"] == "AverageValue"
-    assert rate["metadata"]["query"] == (
-        'sum(rate(vllm:prompt_tokens_total{namespace="inference",gpuscale_io_model="llama-70b-fp8",'
-        'gpuscale_io_role="prefill"}[1m]))'
+    load, backlog, _guard = body["spec"]["triggers"]
+    sel = '{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="prefill"}'
+    mean_prompt = (
+        f"(sum(rate(vllm:request_prompt_tokens_sum{sel}[5m])) / (sum(rate(vllm:request_prompt_tokens_count{sel}[5m])) > 0)"
+        " or on() vector(1500))"
     )
-    assert rate["metadata"]["threshold"] == f"{round(m.prefill_tokens_per_s * 0.7)}"
-    # burst signal: queue depth as before (the HPA takes the larger replica count of the two)
-    assert queue["name"] == "num-requests-waiting" and queue["metricType"] == "AverageValue"
-    assert queue["metadata"]["query"] == (
-        'sum(vllm:num_requests_waiting{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="prefill"})'
-    )
-    # prompts one replica clears in half the TTFT budget: 0.5 x 2 s x prefill tok/s / 1,500 tokens
-    assert queue["metadata"]["threshold"] == f"{int(0.5 * 2.0 * m.prefill_tokens_per_s / 1500)}"
-    for t in (rate, queue):
-        assert au.check_single_role(t["metadata"]["query"]) == "prefill"
+    cost = f"({coef.prefill_s_per_token:.6g} + {coef.prefill_s_per_pair / 2:.6g} * {mean_prompt})"
+    assert load["metadata"]["query"] == f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost}"
+    assert load["metadata"]["threshold"] == f"{s.target_utilisation:g}"
+    assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost}"
+    assert float(backlog["metadata"]["threshold"]) == 0.5 * prod_spec.models[0].slo.ttft_p99_s
 
 
-def test_decode_kv_target_is_the_kv_of_the_itl_batch(prod_spec: PlatformSpec) -> None:
+def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) -> None:
     body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "decode"))
-    kv, gen = body["spec"]["triggers"]
+    load, kv, itl = body["spec"]["triggers"]
+    c = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].coefficients
+    assert c is not None
+    sel = '{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="decode"}'
+    assert load["metadata"]["query"] == (
+        f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({c.decode_s_per_token:.6g} + {c.decode_s_per_kv_share:.6g}"
+        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1))"
+    )
     m = size_platform(prod_spec).model("llama-70b-fp8")
-    # the KV of the batch that meets ITL (each sequence holds 1,500 + 250 / 2 tokens), at most 0.8
     expected = min(0.8, round(m.decode_batch_at_slo * (1500 + 250 / 2) / m.kv_capacity_tokens, 2))
     assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{") and kv["metadata"]["threshold"] == f"{expected:g}"
-    # the proportional floor: 0.7 x 4,486 output tokens/s of that batch
-    assert gen["metadata"]["query"].startswith("sum(rate(vllm:generation_tokens_total{") and gen["metadata"]["threshold"] == f"{round(m.decode_tokens_per_s * 0.7)}"
+    assert itl["metadata"]["query"] == (
+        f"sum(rate(vllm:inter_token_latency_seconds_sum{sel}[1m])) / sum(rate(vllm:inter_token_latency_seconds_count{sel}[1m]))"
+    )
+    assert itl["metricType"] == "Value" and itl["metadata"]["threshold"] == f"{0.8 * 0.05:g}"
 
 
-def test_aggregated_scales_on_prompt_rate_queue_depth_and_kv_usage(prod_spec: PlatformSpec) -> None:
+def test_burst_mode_is_a_short_scale_up_window(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    on = au.hpa_behavior(size_platform(validate_config(raw_stack("prod"), "t")).model("llama-70b-fp8").role("prefill"))
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"]["burst_mode"] = False
+    off_sizing = size_platform(validate_config(raw, "t")).model("llama-70b-fp8").role("prefill")
+    off = au.hpa_behavior(off_sizing)
+    assert [p["periodSeconds"] for p in on["scaleUp"]["policies"]] == [15, 15]
+    assert [(p["type"], p["value"]) for p in on["scaleUp"]["policies"]] == [("Percent", 100), ("Pods", 4)]
+    assert [p["periodSeconds"] for p in off["scaleUp"]["policies"]] == [60, 60]
+    assert on["scaleDown"] == off["scaleDown"]  # scale-down keeps the long window either way
+    assert [s.query_kind for s in off_sizing.signals] == ["prefill_load", "queue_time"]  # no backlog trigger
+
+
+def test_warm_schedule_windows_are_cron_triggers(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"]["warm_schedule"] = [
+        {"start": "30 7 * * *", "end": "0 18 * * *", "replicas": 3}, {"start": "0 18 * * *", "end": "0 21 * * *", "replicas": 2},
+    ]
+    body = au.scaled_object_body(role_args(validate_config(raw, "t"), "llama-70b-fp8", "prefill"))
+    crons = [t for t in body["spec"]["triggers"] if t["type"] == "cron"]
+    assert crons == [
+        {"type": "cron", "name": "warm-schedule-0",
+         "metadata": {"timezone": "UTC", "start": "30 7 * * *", "end": "0 18 * * *", "desiredReplicas": "3"}},
+        {"type": "cron", "name": "warm-schedule-1",
+         "metadata": {"timezone": "UTC", "start": "0 18 * * *", "end": "0 21 * * *", "desiredReplicas": "2"}},
+    ]
+
+
+def test_hpa_backend_refuses_guards_and_schedules(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    raw = raw_stack("staging")
+    raw["models"][0]["autoscaling"]["aggregated"] = {"slo_guard": True}
+    with pytest.raises(StackConfigError, match="slo_guard: true needs backend: keda"):
+        validate_config(raw, "t")
+    raw["models"][0]["autoscaling"]["aggregated"] = {"warm_schedule": [{"start": "0 8 * * *", "end": "0 9 * * *"}]}
+    with pytest.raises(StackConfigError, match="warm_schedule needs backend: keda"):
+        validate_config(raw, "t")
+
+
+def test_aggregated_keda_sums_prefill_and_decode_work(prod_spec: PlatformSpec) -> None:
     s = size_platform(prod_spec).model("search-8b").role("aggregated")
     body = au.scaled_object_body(role_args(prod_spec, "search-8b", "aggregated"))
-    rate, queue, kv = body["spec"]["triggers"]
-    assert rate["metadata"]["query"].startswith("sum(rate(vllm:prompt_tokens_total{")
-    assert "vllm:num_requests_waiting" in queue["metadata"]["query"]
+    load, backlog, kv, qt, itl = body["spec"]["triggers"]
+    query = load["metadata"]["query"]
+    assert "vllm:prompt_tokens_total" in query and "vllm:generation_tokens_total" in query and ") + sum(" in query
+    assert "vllm:num_requests_waiting" in backlog["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in kv["metadata"]["query"]
-    assert [t["metadata"]["threshold"] for t in (rate, queue, kv)] == [f"{x.target:g}" for x in s.signals]
+    assert [t["metadata"]["threshold"] for t in (load, backlog, kv, qt, itl)] == [f"{x.target:g}" for x in s.signals]
     assert float(kv["metadata"]["threshold"]) < 0.8  # derived from the ITL batch, not the generic 0.8
-    assert len({t["name"] for t in (rate, queue, kv)}) == 3
-    for t in (rate, queue, kv):
-        assert role_matchers(t["metadata"]["query"]) == [("=", "aggregated")]
+    assert len({t["name"] for t in (load, backlog, kv, qt, itl)}) == 5
+    for t in (load, backlog, kv, qt, itl):
+        assert set(role_matchers(t["metadata"]["query"])) == {("=", "aggregated")}
 
 
 def test_dev_scales_to_zero_and_its_front_door_wakes_it(dev_spec: PlatformSpec) -> None:
@@ -142,10 +199,11 @@ def test_dev_scales_to_zero_and_its_front_door_wakes_it(dev_spec: PlatformSpec) 
     body = au.scaled_object_body(role_args(dev_spec, "llama-8b", "aggregated"))
     spec = body["spec"]
     assert spec["minReplicaCount"] == 0 and spec["maxReplicaCount"] == 4
-    rate, queue, kv, door = spec["triggers"]
-    assert queue["metadata"]["activationThreshold"] == "0"  # KEDA activates on metric > threshold: one waiting request
-    assert rate["metadata"]["activationThreshold"] == "0"  # stay up while prompts flow
+    load, backlog, kv, qt, itl, door = spec["triggers"]
+    assert backlog["metadata"]["activationThreshold"] == "0"  # KEDA activates on metric > threshold: one waiting request
+    assert load["metadata"]["activationThreshold"] == "0"  # stay up while prompts flow
     assert kv["metadata"]["activationThreshold"] == "0"  # stay up while any request still holds KV
+    assert qt["metadata"]["activationThreshold"] == itl["metadata"]["activationThreshold"] == "0"
     # at zero the vLLM gauges are gone: the front door's queue is the wake-up signal that survives zero
     assert door["name"] == "front-door-queue" and door["metricType"] == "AverageValue"
     assert door["metadata"]["query"] == 'sum(llm_d_epp_flow_control_queue_size{namespace="inference",service="llama-8b-door-epp"})'

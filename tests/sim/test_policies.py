@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
@@ -24,9 +25,13 @@ from gpuscale.sim.policies import (
     build_controller,
     gpuscale_behavior,
     pods_average_desired,
+    schedule_intervals,
+    signal_value,
+    value_desired,
 )
 from gpuscale.sim.replica import replica_model_from_sizing
 from gpuscale.sizing import size_platform
+from gpuscale.spec.model import WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
 
 
@@ -92,13 +97,67 @@ def test_gpuscale_policy_reads_the_emitted_behaviour(prod_spec: PlatformSpec) ->
     b = gpuscale_behavior(rs)
     # the window covers the cold start in whole minutes, plus one
     assert b.scale_down.stabilization_s == rs.scale_down_stabilization_s == math.ceil(ms.cold_start.total_s / 60) * 60 + 60
-    assert {(p.type, p.value, p.period_s) for p in b.scale_up.policies} == {("Percent", 100, 60), ("Pods", 2, 60)}
+    # burst mode (the default): +100% or +4 pods every 15 s
+    assert rs.burst_mode and {(p.type, p.value, p.period_s) for p in b.scale_up.policies} == {("Percent", 100, 15), ("Pods", 4, 15)}
     assert [(p.type, p.value) for p in b.scale_down.policies] == [("Pods", 1)]
-    queue = rs.signal("vllm:num_requests_waiting")
-    assert queue is not None
-    hpa = HpaRole([MetricRule("queue", queue.target, False)], 1, 9, b)
-    assert hpa.decide(0.0, obs(1, 1, queue=1000)) == 3  # max(+100%, +2 pods) per minute
-    assert hpa.decide(30.0, obs(3, 1, queue=1000)) == 3
+    hpa = HpaRole([MetricRule("queue", 5, False)], 1, 9, b)
+    assert hpa.decide(0.0, obs(1, 1, queue=1000)) == 5  # max(+100%, +4 pods)
+    assert hpa.decide(10.0, obs(5, 1, queue=1000)) == 5  # within the 15 s period
+    assert hpa.decide(16.0, obs(5, 1, queue=1000)) == 9
+    calm = gpuscale_behavior(rs.model_copy(update={"burst_mode": False}))
+    assert {(p.type, p.value, p.period_s) for p in calm.scale_up.policies} == {("Percent", 100, 60), ("Pods", 2, 60)}
+
+
+def test_value_targets_scale_with_the_latency_ratio() -> None:
+    # KEDA metricType Value: ceil(measured / target x ready pods) outside tolerance; ceil(ratio) from zero
+    assert value_desired(3.0, ready=2, current=3, target=1.0, tol=0.1) == 6
+    assert value_desired(1.05, ready=2, current=3, target=1.0, tol=0.1) == 3
+    assert value_desired(0.0, ready=4, current=4, target=1.0, tol=0.1) == 0
+    assert value_desired(2.5, ready=0, current=0, target=1.0, tol=0.1) == 3
+
+
+def test_signal_values_follow_the_emitted_promql(prod_spec: PlatformSpec) -> None:
+    ms = size_platform(prod_spec).model("llama-70b-fp8")
+    load, backlog, guard = ms.role("prefill").signals
+    c = load.coefficients
+    assert c is not None
+    o = RoleObservation("prefill", 2, 2, 0.0, 4.0, 0.0, 0.0, 0.0, prompt_rate=20_000.0, done_rate_5m=2.0,
+                        done_prompt_rate_5m=6_000.0, done_rate=1.0, queue_time_rate=0.5)
+    # the recent mean prompt is 3,000 tokens (finished prompt tokens over finished requests)
+    assert signal_value(load, o) == pytest.approx(20_000 * c.prefill_s(3000))
+    assert signal_value(backlog, o) == pytest.approx(4 * 3000 * c.prefill_s(3000))
+    assert signal_value(guard, o) == pytest.approx(0.5)
+    # nothing finished yet: the workload's mean prompt; no finished request: the guard reads 0 (KEDA reads NaN as 0)
+    fresh = RoleObservation("prefill", 2, 2, 0.0, 4.0, 0.0, 0.0, 0.0, prompt_rate=20_000.0)
+    assert signal_value(load, fresh) == pytest.approx(20_000 * c.prefill_s(1500))
+    assert signal_value(guard, fresh) == 0.0
+    d_load, kv, itl = ms.role("decode").signals
+    dc = d_load.coefficients
+    assert dc is not None
+    o = RoleObservation("decode", 2, 2, 0.0, 0.0, 0.0, kv_sum=1.2, running=300.0, generation_rate=8_000.0,
+                        itl_rate=0.6, itl_count_rate=20.0)
+    assert signal_value(d_load, o) == pytest.approx(8_000 * (dc.decode_s_per_token + dc.decode_s_per_kv_share * 1.2 / 300))
+    assert signal_value(kv, o) == 1.2 and signal_value(itl, o) == pytest.approx(0.03)
+
+
+def test_warm_schedule_holds_replicas_inside_its_window() -> None:
+    w = WakeSchedule(start="0 8 * * *", end="0 10 * * *", replicas=3)
+    clock = datetime(2024, 1, 1, tzinfo=UTC)  # Monday 00:00
+    assert schedule_intervals(w, clock, 1.0, 86_400.0) == [(8 * 3600.0, 10 * 3600.0)]
+    # a trace compressed 4x runs its day 4x faster
+    assert schedule_intervals(w, clock, 4.0, 86_400.0 / 4) == [(2 * 3600.0, 2.5 * 3600.0)]
+    # a window open at t = 0 starts at 0
+    assert schedule_intervals(w, datetime(2024, 1, 1, 9, tzinfo=UTC), 1.0, 3600.0) == [(0.0, 3600.0)]
+    hpa = HpaRole([MetricRule("queue", 5, False)], 1, 8, HpaBehavior(), schedules=[(100.0, 200.0, 3)])
+    assert hpa.decide(50.0, obs(1, 1)) == 1
+    assert hpa.decide(120.0, obs(1, 1)) == 3
+    assert hpa.decide(700.0, obs(3, 3)) == 1  # after the window and the scale-down stabilisation
+
+
+def test_scale_to_zero_wakes_for_a_schedule() -> None:
+    hpa = HpaRole([MetricRule("queue", 5, False)], 0, 4, HpaBehavior(), keda_activation=0.0, schedules=[(100.0, 400.0, 1)])
+    assert hpa.decide(15.0, obs(0, 0)) == 0
+    assert hpa.decide(115.0, obs(0, 0)) == 1
 
 
 def test_keda_activation_and_cooldown() -> None:
@@ -142,19 +201,18 @@ def test_gpuscale_controller_reads_the_emitted_signals(prod_spec: PlatformSpec) 
     c = build_controller(GpuscalePolicy(), prod_context(prod_spec))
     assert isinstance(c, HpaController)
     prefill, decode = c.roles["prefill"], c.roles["decode"]
-    sources = {"vllm:prompt_tokens_total": "prompt_rate", "vllm:num_requests_waiting": "queue",
-               "vllm:kv_cache_usage_perc": "kv", "vllm:generation_tokens_total": "generation_rate"}
     for hpa, role in ((prefill, "prefill"), (decode, "decode")):
-        emitted = [(sources[sig.metric], sig.target, False) for sig in ms.role(role).signals]
-        assert [(r.source, r.target, r.pods_metric) for r in hpa.rules] == emitted
-    prompt_target = prefill.rules[0].target
-    kv_target, rate_target = decode.rules[0].target, decode.rules[1].target
-    # a prompt rate of 6 replicas' targets on 2 replicas: the HPA asks for 6, capped at +100%/+2 pods per minute
-    assert prefill.decide(0.0, obs(2, 2, prompt_rate=6 * prompt_target, role="prefill")) == 4
-    # an output rate of 3.5 replicas' targets on 2 decode replicas with little KV: the rate asks for 4
-    assert decode.decide(0.0, obs(2, 2, kv=0.2 * kv_target, generation_rate=3.5 * rate_target, role="decode")) == 4
-    # KV at 1.4x its target on 4 replicas asks for 6 even when the rate does not
-    assert decode.decide(60.0, obs(4, 4, kv=4 * 1.4 * kv_target, generation_rate=3.5 * rate_target, role="decode")) == 6
+        emitted = [(sig, sig.target, False, sig.metric_type == "Value") for sig in ms.role(role).signals]
+        assert [(r.source, r.target, r.pods_metric, r.value) for r in hpa.rules] == emitted
+    util = ms.role("prefill").target_utilisation
+    coef = ms.role("prefill").signals[0].coefficients
+    assert coef is not None
+    # prompt tokens worth 6 replicas' target load on 2 replicas: the HPA asks for 6
+    rate = 6 * util / coef.prefill_s(1500)
+    assert prefill.decide(0.0, RoleObservation("prefill", 2, 2, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=rate)) == 6
+    # KV at 1.4x its target on 4 decode replicas asks for 6 even when the load does not
+    kv_target = ms.role("decode").signals[1].target
+    assert decode.decide(60.0, obs(4, 4, kv=4 * 1.4 * kv_target, role="decode")) == 6
 
 
 def test_the_proportional_signal_holds_capacity_the_queue_signal_drops(prod_spec: PlatformSpec) -> None:
@@ -162,8 +220,12 @@ def test_the_proportional_signal_holds_capacity_the_queue_signal_drops(prod_spec
     ctx = prod_context(prod_spec)
     ours = build_controller(GpuscalePolicy(), ctx).roles["prefill"]  # type: ignore[attr-defined]
     queue_only = build_controller(QueueDepthPolicy(), ctx).roles["prefill"]  # type: ignore[attr-defined]
+    ms = size_platform(prod_spec).model(prod_spec.models[0].name)
+    coef = ms.role("prefill").signals[0].coefficients
+    assert coef is not None
+    rate = 5 * ms.role("prefill").target_utilisation / coef.prefill_s(1500)  # five replicas' worth at the target
     for t in range(0, 1800, 15):
-        steady = obs(5, 5, queue=0, prompt_rate=60_000, role="prefill")  # served at capacity, nothing waits
+        steady = RoleObservation("prefill", 5, 5, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=rate)  # nothing waits
         a, b = ours.decide(float(t), steady), queue_only.decide(float(t), steady)
     assert (a, b) == (5, 1)
 

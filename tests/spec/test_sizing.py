@@ -137,58 +137,120 @@ def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untype
     assert m.shape.tensor_parallel_size == 4 and m.shape.gpus == 4
     assert [r.role for r in m.roles] == ["prefill", "decode"]
     prefill, decode = m.role("prefill"), m.role("decode")
-    assert prefill.metric == "vllm:prompt_tokens_total" and decode.metric == "vllm:kv_cache_usage_perc"
-    # peak prefill: 40 rps x 1500 tokens / (28.1k tok/s x 0.7) = 3.1 -> 4 replicas
-    assert prefill.replicas_at_peak == math.ceil(40 * 1500 / (m.prefill_tokens_per_s * sizing.PREFILL_TARGET_UTILISATION))
-    # peak decode: 40 rps x 250 tokens / (9,801 tok/s x 0.7) = 1.5 -> 2 replicas; base 10 rps -> 0.4 -> 1
+    assert prefill.metric == "vllm:prompt_tokens_total" and decode.metric == "vllm:generation_tokens_total"
+    # prod's bursts (x2 for 120 s) end before a 349 s cold start: warm headroom, 0.9 / 2 = 0.45 of a replica
+    assert m.cold_start.total_s > 120
+    assert prefill.target_utilisation == decode.target_utilisation == 0.45
+    # peak prefill: 40 rps x 1500 tokens x (1/28.1k tok/s + attention over 750 tokens) / 0.45 = 4.9 -> 5 replicas
+    coef = prefill.signals[0].coefficients
+    assert coef is not None
+    assert prefill.replicas_at_peak == math.ceil(40 * 1500 * coef.prefill_s(1500) / 0.45)
+    assert coef.prefill_s(1500) == pytest.approx(1 / m.prefill_tokens_per_s, rel=0.05)  # attention: a few percent
+    # peak decode: 40 rps x 250 tokens / (9,801 tok/s x 0.45) = 2.3 -> 3 replicas; base 10 rps -> 0.6 -> 1
     assert m.decode_tokens_per_s == pytest.approx(9801, abs=1)
-    assert (decode.replicas_at_base, decode.replicas_at_peak) == (1, 2)
+    assert (decode.replicas_at_base, decode.replicas_at_peak) == (1, 3)
     assert prefill.min_replicas >= 1 and decode.min_replicas >= 1
     # non-preemptible chat queue: quota 40 GPUs less the other role's warm replica (4) over 4 GPUs each
     assert prefill.max_replicas == (40 - 4) // 4
     assert prefill.scale_down_stabilization_s > m.cold_start.total_s
-    # base 1 prefill + 1 decode for 16 h, peak 4 + 2 for 8 h, 4 GPUs each
-    assert m.gpu_hours_per_day == (2 * 16 + 6 * 8) * 4
+    base = sum(r.replicas_at_base for r in m.roles)
+    peak = sum(r.replicas_at_peak for r in m.roles)
+    assert m.gpu_hours_per_day == (base * 16 + peak * 8) * 4
 
 
 def test_prod_signals_by_hand(prod_spec) -> None:  # type: ignore[no-untyped-def]
     m = sizing.size_platform(prod_spec).model("llama-70b-fp8")
     prefill, decode = m.role("prefill"), m.role("decode")
-    assert [(x.metric, x.query_kind) for x in prefill.signals] == [
-        ("vllm:prompt_tokens_total", "rate"), ("vllm:num_requests_waiting", "gauge"),
+    assert [(x.query_kind, x.purpose, x.metric_type) for x in prefill.signals] == [
+        ("prefill_load", "load", "AverageValue"), ("prompt_backlog", "burst", "AverageValue"),
+        ("queue_time", "guard", "Value"),
     ]
-    assert [(x.metric, x.query_kind) for x in decode.signals] == [
-        ("vllm:kv_cache_usage_perc", "gauge"), ("vllm:generation_tokens_total", "rate"),
+    assert [(x.query_kind, x.purpose, x.metric_type) for x in decode.signals] == [
+        ("decode_load", "load", "AverageValue"), ("gauge", "saturation", "AverageValue"), ("itl", "guard", "Value"),
     ]
-    rate, queue = prefill.signals
-    # prompt tokens/s per replica: 4 x 1,979 TFLOPS x MFU 0.5 / (2 x 70.55 GFLOP) = 28,051 tok/s, x 0.7 = 19,636
+    load, backlog, queue_time = prefill.signals
+    # prompt tokens/s per replica: 4 x 1,979 TFLOPS x MFU 0.5 / (2 x 70.55 GFLOP) = 28,051 tok/s
     assert m.prefill_tokens_per_s == pytest.approx(4 * 1979e12 * perf.MFU_GEMM / (2 * 70.55e9), abs=0.1)
-    assert rate.target == round(m.prefill_tokens_per_s * 0.7) == 19_636
-    # burst signal: 0.5 x 2 s x 28,051 tok/s / 1,500 tokens = 18.7 -> 18 waiting prompts
-    assert queue.target == 18
-    kv, gen = decode.signals
-    # the batch that meets ITL runs out of KV first: 333 sequences x (1,500 + 250 / 2) tokens = 80% of 678,094, so the
-    # derived KV target is the 0.8 ceiling
+    assert load.target == prefill.target_utilisation
+    coef = load.coefficients
+    assert coef is not None and coef.prefill_s_per_token == pytest.approx(1 / m.prefill_tokens_per_s)
+    # burst mode: queued prefill seconds, half the 2 s TTFT p99 per replica; guard: mean queue time at 1 s
+    assert backlog.target == 0.5 * 2.0 and queue_time.target == 0.5 * 2.0
+    load_d, kv, itl = decode.signals
+    # the batch that meets ITL runs out of KV first: 333 sequences x (1,500 + 250 / 2) tokens = 80% of 678,094
     assert (m.decode_batch_at_slo, m.kv_capacity_tokens) == (333, 678_094)
     assert kv.target == min(sizing.KV_TARGET_UTILISATION, round(333 * (1500 + 250 / 2) / 678_094, 2)) == 0.8
-    # output tokens/s: 333 sequences / 34.0 ms step = 9,801 tok/s, x 0.7 = 6,861
-    assert gen.target == round(m.decode_tokens_per_s * 0.7) == 6_861
+    assert itl.target == pytest.approx(0.8 * 0.05)
+    # one replica at the ITL batch reads exactly 1.0 of decode load: 9,801 tok/s x (per token + KV of its context)
+    c = load_d.coefficients
+    assert c is not None
+    ctx_share = (1500 + 250 / 2) / 678_094
+    assert m.decode_tokens_per_s * (c.decode_s_per_token + c.decode_s_per_kv_share * ctx_share) == pytest.approx(1.0, rel=1e-3)
     assert all(x.why and "\n" not in x.why for x in (*prefill.signals, *decode.signals))
-    assert prefill.target == rate.target and prefill.metric == rate.metric  # the primary signal, for short reads
+    assert prefill.target == load.target and prefill.metric == load.metric  # the primary signal, for short reads
 
 
-def test_aggregated_has_three_signals_and_a_rate_target_that_includes_decoding(prod_spec) -> None:  # type: ignore[no-untyped-def]
+def test_decode_load_weighs_long_contexts_where_an_output_rate_target_does_not(prod_spec) -> None:  # type: ignore[no-untyped-def]
+    # the same output tokens/s at 10x the context: the load signal asks for several times the replicas
+    m = sizing.size_platform(prod_spec).model("llama-70b-fp8")
+    c = m.role("decode").signals[0].coefficients
+    assert c is not None
+    rate = 5000.0
+    short = rate * (c.decode_s_per_token + c.decode_s_per_kv_share * 1_625 / 678_094)
+    long = rate * (c.decode_s_per_token + c.decode_s_per_kv_share * 16_250 / 678_094)
+    assert long > 3 * short
+    # and prefill: a 20k-token prompt costs more per token (attention) than a 1.5k one
+    assert c.prefill_s(20_000) > 1.2 * c.prefill_s(1_500)
+
+
+def test_aggregated_keda_signals_sum_prefill_and_decode_work(prod_spec) -> None:  # type: ignore[no-untyped-def]
     m = sizing.size_platform(prod_spec).model("search-8b")
     agg = m.role("aggregated")
-    assert [x.metric for x in agg.signals] == ["vllm:prompt_tokens_total", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]
-    rate, _queue, kv = agg.signals
-    # an aggregated replica also decodes what it prefills: replica-seconds per request = prefill + decode share
-    per_request = 800 / (m.prefill_tokens_per_s * 0.7) + 150 / (m.decode_tokens_per_s * sizing.DECODE_TARGET_UTILISATION)
-    assert rate.target == round(800 / per_request)
-    assert rate.target < m.prefill_tokens_per_s * 0.7
-    # peak replicas follow from the same rate: 20 rps x 800 tokens / target
-    assert agg.replicas_at_peak == math.ceil(20 * 800 / (800 / per_request) - 1e-9)
+    assert [x.query_kind for x in agg.signals] == ["load", "prompt_backlog", "gauge", "queue_time", "itl"]
+    load, _backlog, kv, _qt, _itl = agg.signals
+    assert kv.metric == sizing.KV_METRIC
+    c = load.coefficients
+    assert c is not None
+    # peak replicas: 20 rps of (800-token prompts + 150-token outputs at their KV share) over the target utilisation
+    ctx_share = (800 + 150 / 2) / m.kv_capacity_tokens
+    work = 20 * (800 * c.prefill_s(800) + 150 * (c.decode_s_per_token + c.decode_s_per_kv_share * ctx_share))
+    assert agg.replicas_at_peak == math.ceil(work / agg.target_utilisation - 1e-9)
     assert kv.target == sizing.decode_kv_target(prod_spec.models[1], m.decode_batch_at_slo, m.kv_capacity_tokens)
+
+
+def test_hpa_backend_keeps_single_metrics_with_targets_at_the_workload_mix(stack_specs) -> None:  # type: ignore[no-untyped-def]
+    m = sizing.size_platform(stack_specs["staging"]).model("llama-70b")
+    agg = m.role("aggregated")
+    assert [(x.metric, x.query_kind) for x in agg.signals] == [
+        ("vllm:prompt_tokens_total", "rate"), ("vllm:num_requests_waiting", "gauge"), ("vllm:kv_cache_usage_perc", "gauge"),
+    ]
+    rate = agg.signals[0]
+    # an aggregated replica also decodes what it prefills: the prompt rate at which the sized count suffices
+    assert rate.target == round(1200 / agg.replicas_per_rps)
+    assert all(x.purpose != "guard" for x in agg.signals)
+
+
+def test_burst_mode_and_guard_switch_their_signals(raw_stack) -> None:  # type: ignore[no-untyped-def]
+    from gpuscale.stackfile import validate_config
+
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"].update(burst_mode=False, slo_guard=False, target_utilisation=0.6)
+    m = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8")
+    prefill = m.role("prefill")
+    assert [x.query_kind for x in prefill.signals] == ["prefill_load"]
+    assert prefill.target_utilisation == prefill.target == 0.6 and prefill.burst_mode is False
+
+
+def test_default_utilisation_is_headroom_for_bursts_shorter_than_a_cold_start() -> None:
+    cold = sizing.ColdStart(node_s=60, gpu_ready_s=30, image_pull_s=180, weights_s=20, engine_init_s=60)
+    m = deployment(llama70b())
+    assert sizing.default_utilisation(m, cold) == sizing.PREFILL_TARGET_UTILISATION  # no bursts
+    w = m.workload.model_copy(update={"burst": m.workload.burst.model_copy(update={"multiplier": 3.0, "duration_s": 60, "per_hour": 2})})
+    assert sizing.default_utilisation(m.model_copy(update={"workload": w}), cold) == 0.3  # 0.9 / 3
+    slow = w.model_copy(update={"burst": w.burst.model_copy(update={"duration_s": 3600})})  # a cold start catches it
+    assert sizing.default_utilisation(m.model_copy(update={"workload": slow}), cold) == sizing.PREFILL_TARGET_UTILISATION
+    huge = w.model_copy(update={"burst": w.burst.model_copy(update={"multiplier": 50.0})})
+    assert sizing.default_utilisation(m.model_copy(update={"workload": huge}), cold) == sizing.MIN_TARGET_UTILISATION
 
 
 def test_kv_target_is_capped_and_floored() -> None:
@@ -205,17 +267,19 @@ def test_stack_metric_and_target_replace_the_primary_signal(raw_stack) -> None: 
     raw["models"][0]["autoscaling"]["prefill"]["target"] = 10_000
     raw["models"][0]["autoscaling"]["decode"]["metric"] = "vllm:num_requests_running"
     m = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8")
-    rate, queue = m.role("prefill").signals
-    assert (rate.metric, rate.target, queue.metric, queue.target) == ("vllm:prompt_tokens_total", 10_000, "vllm:num_requests_waiting", 18)
+    rate, backlog, _guard = m.role("prefill").signals
+    assert (rate.metric, rate.query_kind, rate.target, rate.purpose) == ("vllm:prompt_tokens_total", "rate", 10_000, "load")
+    assert backlog.query_kind == "prompt_backlog"
     assert "set in the stack file" in rate.why
-    running, gen = m.role("decode").signals  # KV replaced; the running batch defaults to the ITL batch
+    running, kv, _itl = m.role("decode").signals  # the load signal replaced; the running batch defaults to the ITL batch
     assert (running.metric, running.query_kind, running.target) == ("vllm:num_requests_running", "gauge", m.decode_batch_at_slo)
-    assert gen.metric == "vllm:generation_tokens_total"
-    # choosing queue depth as the primary does not repeat it
+    assert kv.metric == "vllm:kv_cache_usage_perc"
+    # a target alone on decode sets the KV target (the single-metric default)
     raw = raw_stack("prod")
-    raw["models"][0]["autoscaling"]["prefill"].update(metric="vllm:num_requests_waiting", target=5)
-    signals = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8").role("prefill").signals
-    assert [(x.metric, x.target) for x in signals] == [("vllm:num_requests_waiting", 5)]
+    raw["models"][0]["autoscaling"]["decode"]["target"] = 0.5
+    kv_only = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8").role("decode").signals
+    assert (kv_only[0].metric, kv_only[0].target) == ("vllm:kv_cache_usage_perc", 0.5)
+    assert [x.metric for x in kv_only].count("vllm:kv_cache_usage_perc") == 1
 
 
 # ---------------------------------------------------------------- derived once, read everywhere

@@ -123,6 +123,7 @@ def base_replicas(r: sizing_mod.RoleSizing) -> int:
 def make_setup(
     spec: PlatformSpec, model: ModelDeployment, ms: sizing_mod.ModelSizing, duration_s: float, *,
     initial: Callable[[sizing_mod.RoleSizing], int] = base_replicas, spot_rate_per_node_hour: float | None = None,
+    clock_rate: float = 1.0,
 ) -> SimSetup:
     """The set-up of a model as the stack sizes it."""
     from gpuscale.manifests.router import DECODE_POLICY, PREFILL_POLICY  # the router gpuscale emits for P/D
@@ -145,6 +146,7 @@ def make_setup(
         prefill_routing="cache-aware" if disagg and PREFILL_POLICY == "cache_aware" else "least-load",
         decode_routing="power-of-two" if disagg and DECODE_POLICY == "power_of_two" else "least-load",
         backend=model.autoscaling.backend, duration_s=duration_s, series_s=series_interval(duration_s),
+        clock_rate=clock_rate,
     )
 
 

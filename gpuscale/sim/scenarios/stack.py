@@ -63,7 +63,10 @@ def _trace(spec: PlatformSpec, model: ModelDeployment, trace: TraceTraffic, p: S
     d = p.duration_s or max(trace_span_s(trace), 60.0)
     ms = sizing_mod.size_model(spec, model)
     grid = trace_granularity_s(trace)
-    setup = make_setup(spec, model, ms, d, spot_rate_per_node_hour=p.spot_interruptions_per_node_hour)
+    # the clock runs at the trace's speed: schedules derived in trace time line up with the compressed traffic
+    setup = make_setup(
+        spec, model, ms, d, spot_rate_per_node_hour=p.spot_interruptions_per_node_hour, clock_rate=trace.compress,
+    )
     replay = trace.replay if grid is not None else "exact"
     return Scenario(
         name=name,

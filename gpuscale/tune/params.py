@@ -1,0 +1,114 @@
+"""The autoscaling parameters ``gpuscale tune`` searches, read from and applied to a spec.
+
+Per role: the load signal's target utilisation, burst mode, the SLO guard (KEDA), the warm minimum, the maximum and the
+scale-down stabilisation window; per model: the predictive warm-up windows; per pool: ``consolidate_after``. Applying
+a point validates the whole spec again, so a point the spec refuses (a minimum above the maximum) is never simulated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuscale.sizing import ModelSizing, size_model
+from gpuscale.spec.base import Spec, duration_seconds
+from gpuscale.spec.model import ModelDeployment, Role, WakeSchedule
+from gpuscale.spec.platform import PlatformSpec
+
+
+class RoleParams(Spec):
+    """One role's searched values (all explicit: what ``gpuscale tune`` writes)."""
+
+    target_utilisation: float
+    burst_mode: bool
+    slo_guard: bool
+    min_replicas: int
+    max_replicas: int
+    scale_down_stabilization_s: int
+    warm_schedule: list[WakeSchedule] = []
+
+
+class TuneParams(Spec):
+    """A point of the search: every role's values and the pool's ``consolidate_after``."""
+
+    roles: dict[str, RoleParams]
+    consolidate_after: str
+
+    def key(self) -> str:
+        """A stable identity (the evaluation cache key)."""
+        return self.model_dump_json()
+
+    def replace_role(self, role: str, **changes: Any) -> TuneParams:
+        roles = dict(self.roles)
+        roles[role] = roles[role].model_copy(update=changes)
+        return self.model_copy(update={"roles": roles})
+
+
+def model_of(spec: PlatformSpec, name: str) -> ModelDeployment:
+    return next(m for m in spec.models if m.name == name)
+
+
+def current_params(spec: PlatformSpec, model_name: str) -> TuneParams:
+    """The values the stack runs with now: what it states, else what sizing derives."""
+    model = model_of(spec, model_name)
+    ms: ModelSizing = size_model(spec, model)
+    roles: dict[str, RoleParams] = {}
+    for rs in ms.roles:
+        stated = model.autoscaling.role(rs.role)
+        roles[rs.role] = RoleParams(
+            target_utilisation=rs.target_utilisation, burst_mode=rs.burst_mode,
+            slo_guard=any(s.purpose == "guard" for s in rs.signals),
+            min_replicas=rs.min_replicas, max_replicas=rs.max_replicas,
+            scale_down_stabilization_s=rs.scale_down_stabilization_s, warm_schedule=list(stated.warm_schedule),
+        )
+    pool = spec.topology.pool(model.node_pool)
+    return TuneParams(roles=roles, consolidate_after=pool.consolidate_after)
+
+
+def apply(spec: PlatformSpec, model_name: str, params: TuneParams, *, tuned_on: str | None = None) -> PlatformSpec:
+    """The spec with ``params`` written into the model's autoscaling and its pool (validated again)."""
+    raw = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    full = spec.model_dump(mode="json")
+    models = raw["models"]
+    i = [m.name for m in spec.models].index(model_name)
+    model = spec.models[i]
+    auto = dict(models[i].get("autoscaling", {}))
+    keda = model.autoscaling.backend == "keda"
+    for role, p in params.roles.items():
+        entry = dict(auto.get(role, {}))
+        entry.update(
+            target_utilisation=p.target_utilisation, burst_mode=p.burst_mode, min_replicas=p.min_replicas,
+            max_replicas=p.max_replicas, scale_down_stabilization_s=p.scale_down_stabilization_s,
+        )
+        if keda:
+            entry["slo_guard"] = p.slo_guard
+            entry["warm_schedule"] = [w.model_dump(mode="json") for w in p.warm_schedule]
+        auto[role] = entry
+    if tuned_on is not None:
+        auto["tuned_on"] = tuned_on
+    models[i] = {**models[i], "autoscaling": auto}
+    pools = raw["topology"]["gpu_pools"]
+    j = [p.name for p in spec.topology.gpu_pools].index(model.node_pool)
+    pools[j] = {**pools[j], "consolidate_after": params.consolidate_after}
+    # trace paths were resolved when the stack was read: keep them as they are
+    for k, m in enumerate(spec.models):
+        if m.workload.trace is not None:
+            models[k]["workload"]["trace"] = full["models"][k]["workload"]["trace"]
+    return PlatformSpec.model_validate(raw)
+
+
+def consolidate_after_candidates(spec: PlatformSpec, model_name: str, cold_start_s: float) -> list[str]:
+    """``consolidate_after`` values the search may try: never below an hour (the policy pack's floor) unless the pool
+    acknowledges short ones, and never below the cold start."""
+    pool = spec.topology.pool(model_of(spec, model_name).node_pool)
+    current = pool.consolidate_after
+    if not pool.acknowledge_underutilized_consolidation_evicts_inference:
+        options = ["1h", "2h"]
+    else:
+        first = max(5, -(-int(cold_start_s) // 300) * 5)
+        options = [f"{first}m", "30m", "1h"]
+    out = [current] + [o for o in options if o != current and duration_seconds(o) >= cold_start_s]
+    return out
+
+
+def role_names(params: TuneParams) -> list[Role]:
+    return [r for r in ("aggregated", "prefill", "decode") if r in params.roles]

@@ -1,0 +1,168 @@
+"""The search: coordinate descent over the autoscaling parameters, each point scored by one simulation.
+
+The objective is lexicographic: a point that meets the goal (``evaluate.Goal``: servable attainment within the slack of
+the ceiling's) beats one that does not; among those that meet it, fewer GPU-hours win; among those that do not, higher
+attainment wins, then fewer GPU-hours. Each coordinate (one parameter of one role) tries all of its candidates from
+the best point so far and moves to the best of them; passes repeat until a pass changes nothing or the evaluation
+budget is spent. The order of coordinates and candidates is fixed and ties keep the current point, so a seed gives one
+result; the budget is a number of simulations, so the time is bounded by what one simulation costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuscale.tune.params import TuneParams
+
+UTILISATIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+STABILISATION_S = (300, 600, 900, 1800, 3600)
+MIN_REPLICAS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+
+
+@dataclass(frozen=True)
+class Score:
+    """How one point did."""
+
+    met: bool
+    """It meets the goal."""
+    attainment: float
+    """Attainment over servable requests."""
+    gpu_hours: float
+
+    def key(self) -> tuple[float, float, float]:
+        if self.met:
+            return (1.0, -self.gpu_hours, 0.0)
+        return (0.0, self.attainment, -self.gpu_hours)
+
+    def better_than(self, other: Score) -> bool:
+        return self.key() > other.key()
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """One parameter: ``role`` (None for the pool's ``consolidate_after``), the field, the values to try."""
+
+    role: str | None
+    name: str
+    candidates: tuple[Any, ...]
+
+    def at(self, p: TuneParams, value: Any) -> TuneParams:
+        if self.role is None:
+            return p.model_copy(update={self.name: value})
+        return p.replace_role(self.role, **{self.name: value})
+
+    def value(self, p: TuneParams) -> Any:
+        if self.role is None:
+            return getattr(p, self.name)
+        return getattr(p.roles[self.role], self.name)
+
+
+@dataclass
+class SearchResult:
+    start: TuneParams
+    start_score: Score
+    best: TuneParams
+    best_score: Score
+    evaluations: int
+    """Simulations run (cache hits and refused points excluded)."""
+    history: list[tuple[str, Any, Score]] = field(default_factory=list)
+    """Every move: (coordinate, value, score after it)."""
+
+
+Evaluate = Callable[[TuneParams], Score | None]
+"""Score one point; None when the spec refuses it."""
+
+
+def coordinates(
+    start: TuneParams, *, keda: bool, consolidate_after: Sequence[str], warm_options: dict[str, Sequence[Any]] | None = None,
+    min_floor: dict[str, int] | None = None,
+) -> list[Coordinate]:
+    """The search space around ``start``, in search order: warm minimum (what a trace that starts busy needs first),
+    utilisation, burst mode, SLO guard, stabilisation, maximum per role, then ``consolidate_after`` and the warm-up
+    windows."""
+    roles = list(start.roles)
+    out: list[Coordinate] = []
+    for r in roles:
+        p = start.roles[r]
+        lo = (min_floor or {}).get(r, 0)
+        mins = sorted({m for m in (*MIN_REPLICAS, p.min_replicas) if lo <= m <= p.max_replicas})
+        out.append(Coordinate(r, "min_replicas", tuple(mins)))
+    for r in roles:
+        out.append(Coordinate(r, "target_utilisation", UTILISATIONS))
+    for r in roles:
+        out.append(Coordinate(r, "burst_mode", (True, False)))
+    if keda:
+        for r in roles:
+            out.append(Coordinate(r, "slo_guard", (True, False)))
+    for r in roles:
+        p = start.roles[r]
+        out.append(Coordinate(r, "scale_down_stabilization_s", tuple(sorted({p.scale_down_stabilization_s, *STABILISATION_S}))))
+    for r in roles:
+        top = start.roles[r].max_replicas
+        out.append(Coordinate(r, "max_replicas", tuple(sorted({top, max(1, round(top * 0.75)), max(1, round(top * 0.5))}, reverse=True))))
+    if len(consolidate_after) > 1:
+        out.append(Coordinate(None, "consolidate_after", tuple(consolidate_after)))
+    for r, options in (warm_options or {}).items():
+        if len(options) > 1:
+            out.append(Coordinate(r, "warm_schedule", tuple(options)))
+    return out
+
+
+class _Search:
+    """One search's state: the evaluation cache, the budget spent and the best point so far."""
+
+    def __init__(self, evaluate: Evaluate, max_evals: int, progress: Callable[[int, int], None] | None) -> None:
+        self.evaluate = evaluate
+        self.max_evals = max_evals
+        self.progress = progress
+        self.cache: dict[str, Score | None] = {}
+        self.evals = 0
+
+    def score_of(self, p: TuneParams) -> Score | None:
+        k = p.key()
+        if k not in self.cache:
+            if self.evals >= self.max_evals:
+                return None
+            self.cache[k] = self.evaluate(p)
+            if self.cache[k] is not None:  # a point the spec refuses costs no simulation
+                self.evals += 1
+                if self.progress is not None:
+                    self.progress(self.evals, self.max_evals)
+        return self.cache[k]
+
+    def along(self, c: Coordinate, result: SearchResult) -> None:
+        """Try every value of one coordinate from the best point so far; move to the best of them."""
+        base, here = result.best, c.value(result.best)
+        for v in c.candidates:
+            if v == here or self.evals >= self.max_evals:
+                continue
+            p = c.at(base, v)
+            s = self.score_of(p)
+            if s is not None and s.better_than(result.best_score):
+                result.best, result.best_score = p, s
+
+
+def search(
+    start: TuneParams, evaluate: Evaluate, coords: Sequence[Coordinate], *, max_evals: int, max_passes: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Coordinate descent from ``start``; ``progress(evaluations, max_evals)`` after each simulation."""
+    state = _Search(evaluate, max_evals, progress)
+    first = state.score_of(start)
+    if first is None:
+        raise ValueError("the stack's own autoscaling settings could not be simulated")
+    result = SearchResult(start, first, start, first, 0)
+    for _ in range(max_passes):
+        moved = False
+        for c in coords:
+            before = result.best
+            state.along(c, result)
+            if result.best is not before:
+                moved = True
+                result.history.append((f"{c.role + '.' if c.role else ''}{c.name}", c.value(result.best), result.best_score))
+        if not moved or state.evals >= max_evals:
+            break
+    result.evaluations = state.evals
+    return result

@@ -1,0 +1,127 @@
+"""``tune``: fit one model's autoscaling to a trace by simulation, within the stack's limits.
+
+1. Replay the trace once (``TraceBench``); run the ceiling and the duty-cycle HPA: they set the goal (``Goal``).
+2. If the ceiling misses the SLO's goodput target, the limits cannot carry the trace: say what to raise
+   (``limits.check_limits``) and stop.
+3. Search the parameters (``search``) from the stack's own values; each point is the stack with those values, validated
+   like a stack file and simulated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from gpuscale import checks
+from gpuscale.problems import Problems
+from gpuscale.sim.metrics import PolicyResult
+from gpuscale.sim.traffic import TraceTraffic
+from gpuscale.sizing import SizingError, size_model
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.tune import trace_stats
+from gpuscale.tune.evaluate import Goal, TraceBench
+from gpuscale.tune.limits import LimitsVerdict, check_limits
+from gpuscale.tune.params import TuneParams, apply, consolidate_after_candidates, current_params, model_of
+from gpuscale.tune.search import Score, SearchResult, coordinates, search
+
+DEFAULT_MAX_EVALS = 60
+"""Simulations the search may run (one pass over every coordinate of a disaggregated model is about 50)."""
+
+
+@dataclass
+class TuneOutcome:
+    model: str
+    goal: Goal
+    ceiling: PolicyResult
+    duty: PolicyResult
+    limits: LimitsVerdict
+    before: PolicyResult
+    after: PolicyResult | None
+    """None when the limits cannot carry the trace (nothing was searched)."""
+    search: SearchResult | None
+    tuned: PlatformSpec | None
+    start: TuneParams
+    profile: trace_stats.TraceProfile
+    elapsed_s: float
+    simulations: int
+
+
+def _floors(spec: PlatformSpec, model_name: str, start: TuneParams) -> dict[str, int]:
+    """Lowest warm minimum per role the spec accepts: 1 for a critical SLO or backend hpa; 0 only for a role that has a
+    wake schedule (at zero nothing else wakes it)."""
+    model = model_of(spec, model_name)
+    out: dict[str, int] = {}
+    for role in start.roles:
+        stated = model.autoscaling.role(role)  # type: ignore[arg-type]
+        zero_ok = (
+            model.slo.criticality != "critical" and model.autoscaling.backend == "keda" and stated.wake_schedule is not None
+        )
+        out[role] = 0 if zero_ok else 1
+    return out
+
+
+def _warm_options(
+    spec: PlatformSpec, model_name: str, start: TuneParams, prof: trace_stats.TraceProfile,
+) -> dict[str, Sequence[object]]:
+    """Per role: no warm-up, or the windows the daily profile asks for (only when the trace shows a daily pattern)."""
+    if prof.hourly_rps is None or model_of(spec, model_name).autoscaling.backend != "keda":
+        return {}
+    ms = size_model(spec, model_of(spec, model_name))
+    out: dict[str, Sequence[object]] = {}
+    for rs in ms.roles:
+        windows = trace_stats.daily_warm_windows(
+            prof.hourly_rps, rs.replicas_per_rps, max(rs.replicas_at_base, rs.min_replicas), ms.cold_start.total_s,
+        )
+        windows = [w.model_copy(update={"replicas": min(w.replicas, start.roles[rs.role].max_replicas)}) for w in windows]
+        if windows:
+            out[rs.role] = [list(start.roles[rs.role].warm_schedule), windows]
+    return out
+
+
+def tune(
+    spec: PlatformSpec, model_name: str, trace: TraceTraffic, *, seed: int = 0, max_evals: int = DEFAULT_MAX_EVALS,
+    tuned_on: str | None = None, progress: Callable[[int, int], None] | None = None, search_when_limited: bool = False,
+    bench: TraceBench | None = None, ceiling: PolicyResult | None = None, duty: PolicyResult | None = None,
+) -> TuneOutcome:
+    """Tune ``model_name`` of ``spec`` on ``trace``. ``search_when_limited`` searches even when the limits cannot carry
+    the trace (the goal benchmark reports both); the CLI refuses instead. ``bench``, ``ceiling`` and ``duty`` reuse runs
+    the caller already has (same spec, trace and seed)."""
+    t0 = time.monotonic()
+    bench = bench if bench is not None else TraceBench(spec, model_name, trace, seed)
+    prof = trace_stats.profile(bench.arrivals, trace.compress)
+    ceiling = ceiling if ceiling is not None else bench.run_ceiling(spec)
+    duty = duty if duty is not None else bench.run_duty_cycle(spec)
+    goal = Goal.of(ceiling, duty)
+    limits = check_limits(bench, spec, ceiling)
+    start = current_params(spec, model_name)
+    results: dict[str, PolicyResult] = {}
+
+    def evaluate(p: TuneParams) -> Score | None:
+        try:
+            candidate = apply(spec, model_name, p)
+            checks.checked_sizing(candidate)
+        except (ValidationError, SizingError, Problems):
+            return None
+        r = bench.run_gpuscale(candidate)
+        results[p.key()] = r
+        return Score(goal.met(r), r.slo_attainment_servable, r.gpu_hours)
+
+    if not limits.carries and not search_when_limited:
+        before = bench.run_gpuscale(spec, "before")
+        return TuneOutcome(model_name, goal, ceiling, duty, limits, before, None, None, None, start, prof,
+                           time.monotonic() - t0, bench.runs)
+    model = model_of(spec, model_name)
+    coords = coordinates(
+        start, keda=model.autoscaling.backend == "keda",
+        consolidate_after=consolidate_after_candidates(spec, model_name, size_model(spec, model).cold_start.total_s),
+        warm_options=_warm_options(spec, model_name, start, prof), min_floor=_floors(spec, model_name, start),
+    )
+    found = search(start, evaluate, coords, max_evals=max_evals, progress=progress)
+    tuned = apply(spec, model_name, found.best, tuned_on=tuned_on)
+    return TuneOutcome(
+        model_name, goal, ceiling, duty, limits, results[start.key()], results[found.best.key()], found, tuned, start,
+        prof, time.monotonic() - t0, bench.runs,
+    )

@@ -1,0 +1,126 @@
+"""The plan's goal table (``bench/goal_table.py`` results) and its per-role policy and tuning lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuscale.cli import app
+from gpuscale.plan.context import build_context
+from gpuscale.plan.evidence import Evidence
+from gpuscale.plan.goal_table import GoalTableError, load_goal_table
+from gpuscale.plan.render import render_plan
+from gpuscale.sizing import size_platform
+from tests.specs import model, small_spec
+
+runner = CliRunner()
+
+
+def policy(attainment: float, gpu_hours: float, bound: float, misses: int, goals: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "attainment_servable": attainment, "misses": {"total": misses}, "gpu_hours": gpu_hours,
+        "lower_bound_gpu_hours": bound, "gpu_hours_vs_lower_bound": round(gpu_hours / bound, 3),
+    }
+    if goals is not None:
+        out["goals"] = goals
+    return out
+
+
+def checks(gap: float, ratio_ok: bool, excess: int, duty_excess: int) -> dict[str, Any]:
+    return {
+        "attainment_gap_points": gap, "attainment_met": gap <= 1.0, "gpu_hours_met": ratio_ok, "excess_misses": excess,
+        "duty_excess_misses": duty_excess, "misses_met": excess <= duty_excess / 10,
+    }
+
+
+def cell(stack: str, trace: str, compress: float) -> dict[str, Any]:
+    return {
+        "stack": stack, "model": "m8b", "trace": trace, "compress": compress, "requests": 1000, "limits_carry": True,
+        "ceiling": policy(0.99, 10.0, 2.0, 10), "duty_cycle": policy(0.90, 12.0, 2.0, 100),
+        "untuned": policy(0.975, 3.0, 2.0, 25, checks(1.5, False, 15, 90)),
+        "tuned": policy(0.985, 2.2, 2.0, 15, checks(0.5, True, 5, 90)),
+        "search_evaluations": 7, "seconds": 3.0,
+    }
+
+
+def table(tmp_path: Path, cells: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "goal_table.json"
+    path.write_text(json.dumps({"cells": cells, "planned_cells": len(cells) + 1, "max_evals": 40, "seconds": 9.0}))
+    return path
+
+
+def render(goal_path: Path | None, stack: str = "small", **model_extra: Any) -> str:
+    spec = small_spec(models=[model(**model_extra)])
+    goals = load_goal_table(goal_path) if goal_path is not None else None
+    return render_plan(build_context(stack, spec, size_platform(spec)), Evidence(node_manifests=[], simulations=[], goal_table=goals))
+
+
+def test_the_plan_quotes_the_stacks_rows_with_goals_met_and_missed(tmp_path: Path) -> None:
+    text = render(table(tmp_path, [cell("small", "code", 2), cell("other", "conv", 1)]))
+    rows = [ln for ln in text.splitlines() if ln.startswith("| small | code |")]
+    assert rows == [
+        "| small | code | 2 | yes | 99.0 / 5.00 / 10 | 97.5 / 1.50 / 25 | 98.5 / 1.10 / 15 | 90.0 / 6.00 / 100 | "
+        "1.5; 1.50; 15 / 90 **agm** | 0.5; 1.10; 5 / 90 **AGM** |"
+    ]
+    assert "| other |" not in text  # another stack's rows stay in docs/simulator.md
+    assert "1 of 2 planned cells" not in text and "2 of 3 planned cells" in text  # a partial run says so
+    assert ("**untuned**: attainment goal met in 0, GPU-hours goal in 0, misses goal in 0 of 1; worst gap to the ceiling "
+            "1.5 points, worst GPU-hours 1.50x the lower bound") in text
+    assert "**tuned**: attainment goal met in 1, GPU-hours goal in 1, misses goal in 1 of 1; worst gap" in text
+
+
+def test_cells_whose_limits_cannot_carry_the_trace_stay_out_of_the_counts(tmp_path: Path) -> None:
+    limited = {**cell("small", "long", 1), "limits_carry": False, "limits_message": "m8b: raise the pool to 12 GPUs"}
+    text = render(table(tmp_path, [cell("small", "code", 1), limited]))
+    assert "| small | long | 1 | no |" in text and "Over the 1 cells whose limits carry the trace" in text
+    assert "- small / long x1: m8b: raise the pool to 12 GPUs" in text
+
+
+def test_a_stack_without_rows_shows_every_row_and_says_so(tmp_path: Path) -> None:
+    text = render(table(tmp_path, [cell("other", "conv", 1)]))
+    assert "none of its cells is this stack's" in text and "| other | conv | 1 |" in text
+
+
+def test_without_a_goal_table_the_plan_says_how_to_get_one() -> None:
+    assert "Not given to this run (`gpuscale plan --goal-table bench/results/goal_table.json`" in render(None)
+
+
+def test_each_role_line_names_its_policy_and_who_chose_it() -> None:
+    untuned = render(None)
+    assert "burst mode on; SLO guard on (mean vllm:request_queue_time_seconds" in untuned
+    assert "sizing's defaults (not tuned" in untuned
+    tuned = render(None, autoscaling={
+        "tuned_on": "gpuscale tune --trace t.csv --compress 2 --seed 0",
+        "aggregated": {"burst_mode": False, "slo_guard": False, "target_utilisation": 0.55,
+                       "warm_schedule": [{"start": "0 8 * * *", "end": "0 18 * * *", "replicas": 2}]},
+    })
+    assert "load target 55% of a replica; burst mode off; SLO guard off; warm-up 0 8 * * * .. 0 18 * * * UTC: 2" in tuned
+    assert "tuned by `gpuscale tune --trace t.csv --compress 2 --seed 0`" in tuned
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("{not json", "not JSON"),
+    (json.dumps({"cells": [{"stack": "x"}], "planned_cells": 1, "max_evals": 1, "seconds": 1}), "cells.0.model: Field required"),
+])
+def test_a_bad_goal_table_is_refused_naming_the_problem(tmp_path: Path, content: str, says: str) -> None:
+    path = tmp_path / "g.json"
+    path.write_text(content)
+    with pytest.raises(GoalTableError, match=says):
+        load_goal_table(path)
+    with pytest.raises(GoalTableError, match="cannot read it"):
+        load_goal_table(tmp_path / "missing.json")
+
+
+def test_plan_with_a_bad_goal_table_exits_2_before_simulating(tmp_path: Path) -> None:
+    from tests.conftest import stack_path
+
+    bad = tmp_path / "g.json"
+    bad.write_text("[]")
+    out = tmp_path / "plan.md"
+    result = runner.invoke(app, ["plan", "--stack-file", str(stack_path("dev")), "--goal-table", str(bad), "--out", str(out)])
+    assert result.exit_code == 2 and "--goal-table" in result.output and "not a bench/goal_table.py result" in result.output
+    assert not out.exists()

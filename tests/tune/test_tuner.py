@@ -1,0 +1,71 @@
+"""``tune`` end to end on a tiny stack and short synthetic traces: a known optimum, and limits that cannot carry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuscale.sim.traffic import TraceTraffic
+from gpuscale.tune.evaluate import TraceBench
+from gpuscale.tune.limits import LimitsVerdict, check_limits
+from gpuscale.tune.tuner import tune
+from tests.sim.conftest import spec_of
+from tests.tune.conftest import steady, write_trace
+
+SPAN_S = 300.0
+
+
+def test_tune_finds_the_two_warm_replicas_a_steady_load_needs(tmp_path: Path) -> None:
+    # 7 requests/s of 2,000-token prompts (one output token): 14k tok/s, more than one L40S replica prefills (11.3k)
+    # and well within two. From t = 0 on, any schedule that meets the goal holds two replicas: 2 GPUs x the run
+    spec = spec_of("tiny-aggregated")
+    trace = TraceTraffic(path=write_trace(tmp_path / "steady.csv", steady(7.0, SPAN_S), 2000, 1))
+    out = tune(spec, "small-8b", trace, max_evals=14)
+    assert out.limits.carries
+    assert not out.goal.met(out.before)  # the stack as written starts with one replica and waits a cold start
+    assert out.after is not None and out.goal.met(out.after)
+    assert out.after.replicas_max == {"aggregated": 2}
+    assert out.after.gpu_hours == pytest.approx(2 * out.after.end_s / 3600, rel=0.05)
+    assert out.tuned is not None and out.search is not None
+    tuned = out.tuned.models[0].autoscaling
+    assert tuned.aggregated.min_replicas == out.search.best.roles["aggregated"].min_replicas == 2
+    assert tuned.tuned_on is None  # only the CLI names the command line
+
+
+def test_limits_that_cannot_carry_the_trace_name_what_to_raise(tmp_path: Path) -> None:
+    spec = spec_of("tiny-aggregated")  # three 1-GPU replicas at most, a 4-GPU pool and queue
+    trace = TraceTraffic(path=write_trace(tmp_path / "heavy.csv", steady(30.0, 120.0), 2000, 1))
+    bench = TraceBench(spec, "small-8b", trace)
+    verdict = check_limits(bench, spec, bench.run_ceiling(spec))
+    assert not verdict.carries and verdict.needed is not None and verdict.reached is not None
+    assert verdict.reached.slo_attainment_servable >= spec.models[0].slo.goodput_target
+    need = verdict.needed["aggregated"]
+    assert need > 3
+    text = verdict.message("small-8b")
+    assert "no autoscaling setting can do better" in text
+    assert f"topology.gpu_pools[0].gpu_limit from 4 to {need} GPUs" in text
+    assert f"models[0].autoscaling.aggregated.max_replicas from 3 to {need}" in text
+    assert f"gpu_quota from 4 to {need} GPUs" in text
+
+
+def test_when_no_replica_count_meets_the_target_the_message_says_so(tmp_path: Path) -> None:
+    spec = spec_of("tiny-aggregated")
+    trace = TraceTraffic(path=write_trace(tmp_path / "t.csv", steady(30.0, 60.0), 2000, 1))
+    bench = TraceBench(spec, "small-8b", trace)
+    ceiling = bench.run_ceiling(spec)
+    verdict = LimitsVerdict(False, ceiling, 0.99, {"aggregated": 3}, None, ceiling)
+    text = verdict.message("small-8b")
+    assert "not a matter of replicas" in text and "change the SLO, the parallelism or the serving mode" in text
+
+
+def test_the_same_seed_gives_the_same_tuning(tmp_path: Path) -> None:
+    # a bucketed trace (10 requests every 2 s): spread replay draws the arrival times from the seed
+    times = np.repeat(np.arange(0.0, 60.0, 2.0), 10)
+    trace = TraceTraffic(path=write_trace(tmp_path / "buckets.csv", times, 1500, 20))
+    spec = spec_of("tiny-aggregated")
+    a, b = (tune(spec, "small-8b", trace, seed=3, max_evals=3) for _ in range(2))
+    assert a.search is not None and b.search is not None and a.after is not None and b.after is not None
+    assert a.search.best == b.search.best and a.search.history == b.search.history
+    assert a.after.model_dump() == b.after.model_dump()
