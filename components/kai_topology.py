@@ -1,4 +1,8 @@
-"""The cluster's KAI ``Topology`` (``kai.scheduler/v1alpha1``), named ``gpuscale``, from ``spec.topology.levels``.
+"""The cluster's KAI ``Topology`` objects (``kai.scheduler/v1alpha1``): one per level set the GPU pools carry.
+
+``gpuscale`` holds every level of ``spec.topology.levels``; a pool whose instance types carry fewer AWS network layers
+(g5, g6, p5.4xlarge carry none) gets ``gpuscale-<n>-network-layers`` without them, because KAI v0.17 leaves a node that
+lacks any level of a Topology out of its tree (``gpuscale.manifests.kai_wiring``).
 
 Levels are node labels, coarsest first. Who sets each default level on EKS (``research/serving-facts.md`` section 5):
 
@@ -7,7 +11,8 @@ Levels are node labels, coarsest first. Who sets each default level on EKS (``re
 - ``topology.k8s.aws/network-node-layer-1`` .. ``-3`` (aliases ``spine``, ``block``, ``rack``; ``-4`` on 4-layer
   types): the AWS cloud-controller-manager, from EC2 ``DescribeInstanceTopology`` at node registration (CCM >= 1.30.4 /
   1.31.2 / 1.32.0; on EKS it runs in the managed control plane, so Karpenter nodes get them). Layer 1 is the broadest.
-  Only instance types the topology API supports carry them (p4d/p5/p5e/p5en/p6, trn1/trn2, g6, ...).
+  Only instance types the topology API supports carry them (p4d/p5/p5e/p5en/p6, trn1/trn2, g6e, ...; the catalogue's
+  ``network_node_layers``).
   Karpenter does NOT set them and cannot launch a node "under" a given switch (they are known only after launch).
 - ``kubernetes.io/hostname`` (alias ``node``): kubelet. KAI allows it only as the last level.
 - Optional: ``nvidia.com/gpu.clique`` (GPU Feature Discovery, NVLink-fabric parts such as GB200 NVL72) and
@@ -32,7 +37,8 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
 
-from gpuscale.manifests.kai import topology_body
+from gpuscale.manifests.kai import topology_bodies
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 
@@ -41,20 +47,20 @@ class KaiTopologyArgs(Spec):
     """Inputs of ``KaiTopology``."""
 
     platform: PlatformSpec
-    """The validated platform spec; its ``topology.levels`` are the Topology's levels."""
+    """The validated platform spec; its ``topology.levels`` and the pools' instance types decide the Topologies."""
 
 
 class KaiTopology(pulumi.ComponentResource):
-    """The KAI Topology the workload wiring's placement annotations name.
+    """The KAI Topologies the workload wiring's placement annotations name.
 
-    Creates ``<name>-topology`` (Topology ``gpuscale``, cluster-scoped). ``depends_on`` should hold
-    ``KaiScheduler.chart`` (CRD). See KAI ``docs/topology/README.md``.
+    Creates ``<name>-topology`` (Topology ``gpuscale``) and ``<name>-<topology>`` for every reduced level set, all
+    cluster-scoped. ``depends_on`` should hold ``KaiScheduler.chart`` (CRD). See KAI ``docs/topology/README.md``.
     """
 
-    topology: CustomResource
-    """The Topology resource."""
-    topology_name: pulumi.Output[str]
-    """Name workloads put in ``kai.scheduler/topology``."""
+    topologies: dict[str, CustomResource]
+    """The Topology resources by Kubernetes name."""
+    topology_names: pulumi.Output[list[str]]
+    """Names workloads put in ``kai.scheduler/topology``."""
 
     def __init__(
         self, name: str, args: KaiTopologyArgs, *,
@@ -62,14 +68,16 @@ class KaiTopology(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuscale:index:KaiTopology", name, None, opts)
-        body = topology_body(args.platform)
-        self.topology = CustomResource(
-            f"{name}-topology",
-            api_version=body["apiVersion"],
-            kind=body["kind"],
-            metadata=body["metadata"],
-            spec=body["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
-        )
-        self.topology_name = pulumi.Output.from_input(str(body["metadata"]["name"]))
-        self.register_outputs({"topology_name": self.topology_name})
+        self.topologies = {}
+        for body in topology_bodies(args.platform):
+            k8s_name = str(body["metadata"]["name"])
+            self.topologies[k8s_name] = CustomResource(
+                f"{name}-topology" if k8s_name == TOPOLOGY_NAME else f"{name}-{k8s_name}",
+                api_version=body["apiVersion"],
+                kind=body["kind"],
+                metadata=body["metadata"],
+                spec=body["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+            )
+        self.topology_names = pulumi.Output.from_input(list(self.topologies))
+        self.register_outputs({"topology_names": self.topology_names})

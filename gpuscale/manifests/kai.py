@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscale import labels
-from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME, kai_pod_wiring
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME, kai_pod_wiring, topology_name
 from gpuscale.sizing import ReplicaShape
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec
@@ -73,10 +73,10 @@ def queue_bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
     return [queue_body(q, parent) for q, parent in spec.queues()]
 
 
-def topology_body(spec: PlatformSpec) -> dict[str, Any]:
-    """The cluster's ``Topology`` named ``gpuscale``: the spec's levels, coarsest first."""
+def topology_body(spec: PlatformSpec, pool: str) -> dict[str, Any]:
+    """The ``Topology`` of ``pool``'s level set (``topology_name``): the levels its nodes carry, coarsest first."""
     levels: list[dict[str, str]] = []
-    for lv in spec.topology.levels:
+    for lv in spec.topology.pool_levels(pool):
         level = {"nodeLabel": lv.node_label}
         if lv.alias:
             level["alias"] = lv.alias
@@ -84,9 +84,15 @@ def topology_body(spec: PlatformSpec) -> dict[str, Any]:
     return {
         "apiVersion": TOPOLOGY_API_VERSION,
         "kind": "Topology",
-        "metadata": {"name": TOPOLOGY_NAME, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+        "metadata": {"name": topology_name(spec, pool), "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
         "spec": {"levels": levels},
     }
+
+
+def topology_bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
+    """One ``Topology`` per distinct level set among the GPU pools (``gpuscale`` first when a pool carries every level)."""
+    bodies = {body["metadata"]["name"]: body for body in (topology_body(spec, p.name) for p in spec.topology.gpu_pools)}
+    return [bodies[name] for name in sorted(bodies, key=lambda n: (n != TOPOLOGY_NAME, n))]
 
 
 def kai_chart_values(spec: PlatformSpec) -> dict[str, Any]:
@@ -130,7 +136,7 @@ def expected_podgroup(
         "preemptibility": wiring.preemptibility,
     }
     if wiring.topology_required_level or wiring.topology_preferred_level:
-        constraint = {"topology": TOPOLOGY_NAME}
+        constraint = {"topology": wiring.topology or TOPOLOGY_NAME}
         if wiring.topology_required_level:
             constraint["requiredTopologyLevel"] = wiring.topology_required_level
         if wiring.topology_preferred_level:

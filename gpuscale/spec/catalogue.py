@@ -47,7 +47,13 @@ class GpuInstanceType(Spec):
     nvlink_domain_gpus: int = Field(gt=0)
     """GPUs that share NVLink/NVSwitch; 1 for PCIe-only parts. A tensor-parallel group must fit in one domain."""
     efa_interfaces: int = Field(ge=0)
-    """Elastic Fabric Adapter interfaces; 0 means no EFA."""
+    """Elastic Fabric Adapter interfaces (EC2 ``EfaInfo.MaximumEfaInterfaces``; upstream-facts-2.md B4); 0 means no EFA.
+    Karpenter advertises this many ``vpc.amazonaws.com/efa`` devices per node."""
+    network_node_layers: int = Field(default=0, ge=0, le=4)
+    """How many ``topology.k8s.aws/network-node-layer-N`` labels nodes of this type get: the network nodes EC2
+    DescribeInstanceTopology returns for it (3 for p4d/p5/g6e..., 4 for p6-b200), 0 for types it does not support (g5, g6,
+    p5.4xlarge), which then carry none (upstream-facts-2.md B2: EC2 User Guide "Prerequisites for Amazon EC2 topology",
+    AWS cloud-controller-manager v1.36.1 ``getAdditionalLabels``)."""
     vcpus: int = Field(gt=0)
     """vCPUs per instance."""
     memory_gib: int = Field(gt=0)
@@ -56,6 +62,10 @@ class GpuInstanceType(Spec):
     """Instance-store NVMe, GiB (RAID0-able for image and model cache)."""
     on_demand_usd_per_hour: float = Field(gt=0)
     """On-demand price, us-east-1, USD per hour."""
+    network_gbps: float = Field(default=0.0, ge=0)
+    """Baseline network bandwidth of the instance, Gbit/s (EFA included on p4/p5): Karpenter's
+    ``pkg/providers/instancetype/zz_generated.bandwidth.go`` (EC2 DescribeInstanceTypes, commit 9c68c87f). ``up to``
+    burst figures are not counted. The simulator times prefill -> decode KV transfers and image pulls with it."""
 
     @property
     def family(self) -> str:
@@ -87,6 +97,13 @@ A10G = GpuModel(name="A10G", memory_gib=22.9, bf16_dense_tflops=70, fp8_dense_tf
 L4 = GpuModel(name="L4", memory_gib=22.0, bf16_dense_tflops=121, fp8_dense_tflops=242, memory_bandwidth_tb_s=0.3)
 
 
+_NETWORK_NODE_LAYERS = {
+    "p5.48xlarge": 3, "p5en.48xlarge": 3, "p4d.24xlarge": 3, "p4de.24xlarge": 3,
+    "g6e.xlarge": 3, "g6e.2xlarge": 3, "g6e.12xlarge": 3, "g6e.24xlarge": 3, "g6e.48xlarge": 3,
+}
+"""``network_node_layers`` of the catalogue types EC2 topology supports (upstream-facts-2.md B2); every other type: 0."""
+
+
 def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, mem: int, nvme: int, usd: float) -> GpuInstanceType:
     return GpuInstanceType(
         name=name,
@@ -94,6 +111,7 @@ def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, 
         gpus_per_node=gpus,
         nvlink_domain_gpus=nvlink,
         efa_interfaces=efa,
+        network_node_layers=_NETWORK_NODE_LAYERS.get(name, 0),
         vcpus=vcpus,
         memory_gib=mem,
         local_nvme_gib=nvme,
@@ -120,6 +138,15 @@ _ALL = (
     _it("g6.12xlarge", L4, 4, 1, 0, 48, 192, 3576, 4.60),
     _it("g6.48xlarge", L4, 8, 1, 1, 192, 768, 7153, 13.35),
 )
+
+_NETWORK_GBPS = {
+    "p5.48xlarge": 3200, "p5.4xlarge": 100, "p5en.48xlarge": 3200, "p4d.24xlarge": 400, "p4de.24xlarge": 400,
+    "g6e.xlarge": 2.5, "g6e.2xlarge": 5, "g6e.12xlarge": 100, "g6e.24xlarge": 200, "g6e.48xlarge": 400,
+    "g5.xlarge": 2.5, "g5.2xlarge": 5, "g5.12xlarge": 40, "g5.48xlarge": 100,
+    "g6.xlarge": 2.5, "g6.12xlarge": 40, "g6.48xlarge": 100,
+}
+"""``network_gbps`` per type (Karpenter's generated bandwidth table, Mbit/s / 1000)."""
+_ALL = tuple(it.model_copy(update={"network_gbps": float(_NETWORK_GBPS[it.name])}) for it in _ALL)
 
 CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType({it.name: it for it in _ALL})
 """Every GPU instance type gpuscale can size for, keyed by EC2 name."""

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gpuscale import versions
+from gpuscale import labels, versions
 from gpuscale.spec.base import KarpenterDuration, Name, Spec, duration_seconds
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 
@@ -255,3 +255,23 @@ class TopologySpec(Spec):
             if p.name == name:
                 return p
         raise KeyError(name)
+
+    def pool_levels(self, name: str) -> list[TopologyLevel]:
+        """The levels every node of pool ``name`` carries: ``levels`` without the AWS network layers its instance types
+        do not get. KAI v0.17 leaves a node missing any level of a Topology out of the topology tree, so a workload
+        naming it never lands there (upstream-facts-2.md B2). A pool that mixes types with different layer counts (e.g.
+        p5.48xlarge with 3 and p5.4xlarge with none) gets the layers *all* of its types carry, so every node stays
+        schedulable; packing under a switch then only covers the common layers."""
+        layers = min(it.network_node_layers for it in self.pool(name).instances)
+        return [lv for lv in self.levels if (n := network_layer(lv.node_label)) is None or n <= layers]
+
+    def pool_network_layers(self, name: str) -> dict[str, int]:
+        """``network_node_layers`` of each instance type of pool ``name`` (shown where a mixed pool loses layers)."""
+        return {it.name: it.network_node_layers for it in self.pool(name).instances}
+
+
+
+def network_layer(node_label: str) -> int | None:
+    """``N`` of a ``topology.k8s.aws/network-node-layer-N`` label; ``None`` for any other label."""
+    suffix = node_label.removeprefix(labels.NETWORK_NODE_LAYER_PREFIX)
+    return int(suffix) if suffix != node_label and suffix.isdigit() else None
