@@ -8,13 +8,13 @@ Why these settings (details in ``docs/layer1-nodes.md`` and ``gpuscale.manifests
   acknowledged setting and logs a warning naming the trap.
 - ``expireAfter: Never`` (spec default): expiry is forceful and ignores budgets and ``do-not-disrupt``, so a
   GPU node is never recycled mid-day on a timer. AMI updates roll through drift instead (a new pinned alias
-  drifts every node), and drift obeys the disruption budgets: one node at a time, optionally frozen during
-  business hours.
-- ``terminationGracePeriod`` = longest ``slo.request_timeout_s`` of the pool's models + drain margin.
+  drifts every node), and drift obeys the disruption budgets: one node at a time, only inside the pool's drift window.
+- No ``terminationGracePeriod``: with one, Karpenter's drift ignores PDBs and force-deletes serving pods.
 - Taint ``nvidia.com/gpu=true:NoSchedule``; labels ``gpuscale.io/node-pool`` and ``nvidia.com/gpu.present``.
 - Limits: ``nvidia.com/gpu`` is the budget; cpu/memory are derived from the catalogue so they never bind first.
 - EC2NodeClass: pinned AMI alias, IMDSv2 with hop limit 1, encrypted gp3 root sized for image + model cache,
-  RAID0 instance store when every type has NVMe, EFA interfaces when asked.
+  RAID0 instance store when every type has NVMe, EFA interfaces when asked, and for a cluster placement group
+  (EFA pools by default) the ``<cluster>-<pool>`` EC2 placement group this component creates.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from typing import Literal
 
 import pulumi
+import pulumi_aws as aws
 from pydantic import Field, model_validator
 
-from gpuscale import sizing
+from gpuscale import sizing, versions
 from gpuscale.components.node_pool_resources import node_class_and_pool
 from gpuscale.manifests import karpenter
 from gpuscale.spec.base import Spec
@@ -46,8 +47,6 @@ class GpuNodePoolArgs(Spec):
     """Zones nodes may launch in."""
     root_volume_gib: int = Field(gt=0)
     """Root (AL2023) or data (Bottlerocket) volume: image + model cache (``gpuscale.sizing.root_volume_gib``)."""
-    termination_grace_period: str = Field(pattern=r"^([0-9]+(s|m|h))+$")
-    """Longest drain Karpenter waits for before force-deleting pods of a node it removes."""
     cold_start_s: float = Field(default=0.0, ge=0)
     """Slowest cold start of the pool's models; a shorter ``consolidate_after`` is warned about."""
     tags: dict[str, str] = Field(default_factory=dict)
@@ -58,7 +57,7 @@ class GpuNodePoolArgs(Spec):
         if self.stage == "prod" and self.pool.ami_alias.endswith("@latest"):
             raise ValueError(
                 f"pool {self.pool.name}: {self.pool.ami_alias} in prod drifts every GPU node whenever AWS publishes an "
-                "AMI; pin a version (e.g. al2023@v20251117)"
+                f"AMI; pin a version (e.g. {versions.EKS_AL2023_AMI_ALIAS})"
             )
         return self
 
@@ -69,9 +68,8 @@ class GpuNodePoolArgs(Spec):
             pool=pool,
             cluster_name=spec.environment.cluster_name,
             stage=spec.environment.stage,
-            zones=spec.topology.zones,
+            zones=spec.topology.pool_zones(pool_name),
             root_volume_gib=sizing.root_volume_gib(spec, pool),
-            termination_grace_period=karpenter.termination_grace_period(spec, pool_name),
             cold_start_s=karpenter.longest_cold_start_s(spec, pool_name),
             tags=spec.environment.tags,
         )
@@ -81,7 +79,7 @@ class GpuNodePool(pulumi.ComponentResource):
     """Karpenter ``EC2NodeClass`` + ``NodePool`` for one GPU pool (both named after the pool).
 
     Creates ``<name>-nodeclass`` (``karpenter.k8s.aws/v1`` EC2NodeClass) and ``<name>-nodepool``
-    (``karpenter.sh/v1`` NodePool). Pass the Karpenter chart in ``depends_on`` so both wait for its CRDs.
+    (``karpenter.sh/v1`` NodePool), plus ``<name>-placement-group`` (EC2 cluster placement group) when the pool uses one. Pass the Karpenter chart in ``depends_on`` so both wait for its CRDs.
     See https://karpenter.sh/docs/concepts/nodepools/ and https://karpenter.sh/docs/concepts/disruption/
     """
 
@@ -102,6 +100,12 @@ class GpuNodePool(pulumi.ComponentResource):
         pool = args.pool
         for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool)]:
             pulumi.log.warn(warning, resource=self)
+        crds = list(depends_on)
+        if pool.cluster_placement:
+            crds.append(aws.ec2.PlacementGroup(
+                f"{name}-placement-group", name=karpenter.placement_group_name(args.cluster_name, pool),
+                strategy="cluster", tags=args.tags, opts=pulumi.ResourceOptions(parent=self),
+            ))
         class_spec = pulumi.Output.from_input(node_role_name).apply(
             lambda role: karpenter.ec2nodeclass_body(
                 pool,
@@ -113,8 +117,8 @@ class GpuNodePool(pulumi.ComponentResource):
         )
         node_class, node_pool = node_class_and_pool(
             self, name, k8s_name=pool.name, class_spec=class_spec,
-            pool_body=karpenter.nodepool_body(pool, zones=args.zones, termination_grace_period=args.termination_grace_period),
-            crds=depends_on,  # the Karpenter chart: its CRDs must exist first
+            pool_body=karpenter.nodepool_body(pool, zones=args.zones),
+            crds=crds,  # the Karpenter chart (its CRDs must exist first) and the placement group the class names
         )
         self.node_pool_name = node_pool.id.apply(lambda _: pool.name)
         self.node_class_name = node_class.id.apply(lambda _: pool.name)

@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale.checks import checked_sizing
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
@@ -28,6 +29,7 @@ from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.manifests import autoscaling, vllm
+from gpuscale.manifests.karpenter import efa_pools
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 
@@ -46,6 +48,7 @@ class InferencePlatform(pulumi.ComponentResource):
 
     Creates ``<name>-aws`` (AWS provider for the spec's region), ``<name>-cluster`` (EksCluster),
     ``<name>-karpenter``, ``<name>-cpu`` and ``<name>-<pool>`` node pools, ``<name>-device-plugin``,
+    ``<name>-efa-device-plugin`` (when a pool has ``efa: true``),
     ``<name>-prometheus`` (optional), ``<name>-kai``, ``<name>-queues``, ``<name>-topology``, ``<name>-lws`` and
     ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, and per model
     ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler).
@@ -92,6 +95,8 @@ class InferencePlatform(pulumi.ComponentResource):
             for pool in spec.topology.gpu_pools
         ]
         NvidiaDevicePlugin(f"{name}-device-plugin", NvidiaDevicePluginArgs.from_spec(spec), opts=in_cluster)
+        if efa_pools(spec):
+            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs.from_spec(spec), opts=in_cluster)
 
         # monitoring first: KAI, KEDA and the vLLM PodMonitors use prometheus-operator's CRDs
         monitoring: list[pulumi.Resource] = []

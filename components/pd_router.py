@@ -26,8 +26,9 @@ class PdRouter(pulumi.ComponentResource):
     """vLLM Router for one disaggregated model.
 
     Creates ``<name>-serviceaccount``, ``<name>-role`` (get/list/watch pods in the model's namespace only),
-    ``<name>-rolebinding``, ``<name>-deployment`` (CPU only), ``<name>-service`` (named ``<model>``: the model's entry
-    point) and ``<name>-podmonitor`` (router metrics on port 29000).
+    ``<name>-rolebinding``, ``<name>-deployment`` (one replica, CPU only, on-demand), ``<name>-pdb`` (minAvailable 1),
+    ``<name>-service`` (named ``<model>``: the model's entry point) and ``<name>-podmonitor`` (router metrics on port
+    29000).
     """
 
     endpoint: pulumi.Output[str]
@@ -55,6 +56,8 @@ class PdRouter(pulumi.ComponentResource):
             f"{name}-deployment", metadata=dep["metadata"], spec=dep["spec"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, *depends_on]),
         )
+        pdb = router.router_pdb_body(args)
+        k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child)
         svc = router.router_service_body(args)
         service = k8s.core.v1.Service(f"{name}-service", metadata=svc["metadata"], spec=svc["spec"], opts=child)
         pm = router.router_pod_monitor_body(args)

@@ -19,6 +19,7 @@ from gpuscale.manifests.autoscaling import (
     PROMETHEUS_STACK_RELEASE,
     prometheus_stack_url,
     prometheus_stack_values,
+    prometheus_storage_class_body,
 )
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -43,8 +44,8 @@ class PrometheusStackArgs(Spec):
 class PrometheusStack(pulumi.ComponentResource):
     """Prometheus, prometheus-operator, its CRDs and the default exporters.
 
-    Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart, release
-    ``kube-prometheus-stack``). Prometheus selects every PodMonitor/ServiceMonitor in every namespace. PodMonitors
+    Creates ``<name>-storage-class`` (gp3, EBS CSI; Prometheus' volume), ``<name>-namespace`` (Namespace) and
+    ``<name>-chart`` (``helm.sh/v4`` Chart, release ``kube-prometheus-stack``). Prometheus selects every PodMonitor/ServiceMonitor in every namespace. PodMonitors
     must wait for ``chart``: pass it to ``VllmService(depends_on=...)``.
     """
 
@@ -60,9 +61,15 @@ class PrometheusStack(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuscale:index:PrometheusStack", name, None, opts)
+        sc = prometheus_storage_class_body()
+        storage = k8s.storage.v1.StorageClass(
+            f"{name}-storage-class", metadata=sc["metadata"], provisioner=sc["provisioner"], parameters=sc["parameters"],
+            volume_binding_mode=sc["volumeBindingMode"], reclaim_policy=sc["reclaimPolicy"],
+            allow_volume_expansion=sc["allowVolumeExpansion"], opts=pulumi.ResourceOptions(parent=self),
+        )
         ns, self.chart = namespaced_chart(
             self, name, release=PROMETHEUS_STACK_RELEASE, pin=args.chart, namespace=args.namespace,
-            values=prometheus_stack_values(args.scrape_interval_s), depends_on=depends_on,
+            values=prometheus_stack_values(args.scrape_interval_s), depends_on=[*depends_on, storage],
         )
         self.namespace = ns.metadata.name
         self.prometheus_url = pulumi.Output.from_input(prometheus_stack_url(args.namespace))

@@ -117,9 +117,17 @@ class VllmService(pulumi.ComponentResource):
             )
             return []
         child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+        trust = pulumi.Output.all(
+            aws.get_partition_output(opts=invoke).partition, aws.get_region_output(opts=invoke).region,
+            aws.get_caller_identity_output(opts=invoke).account_id, cluster_name,
+        ).apply(lambda a: json.dumps(iam.pod_identity_trust_policy(
+            partition=a[0], region=a[1], account_id=a[2], cluster_name=a[3],
+            namespace=args.namespace, service_account=vllm.service_account_name(args.model.name),
+        )))
         role = aws.iam.Role(
             f"{name}-weights-role",
-            assume_role_policy=json.dumps(iam.pod_identity_trust_policy()),
+            assume_role_policy=trust,
             description=f"gpuscale: vLLM pods of {args.model.name} read {weights.uri}",
             tags=args.tags,
             opts=child,

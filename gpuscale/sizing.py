@@ -500,19 +500,22 @@ def pdb_min_available(min_replicas: int) -> int:
 
 def gpu_bounds(spec: PlatformSpec, models: Sequence[ModelDeployment] | None = None) -> list[GpuBound]:
     """Every GPU ceiling, with every ``(model, role)`` counted against it. The ONE function behind both the derived
-    ``max_replicas`` (``replica_ceilings``) and the cross-layer check (``crosscheck``): for each queue, its ``gpu_quota``
-    over the non-preemptible roles below it and its ``gpu_limit`` (when set) over all roles below it; for each GPU pool,
-    its ``gpu_limit`` over the roles it runs. Bounds no role counts against are left out."""
+    ``max_replicas`` (``replica_ceilings``) and the cross-layer check (``crosscheck``): for each queue (leaves first),
+    its ``gpu_quota`` over the non-preemptible roles below it and its ``gpu_limit`` (when set and a preemptible role is
+    below) over all roles below it; for each GPU pool, its ``gpu_limit`` over the roles it runs. Bounds no role counts
+    against are left out."""
     models = list(spec.models if models is None else models)
     chains = {m.name: [q.name for q in spec.queue_chain(m.queue)] for m in models}
     leaf = {q.name: q for q, _ in spec.queues()}
     bounds: list[GpuBound] = []
-    for q, _parent in spec.queues():
+    depth = {q.name: len(spec.queue_chain(q.name)) for q, _ in spec.queues()}
+    for q, _parent in sorted(spec.queues(), key=lambda pair: -depth[pair[0].name]):  # leaves first
         below = [m for m in models if q.name in chains[m.name]]
         in_quota = [(m.name, r) for m in below if not leaf[m.queue].preemptible for r in m.serving.roles]
         if in_quota:
             bounds.append(GpuBound(kind="gpu_quota", name=q.name, gpus=q.gpu_quota, roles=in_quota))
-        if q.gpu_limit != UNLIMITED and below:
+        # with only non-preemptible roles below, the quota (never above the limit) already binds
+        if q.gpu_limit != UNLIMITED and any(leaf[m.queue].preemptible for m in below):
             bounds.append(GpuBound(kind="gpu_limit", name=q.name, gpus=q.gpu_limit,
                                    roles=[(m.name, r) for m in below for r in m.serving.roles]))
     for pool in spec.topology.gpu_pools:

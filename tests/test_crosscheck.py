@@ -9,6 +9,7 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
 from tests.conftest import STACKS
+from tests.specs import multi_node_aggregated
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -38,11 +39,10 @@ def test_max_replicas_beyond_pool_limit_is_refused(raw_stack) -> None:  # type: 
 def test_gang_wider_than_the_pool_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     # TP8 x PP2 = 16 GPUs over two p5 nodes, in a pool capped at 8 GPUs (one node)
-    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    spec = validate_config(raw, "t")
+    spec = validate_config(multi_node_aggregated(raw), "t")
     sizing = size_platform(spec)
     assert sizing.model("llama-70b-fp8").shape.pods == 2
     pool = spec.topology.gpu_pools[0].model_copy(update={"gpu_limit": 8})
     narrowed = spec.model_copy(update={"topology": spec.topology.model_copy(update={"gpu_pools": [pool, spec.topology.gpu_pools[1]]})})
     problems = [p.message for p in check_platform(narrowed, sizing)]
-    assert "llama-70b-fp8/prefill: one replica spans 2 nodes but node pool h100 may hold only 1 (8 GPUs / 8 per node)" in problems
+    assert "llama-70b-fp8/aggregated: one replica spans 2 nodes but node pool h100 may hold only 1 (8 GPUs / 8 per node)" in problems

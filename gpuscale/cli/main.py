@@ -8,6 +8,7 @@ from gpuscale.cli import plan as _plan
 from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
+from gpuscale.cli import versions as _versions
 
 app = typer.Typer(
     name="gpuscale",
@@ -23,6 +24,7 @@ app.command("synth")(_synth.synth)
 app.command("diff")(_synth.diff)
 app.command("simulate")(_simulate.simulate)
 app.command("plan")(_plan.plan)
+app.command("versions")(_versions.versions_command)
 
 
 def main() -> None:

@@ -10,8 +10,13 @@ GPU pools are conservative by construction:
   no serving pod has come or gone for an hour, so Karpenter never evicts live inference to repack nodes;
 - ``expireAfter: Never``: expiry is *forceful* (budgets and ``karpenter.sh/do-not-disrupt`` do not hold it), so
   a GPU node is never recycled mid-day on a timer. AMI updates roll through *drift* instead, which the
-  disruption budgets govern (one node at a time, optionally frozen in business hours);
-- ``terminationGracePeriod`` bounds a drain to the longest request timeout of the pool's models plus a margin;
+  disruption budgets govern: one node at a time, and only inside the pool's drift window (a ``Drifted`` budget of 0
+  nodes covers the rest of the day);
+- no ``terminationGracePeriod``: in Karpenter v1.14.1 drift is an "eventual" disruption that, on a NodeClaim with a
+  grace period, ignores blocking PDBs and ``do-not-disrupt`` (kubernetes-sigs/karpenter ``disruption/types.go``
+  ``NewCandidate``) and force-deletes serving pods when it elapses. Without one, a drifted node is only drained when
+  every PDB on it allows the eviction, i.e. when each role on it keeps its ready floor; Karpenter launches the
+  replacement node first (drift pre-spins replacements);
 - every node is tainted ``nvidia.com/gpu=true:NoSchedule`` and labelled ``nvidia.com/gpu.present=true`` (the
   device plugin's default node affinity, since Karpenter nodes run no Node Feature Discovery).
 """
@@ -35,10 +40,6 @@ INSTANCE_CATEGORY_LABEL = "karpenter.k8s.aws/instance-category"
 INSTANCE_GENERATION_LABEL = "karpenter.k8s.aws/instance-generation"
 ARCH_LABEL = "kubernetes.io/arch"
 
-DRAIN_MARGIN_S = 120
-"""Added to the longest request timeout: preStop (router deregistration), engine shutdown, eviction retries."""
-DEFAULT_REQUEST_TIMEOUT_S = 300.0
-"""Drain budget assumed for a GPU pool that no model uses yet."""
 GPU_ROOT_IOPS = 10_000
 GPU_ROOT_THROUGHPUT_MIB_S = 500
 """gp3 performance of GPU root volumes: image extraction sits on the cold-start path (Karpenter docs use 10k IOPS)."""
@@ -60,17 +61,6 @@ IMDS_OPTIONS: dict[str, Any] = {
 
 
 # --------------------------------------------------------------------------------------------- GPU pools
-
-
-def longest_request_timeout_s(spec: PlatformSpec, pool_name: str) -> float:
-    timeouts = [m.slo.request_timeout_s for m in spec.models if m.node_pool == pool_name]
-    return max(timeouts, default=DEFAULT_REQUEST_TIMEOUT_S)
-
-
-def termination_grace_period(spec: PlatformSpec, pool_name: str) -> str:
-    """Longest request timeout of the pool's models plus ``DRAIN_MARGIN_S``, rounded up to whole minutes."""
-    seconds = longest_request_timeout_s(spec, pool_name) + DRAIN_MARGIN_S
-    return f"{math.ceil(seconds / 60)}m"
 
 
 def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
@@ -95,6 +85,16 @@ def budgets_body(budgets: list[DisruptionBudget]) -> list[dict[str, Any]]:
     return [b.model_dump(exclude_none=True) for b in budgets]
 
 
+def efa_devices_per_pod(pool: GpuNodePoolSpec, instance_type: str, gpus_per_pod: int) -> int:
+    """``vpc.amazonaws.com/efa`` devices one pod requests: its share of the node's EFA-only interfaces (Karpenter
+    advertises one device per ``efa-only`` entry of the EC2NodeClass); 0 off EFA pools."""
+    if not pool.efa:
+        return 0
+    interfaces = min(it.efa_interfaces for it in pool.instances)
+    gpus = next(it.gpus_per_node for it in pool.instances if it.name == instance_type)
+    return max(1, interfaces * gpus_per_pod // gpus)
+
+
 def gpu_node_labels(pool: GpuNodePoolSpec) -> dict[str, str]:
     return {**pool.labels, labels.NODE_POOL_LABEL: pool.name, labels.GPU_PRESENT_LABEL: "true"}
 
@@ -108,8 +108,9 @@ def object_metadata(name: str) -> dict[str, Any]:
     return {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}}
 
 
-def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_period: str) -> dict[str, Any]:
-    """The GPU NodePool: safe disruption, GPU taint, GPU/cpu/memory limits, instance and capacity types."""
+def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str]) -> dict[str, Any]:
+    """The GPU NodePool: safe disruption (no terminationGracePeriod, drift only in the window), GPU taint, GPU/cpu/memory
+    limits, instance and capacity types."""
     metadata = object_metadata(pool.name)
     if pool.acknowledge_underutilized_consolidation_evicts_inference:
         # the policy pack accepts an unsafe GPU NodePool only when it carries the spec's acknowledgement
@@ -134,14 +135,13 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str], termination_grace_
                     ],
                     "taints": [gpu_taint()],
                     "expireAfter": pool.expire_after,
-                    "terminationGracePeriod": termination_grace_period,
                 },
             },
             "limits": gpu_node_limits(pool),
             "disruption": {
                 "consolidationPolicy": pool.consolidation_policy,
                 "consolidateAfter": pool.consolidate_after,
-                "budgets": budgets_body(pool.disruption_budgets),
+                "budgets": budgets_body(pool.effective_budgets),
             },
         },
     }
@@ -198,6 +198,11 @@ def discovery_selector(cluster_name: str) -> list[dict[str, Any]]:
     return [{"tags": {labels.KARPENTER_DISCOVERY_TAG: cluster_name}}]
 
 
+def placement_group_name(cluster_name: str, pool: GpuNodePoolSpec) -> str:
+    """Name of the cluster placement group of an EFA pool (EC2 names are unique per account and region)."""
+    return f"{cluster_name}-{pool.name}"
+
+
 def ec2nodeclass_body(
     pool: GpuNodePoolSpec,
     *,
@@ -206,7 +211,8 @@ def ec2nodeclass_body(
     root_volume_gib: int,
     tags: dict[str, str],
 ) -> dict[str, Any]:
-    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume."""
+    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume, EFA
+    interfaces and a cluster placement group on EFA pools."""
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": pool.ami_alias}],
         "role": node_role_name,
@@ -224,6 +230,9 @@ def ec2nodeclass_body(
         spec["instanceStorePolicy"] = "RAID0"
     if pool.efa:
         spec["networkInterfaces"] = efa_network_interfaces(min(it.efa_interfaces for it in pool.instances))
+    if pool.cluster_placement:
+        # Karpenter v1.11+ resolves the group by name (needs ec2:DescribePlacementGroups, in the controller policy)
+        spec["placementGroupSelector"] = {"name": placement_group_name(cluster_name, pool)}
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
     return {
@@ -394,4 +403,24 @@ def device_plugin_values(*, skip_pools: list[str] | None = None) -> dict[str, An
         "priorityClassName": "system-node-critical",
         "gfd": {"enabled": False},
         "nfd": {"enabled": False},
+    }
+
+
+def efa_pools(spec: PlatformSpec) -> list[str]:
+    """GPU pools with ``efa: true`` (the EFA device plugin runs on exactly these)."""
+    return sorted(p.name for p in spec.topology.gpu_pools if p.efa)
+
+
+def efa_device_plugin_values(pools: list[str]) -> dict[str, Any]:
+    """Values of the ``aws-efa-k8s-device-plugin`` chart (aws/eks-charts v0.5.30) that land its DaemonSet on the EFA
+    pools only and let it past their GPU taint.
+
+    The chart's required node affinity is one term per ``supportedInstanceLabels.keys`` entry, ``<key> In <values>``
+    (plus ``eks.amazonaws.com/compute-type NotIn [auto]``): keyed on ``gpuscale.io/node-pool`` it selects exactly the EFA
+    pools. Its only default toleration is ``CriticalAddonsOnly``, so without ours it never runs on tainted GPU nodes and
+    no pod ever gets a ``vpc.amazonaws.com/efa`` device.
+    """
+    return {
+        "supportedInstanceLabels": {"keys": [labels.NODE_POOL_LABEL], "values": sorted(pools)},
+        "tolerations": [{"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT}],
     }

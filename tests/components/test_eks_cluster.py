@@ -67,11 +67,12 @@ def test_control_plane_is_encrypted_private_and_api_authenticated(
     records, _ = prod
     cluster = one(records, "eks/cluster:Cluster").inputs
     key = one(records, "kms/key:Key")
-    assert cluster["name"] == "gpuscale-prod" and cluster["version"] == "1.33"
+    assert cluster["name"] == "gpuscale-prod" and cluster["version"] == "1.36"
     assert cluster["accessConfig"]["authenticationMode"] == "API"
+    # pulumi up runs outside the new VPC: public endpoint for the declared CI CIDR only, private for the nodes
     assert cluster["vpcConfig"]["endpointPrivateAccess"] is True
-    assert cluster["vpcConfig"]["endpointPublicAccess"] is False
-    assert "publicAccessCidrs" not in cluster["vpcConfig"]
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is True
+    assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24"]
     assert cluster["encryptionConfig"]["resources"] == ["secrets"]
     assert cluster["encryptionConfig"]["provider"]["keyArn"].startswith("arn:aws:kms:us-east-1:")
     assert key.inputs["enableKeyRotation"] is True
@@ -178,12 +179,25 @@ def test_system_node_group_is_on_demand_tainted_and_imdsv2_only(
 def test_core_addons_versions_and_ordering(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
     records, _ = prod
     addons = {a.inputs["addonName"]: a for a in of_type(records, "eks/addon:Addon")}
-    assert set(addons) == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns"}
+    assert set(addons) == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "aws-ebs-csi-driver"}
     assert all(a.inputs["addonVersion"] == "v0.0.0-synth" for a in addons.values())  # from getAddonVersion
     node_group = one(records, "eks/nodeGroup:NodeGroup")
     # networking and Pod Identity before any node; CoreDNS once nodes exist
     assert {addons[n].urn for n in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")} <= set(node_group.dependencies)
     assert node_group.urn in addons["coredns"].dependencies
+
+
+def test_ebs_csi_driver_gets_its_own_pod_identity_role(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
+    # Prometheus keeps its TSDB on an EBS volume; EKS installs no CSI driver or default StorageClass itself
+    records, _ = prod
+    (addon,) = [a for a in of_type(records, "eks/addon:Addon") if a.inputs["addonName"] == "aws-ebs-csi-driver"]
+    role = next(r for r in records if r.name == "eks-ebs-csi-role")
+    (assoc,) = addon.inputs["podIdentityAssociations"]
+    assert assoc["serviceAccount"] == "ebs-csi-controller-sa"
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "ebs-csi-controller-sa"
+    attach = next(r for r in records if r.name == "eks-ebs-csi-policy")
+    assert attach.inputs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
 
 
 def test_kubernetes_provider_uses_a_secret_exec_kubeconfig_and_waits_for_nodes(

@@ -79,7 +79,13 @@ def test_prod_h100_pool_emits_a_safe_nodepool_and_its_nodeclass(run_pulumi: Run,
         "operator": "In",
         "values": ["p5.48xlarge"],
     }
-    assert spec["template"]["spec"]["terminationGracePeriod"] == args.termination_grace_period == "4m"
+    # no grace period (drift would force-evict serving pods), drift only in the stack's Sunday window, one zone (EFA)
+    assert "terminationGracePeriod" not in spec["template"]["spec"]
+    assert {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 12 * * sun", "duration": "162h"} in spec["disruption"]["budgets"]
+    assert args.zones == ["us-east-1a"]
+    pg = one(records, "aws:ec2/placementGroup:PlacementGroup")
+    assert (pg.inputs["name"], pg.inputs["strategy"]) == ("gpuscale-prod-h100", "cluster")
+    assert pg.parent_urn == component.urn and pg.urn in nc.dependencies
     node_class = ints(nc.inputs["spec"])
     assert node_class["role"] == "gpuscale-test-karpenter-node"
     assert node_class["metadataOptions"]["httpTokens"] == "required"
@@ -95,10 +101,9 @@ def test_prod_h100_pool_emits_a_safe_nodepool_and_its_nodeclass(run_pulumi: Run,
     assert nc.urn in np.dependencies
 
 
-def test_args_derive_root_volume_grace_period_and_cold_start(prod_spec: PlatformSpec) -> None:
+def test_args_derive_root_volume_and_cold_start(prod_spec: PlatformSpec) -> None:
     args = GpuNodePoolArgs.from_spec(prod_spec, "l40s")
     assert args.root_volume_gib == sizing.root_volume_gib(prod_spec, prod_spec.topology.pool("l40s"))
-    assert args.termination_grace_period == "3m"  # search-8b: 60 s timeout + 120 s drain margin
     assert args.cold_start_s == sizing.cold_start(prod_spec.models[1], prod_spec.topology.provisioning).total_s
     assert args.cluster_name == "gpuscale-prod" and args.stage == "prod"
 
@@ -107,10 +112,10 @@ def test_prod_args_refuse_an_unpinned_ami() -> None:
     pool = GpuNodePoolSpec(name="x", instance_types=["g6e.xlarge"], gpu_limit=1, ami_alias="al2023@latest")
     with pytest.raises(ValueError, match="pin a version"):
         GpuNodePoolArgs(
-            pool=pool, cluster_name="c", stage="prod", zones=["a"], root_volume_gib=100, termination_grace_period="5m"
+            pool=pool, cluster_name="c", stage="prod", zones=["a"], root_volume_gib=100
         )
     GpuNodePoolArgs(
-        pool=pool, cluster_name="c", stage="dev", zones=["a"], root_volume_gib=100, termination_grace_period="5m"
+        pool=pool, cluster_name="c", stage="dev", zones=["a"], root_volume_gib=100
     )
 
 
@@ -129,7 +134,6 @@ def test_acknowledged_unsafe_pool_is_emitted_with_a_warning(run_pulumi: Run, cap
         stage="dev",
         zones=["a"],
         root_volume_gib=100,
-        termination_grace_period="5m",
         cold_start_s=500,
     )
     with caplog.at_level(logging.WARNING):

@@ -12,6 +12,7 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
 from gpuscale.synth.mocks import RecordedResource
+from tests.specs import multi_node_aggregated
 
 Run = Callable[..., list[RecordedResource]]
 
@@ -30,6 +31,4 @@ def test_chart_is_pinned(run_pulumi: Run) -> None:
 
 def test_installed_only_for_multi_node_models(stack_specs: dict[str, PlatformSpec], raw_stack: Callable[[str], dict[str, Any]]) -> None:
     assert not any(needs_lws(size_platform(s)) for s in stack_specs.values())
-    raw = raw_stack("prod")
-    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    assert needs_lws(size_platform(validate_config(raw, "t")))
+    assert needs_lws(size_platform(validate_config(multi_node_aggregated(raw_stack("prod")), "t")))

@@ -164,7 +164,9 @@ def test_zero_warm_replicas_on_a_critical_slo_is_refused(raw_stack: Callable[[st
     raw["models"][0]["autoscaling"]["decode"]["min_replicas"] = 0
     msg = refuse(raw)
     assert msg.startswith("gpuscale:models[0]: autoscaling.decode.min_replicas: 0 on a critical SLO")
-    assert "cold start" in msg and "min_replicas >= 1" in msg
+    assert "cold start" in msg and "min_replicas >= 2" in msg
+    raw["models"][0]["autoscaling"]["decode"]["min_replicas"] = 1  # one warm replica: a drift or node loss is an outage
+    assert refuse(raw).startswith("gpuscale:models[0]: autoscaling.decode.min_replicas: 1 on a critical SLO")
 
 
 def test_hpa_scale_to_zero_is_refused(raw_stack: Callable[[str], dict[str, Any]]) -> None:

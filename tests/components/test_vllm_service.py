@@ -19,6 +19,7 @@ from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
 from gpuscale.synth.mocks import RecordedResource
 from tests.conftest import STACKS
+from tests.specs import multi_node_aggregated
 
 Run = Callable[..., list[RecordedResource]]
 
@@ -131,12 +132,10 @@ def test_hf_weights_need_no_aws_identity(run_pulumi: Run, dev_spec: PlatformSpec
 
 
 def test_multi_node_model_is_a_leader_worker_set(run_pulumi: Run, raw_stack: Callable[[str], dict[str, Any]]) -> None:
-    raw = raw_stack("prod")
-    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    spec = validate_config(raw, "t")
+    spec = validate_config(multi_node_aggregated(raw_stack("prod")), "t")
     records, _ = build(run_pulumi, spec)
     lws = of_type(records, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
-    assert {r.name for r in lws} == {"llama-70b-fp8-prefill", "llama-70b-fp8-decode"}
+    assert {r.name for r in lws} == {"llama-70b-fp8-aggregated"}
     pods = size_platform(spec).model("llama-70b-fp8").shape.pods
     for r in lws:
         assert r.inputs["spec"]["leaderWorkerTemplate"]["size"] == pods == 2

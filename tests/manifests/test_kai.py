@@ -12,6 +12,7 @@ from gpuscale.manifests.kai import (
     expected_podgroup,
     kai_chart_values,
     queue_bodies,
+    topology_bodies,
     topology_body,
 )
 from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
@@ -94,7 +95,7 @@ def test_three_level_tree_links_every_level(raw_stack) -> None:  # type: ignore[
 
 
 def test_topology_levels_come_from_the_spec(prod_spec: PlatformSpec, raw_stack) -> None:  # type: ignore[no-untyped-def]
-    body = topology_body(prod_spec)
+    body = topology_body(prod_spec, "h100")
     assert (body["apiVersion"], body["kind"], body["metadata"]["name"]) == ("kai.scheduler/v1alpha1", "Topology", TOPOLOGY_NAME)
     assert body["spec"]["levels"] == [
         {"nodeLabel": "topology.kubernetes.io/zone", "alias": "zone"},
@@ -105,7 +106,7 @@ def test_topology_levels_come_from_the_spec(prod_spec: PlatformSpec, raw_stack) 
     ]
     raw = raw_stack("prod")
     raw["topology"]["levels"] = [{"node_label": "topology.kubernetes.io/zone"}, {"node_label": "kubernetes.io/hostname"}]
-    custom = topology_body(validate_config(raw, "test"))
+    custom = topology_body(validate_config(raw, "test"), "h100")
     assert custom["spec"]["levels"] == [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "kubernetes.io/hostname"}]
 
 
@@ -173,7 +174,7 @@ def test_every_queue_topology_and_podgroup_is_schema_valid(
     stack_specs: dict[str, PlatformSpec], raw_stack, name: str,  # type: ignore[no-untyped-def]
 ) -> None:
     spec = {"gang": gang_spec, "three-level": lambda: three_level_spec(raw_stack)}.get(name, lambda: stack_specs[name])()
-    assert_valid(*queue_bodies(spec), topology_body(spec), *_all_podgroups(spec))
+    assert_valid(*queue_bodies(spec), *topology_bodies(spec), *_all_podgroups(spec))
 
 
 @requires_shared
@@ -181,7 +182,7 @@ def test_the_schema_check_bites(prod_spec: PlatformSpec) -> None:
     pg = _all_podgroups(prod_spec)[0]
     pg["spec"]["minMember"] = 0  # v0.17.0's CRD: minimum 1
     assert validate_object(pg)
-    topo = topology_body(prod_spec)
+    topo = topology_body(prod_spec, "h100")
     topo["spec"]["levels"] = [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "topology.kubernetes.io/zone"}]
     assert any("hostname" in p for p in validate_object(topo))  # CEL: hostname only as the last level
     queue = queue_bodies(prod_spec)[0]
