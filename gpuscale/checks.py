@@ -8,9 +8,7 @@ placed and emitted; one it refuses raises ``Problems``, each with the YAML path 
 
 from __future__ import annotations
 
-from collections import Counter
-
-from gpuscale import crosscheck, sizing, versions
+from gpuscale import crosscheck, perf, sizing, versions
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
@@ -87,7 +85,7 @@ def _kv_transfer(spec: PlatformSpec) -> list[Problem]:
             inst = next(it for it in pool.instances if it.name == shape.instance_type)
             problems.append(Problem(f"models[{i}].serving.mode", (
                 f"disaggregated {m.name}: moving the KV cache of a p99 prompt ({m.workload.prompt_tokens.p99:,} tokens x "
-                f"{sizing.perf.kv_bytes_per_token(m.architecture):,} B) from prefill to decode takes {seconds:.2f} s at "
+                f"{perf.kv_bytes_per_token(m.architecture):,} B) from prefill to decode takes {seconds:.2f} s at "
                 f"line rate (a {shape.gpus_per_pod}-GPU pod's share of {inst.name}'s {inst.network_gbps:g} Gbit/s), more "
                 f"than {sizing.KV_TRANSFER_TTFT_SHARE:.0%} of the {m.slo.ttft_p99_s:g} s TTFT p99 budget. Serve it "
                 "aggregated (serving.mode: aggregated), or use a pool with more network bandwidth (EFA)"

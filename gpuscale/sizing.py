@@ -394,9 +394,9 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
                 "lower max_context_tokens"
             )
         return shape.model_copy(update={"why": f"TP {tp} x PP {pp} set in the stack file"})
-    shape = _auto_shape(model, pool, disaggregated)
-    if shape is not None:
-        return shape
+    auto = _auto_shape(model, pool, disaggregated)
+    if auto is not None:
+        return auto
     domain = max(it.nvlink_domain_gpus for it in pool.instances)
     tps = [t for t in (1, 2, 4, 8, 16) if t <= max(domain, 1) and t <= max_node and arch.attention_heads % t == 0]
     pps = "PP 1 (disaggregated)" if disaggregated else "PP <= 8"
@@ -546,8 +546,7 @@ def replica_ceilings(bounds: list[GpuBound], demands: dict[RoleKey, _Demand]) ->
     warm minimum and 1. Shares never add up past a bound, so derived ceilings always pass the cross-check."""
     shares: dict[RoleKey, list[tuple[float, GpuBound]]] = {k: [] for k in demands}
     for b in bounds:
-        fixed = sum(demands[k].explicit_max * demands[k].gpus_per_replica for k in b.roles  # type: ignore[operator]
-                    if demands[k].explicit_max is not None)
+        fixed = sum((demands[k].explicit_max or 0) * demands[k].gpus_per_replica for k in b.roles)
         flex = [k for k in b.roles if demands[k].explicit_max is None]
         weight = {k: max(demands[k].peak_replicas, demands[k].min_replicas, 1) * demands[k].gpus_per_replica for k in flex}
         total = sum(weight.values())

@@ -47,7 +47,7 @@ def test_release_data_files_name_their_upstream_and_check_date() -> None:
 def test_supported_kubernetes_versions_are_what_karpenter_supports_and_the_default_is_the_newest() -> None:
     low, high = (versions.minor(v) for v in versions.KARPENTER_KUBERNETES_RANGE)
     assert all(low <= versions.minor(v) <= high for v in versions.SUPPORTED_KUBERNETES_VERSIONS)
-    assert versions.DEFAULT_KUBERNETES_VERSION == max(versions.SUPPORTED_KUBERNETES_VERSIONS, key=versions.minor)
+    assert max(versions.SUPPORTED_KUBERNETES_VERSIONS, key=versions.minor) == versions.DEFAULT_KUBERNETES_VERSION
     assert versions.minor(versions.DEFAULT_KUBERNETES_VERSION) == high
     assert EnvironmentSpec.model_validate(environment()).kubernetes_version == versions.DEFAULT_KUBERNETES_VERSION
 
@@ -61,6 +61,6 @@ def test_versions_outside_standard_support_or_karpenter_are_refused(version: str
 def test_a_version_is_refused_once_its_standard_support_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     EnvironmentSpec.model_validate({**environment(), "kubernetes_version": "1.34"})  # until 2026-12-02
     monkeypatch.setattr(versions, "today", lambda: datetime.date(2026, 12, 3))
-    with pytest.raises(ValidationError, match="1.34' left EKS standard support on 2026-12-02.*use 1.35, 1.36"):
+    with pytest.raises(ValidationError, match=r"1\.34' left EKS standard support on 2026-12-02.*use 1\.35, 1\.36"):
         EnvironmentSpec.model_validate({**environment(), "kubernetes_version": "1.34"})
     assert EnvironmentSpec.model_validate({**environment(), "kubernetes_version": "1.35"}).kubernetes_version == "1.35"

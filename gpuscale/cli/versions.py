@@ -38,9 +38,10 @@ def pin_rows() -> list[tuple[str, str, str, str, str]]:
         for name, pin in pins.items():
             version = pin.version if kind == "chart" else pin.tag  # type: ignore[union-attr]
             entry = known.get(f"{kind}s.{name}")
-            listed = entry is not None and version in entry["releases"]
-            newest = entry["releases"][-1] if entry else "-"
-            check = f"in {entry['upstream']} releases (newest listed {newest})" if listed else "NOT in the release list"
+            if entry is not None and version in entry["releases"]:
+                check = f"in {entry['upstream']} releases (newest listed {entry['releases'][-1]})"
+            else:
+                check = "NOT in the release list"
             rows.append((name, kind, version, pin.upstream_release, check))
     release = versions.ami_release(versions.EKS_AL2023_AMI_ALIAS)
     minors = versions.eks_ami_releases().get(release)
@@ -151,8 +152,8 @@ def versions_command(
     ssm = Table(title=f"AMI aliases resolved through SSM in {region}")
     for col in ("alias", "kubernetes", "SSM parameter", "image id"):
         ssm.add_column(col)
-    for row in results:
-        ssm.add_row(*row)
+    for result in results:
+        ssm.add_row(*result)
     console.print(ssm)
     missing = [f"{a} for Kubernetes {k}" for a, k, _, image in results if image == "missing"]
     if missing:

@@ -119,7 +119,7 @@ def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, 
     )
 
 
-_ALL = (
+_ALL: tuple[GpuInstanceType, ...] = (
     _it("p5.48xlarge", H100, 8, 8, 32, 192, 2048, 28610, 55.04),
     _it("p5.4xlarge", H100, 1, 1, 0, 16, 256, 3576, 6.88),
     _it("p5en.48xlarge", H200, 8, 8, 16, 192, 2048, 28610, 63.30),
