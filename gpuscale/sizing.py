@@ -543,7 +543,9 @@ def replica_ceilings(bounds: list[GpuBound], demands: dict[RoleKey, _Demand]) ->
     """Derived ``max_replicas`` per role and the bound that sets it. In every bound, the GPUs left after the roles with an
     explicit ``max_replicas`` are shared among the others in proportion to their peak demand (peak replicas, at least
     the warm minimum, x GPUs); a role's ceiling is its smallest share over its bounds, in whole replicas, at least its
-    warm minimum and 1. Shares never add up past a bound, so derived ceilings always pass the cross-check."""
+    warm minimum and 1. Whole-replica rounding leaves GPUs over: one more replica goes to each role (largest remainder
+    first) whose bounds all still have room. Shares never add up past a bound unless warm minimums already do, which
+    the feasibility check refuses; so derived ceilings pass the cross-check."""
     shares: dict[RoleKey, list[tuple[float, GpuBound]]] = {k: [] for k in demands}
     for b in bounds:
         fixed = sum((demands[k].explicit_max or 0) * demands[k].gpus_per_replica for k in b.roles)
@@ -553,6 +555,7 @@ def replica_ceilings(bounds: list[GpuBound], demands: dict[RoleKey, _Demand]) ->
         for k in flex:
             shares[k].append((max(b.gpus - fixed, 0.0) * weight[k] / total, b))
     out: dict[RoleKey, tuple[int, str]] = {}
+    remainder: dict[RoleKey, float] = {}
     for k, d in demands.items():
         if d.explicit_max is not None:
             out[k] = (d.explicit_max, "max_replicas set in the stack file")
@@ -562,8 +565,17 @@ def replica_ceilings(bounds: list[GpuBound], demands: dict[RoleKey, _Demand]) ->
             continue
         gpus, bound = min(shares[k], key=lambda x: x[0])
         n = max(int(gpus // d.gpus_per_replica), d.min_replicas, 1)
+        remainder[k] = gpus / d.gpus_per_replica - n
         sharing = f", shared with {len(bound.roles) - 1} other role(s) by peak demand" if len(bound.roles) > 1 else ""
         out[k] = (n, f"{gpus:.1f} GPUs of {bound.label}{sharing}")
+    used = {id(b): sum(out[k][0] * demands[k].gpus_per_replica for k in b.roles) for b in bounds}
+    for k in sorted(remainder, key=lambda key: -remainder[key]):
+        mine = [b for b in bounds if k in b.roles]
+        extra = demands[k].gpus_per_replica
+        if all(used[id(b)] + extra <= b.gpus for b in mine):
+            out[k] = (out[k][0] + 1, out[k][1] + ", plus one replica of the GPUs rounding left over")
+            for b in mine:
+                used[id(b)] += extra
     return out
 
 

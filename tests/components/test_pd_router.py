@@ -124,5 +124,6 @@ def test_router_objects_are_schema_valid(prod_spec: PlatformSpec) -> None:
     from tests.k8s_schema import assert_valid
 
     objs = router.router_objects(prod_router_args(prod_spec))
-    assert {o["kind"] for o in objs} == {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "PodMonitor"}
+    assert {o["kind"] for o in objs} == {"ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget",
+                                         "Service", "PodMonitor"}
     assert_valid(*objs)

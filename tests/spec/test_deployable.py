@@ -149,6 +149,7 @@ def test_explicit_ceilings_are_summed_over_roles_and_name_the_binding_queue() ->
         {"name": "chat", "gpu_quota": 40, "gpu_limit": 48},
         {"name": "batch", "gpu_quota": 16, "gpu_limit": 64, "preemptible": True},
     ]}])
+    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 4}
     raw["models"][0]["autoscaling"] = {"prefill": {"max_replicas": 9}, "decode": {"max_replicas": 9}}
     lines = problems(raw)
     assert lines[0] == (
@@ -171,8 +172,10 @@ def test_models_sharing_an_ancestor_are_summed_against_its_quota() -> None:
     raw["topology"]["gpu_pools"][0]["gpu_limit"] = 16
     assert problems(raw) == []
     raw["models"][1]["autoscaling"]["aggregated"]["max_replicas"] = 7
-    (line,) = problems(raw)
-    assert "b/aggregated 7 x 1 = 7 GPUs exceed queue other gpu_quota 6" in line
+    leaf, parent = problems(raw)
+    assert leaf.startswith("gpuscale:models[1].autoscaling.aggregated.max_replicas: max_replicas b/aggregated 7 x 1 = 7 "
+                           "GPUs exceed queue other gpu_quota 6")
+    assert "a/aggregated 6 x 1 + b/aggregated 7 x 1 = 13 GPUs exceed queue dept gpu_quota 12" in parent
 
 
 def test_derived_ceilings_share_every_bound_and_always_pass_the_cross_check() -> None:
