@@ -7,23 +7,36 @@ STACK ?= dev
 .PHONY: plan test validate lint typecheck bench clean
 
 $(VENV)/.installed: pyproject.toml
+	@echo "first run: creating $(VENV) and installing gpuscale with its dependencies (Pulumi, pydantic, numpy, matplotlib; a few minutes)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+	@echo "installed into $(VENV)"
 
-PLAN_SCENARIOS := stack consolidation-24x7 gang-7-of-8 2am-huge-prompt
+# The dev plan is committed; every other stack's plan has its own git-ignored folder, so no run overwrites the dev plan.
+PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outputs/$(STACK)/skill-gpu-autoscaler-plan.md)
 
-# The main job: validate, synth, simulate and write outputs/skill-gpu-autoscaler-plan.md for $(STACK).
+# The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
+# The scenarios come from the simulator's registry (`gpuscale simulate --plan-scenarios`), not from a list here.
 plan: $(VENV)/.installed
 	$(BIN)/gpuscale validate --stack $(STACK)
 	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth
-	for sc in $(PLAN_SCENARIOS); do \
+	for sc in $$($(BIN)/gpuscale simulate --plan-scenarios); do \
+		echo "simulating $$sc (up to a few minutes)..."; \
 		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --json out/$(STACK)/sim/$$sc.json || exit 1; \
 	done
-	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim
+	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT)
 
-test: $(VENV)/.installed
+# actionlint checks the PR workflow in the tests; built from the Go module proxy when Go is there, skipped otherwise
+ACTIONLINT_VERSION := v1.7.12
+.tools/actionlint:
+	@if command -v go >/dev/null; then \
+		echo "building actionlint $(ACTIONLINT_VERSION) (Go module proxy; once)"; \
+		GOBIN=$(CURDIR)/.tools go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION); \
+	else echo "go not found: the actionlint test will skip"; fi
+
+test: $(VENV)/.installed .tools/actionlint
 	$(BIN)/python -m pytest -n 2 -q
 
 validate: $(VENV)/.installed

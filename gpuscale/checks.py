@@ -13,9 +13,21 @@ from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
 
+_last: tuple[PlatformSpec, sizing.PlatformSizing] | None = None
+"""The spec checked last and its sizing: the stack loader and the CLI check the same (frozen) spec object once."""
+
 
 def checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
     """Sizing of a spec that is feasible and whose layers agree; ``Problems`` (with paths) otherwise."""
+    global _last
+    if _last is not None and _last[0] is spec:
+        return _last[1]
+    sized = _checked_sizing(spec)
+    _last = (spec, sized)
+    return sized
+
+
+def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
     problems = feasibility(spec)
     if problems:
         raise Problems(problems)
@@ -24,7 +36,7 @@ def checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
     except sizing.SizingError as exc:  # feasibility checked every shape; this is a model sizing cannot place
         index = next((i for i, m in enumerate(spec.models) if f"model {m.name}:" in str(exc)), None)
         raise Problems([Problem(f"models[{index}].{exc.path}" if index is not None else "models", str(exc))]) from None
-    problems = crosscheck.check_platform(spec, sized)
+    problems = [*_peak_is_carried(spec, sized), *crosscheck.check_platform(spec, sized)]
     if problems:
         raise Problems(problems)
     return sized
@@ -131,9 +143,43 @@ def _placement(spec: PlatformSpec) -> list[Problem]:
     return problems
 
 
+def _peak_is_carried(spec: PlatformSpec, sized: sizing.PlatformSizing) -> list[Problem]:
+    """A workload whose peak needs more replicas than the stack's limits allow is refused with the numbers."""
+    problems: list[Problem] = []
+    for i, m in enumerate(spec.models):
+        ms = sized.model(m.name)
+        gpus = ms.shape.gpus
+        for rs in ms.roles:
+            if rs.replicas_at_peak <= rs.max_replicas:
+                continue
+            if m.autoscaling.role(rs.role).max_replicas is not None:
+                cap = f"autoscaling.{rs.role}.max_replicas is {rs.max_replicas}"
+                fix = f"autoscaling.{rs.role}.max_replicas"
+            else:
+                # the bound that sets the derived ceiling (sizing.gpu_bounds), with the roles it is shared with
+                cap = f"its share of the GPU bounds ({rs.max_replicas_why}) leaves room for {rs.max_replicas}"
+                fix = "the queue's and the pool's GPU limits"
+            carried = m.workload.peak_rps * rs.max_replicas / rs.replicas_at_peak
+            problems.append(Problem(
+                f"models[{i}].workload.peak_rps",
+                f"{m.name}/{rs.role}: peak_rps {m.workload.peak_rps:,g} needs {rs.replicas_at_peak:,} replicas x {gpus} "
+                f"GPU(s) = {rs.replicas_at_peak * gpus:,} GPUs (${rs.replicas_at_peak * gpus * ms.usd_per_gpu_hour:,.0f}/h) "
+                f"but {cap}: the stack can carry about {carried:,.3g} rps. Lower peak_rps or raise {fix}",
+            ))
+    return problems
+
+
 def _quotas(spec: PlatformSpec) -> list[Problem]:
     problems: list[Problem] = []
     pool_gpus = sum(p.gpu_limit for p in spec.topology.gpu_pools)
+    for j, top in enumerate(spec.teams):
+        if top.gpu_limit != UNLIMITED and top.gpu_limit > pool_gpus:
+            problems.append(Problem(
+                f"teams[{j}].gpu_limit",
+                f"queue {top.name}: gpu_limit {top.gpu_limit:g} is above every GPU the node pools may run "
+                f"({' + '.join(f'{p.name} {p.gpu_limit}' for p in spec.topology.gpu_pools)} = {pool_gpus}); "
+                f"use at most {pool_gpus}, or -1 for no limit of its own",
+            ))
     quota = sum(q.gpu_quota for q in spec.teams)
     if quota > pool_gpus:
         parts = " + ".join(f"{q.name} {q.gpu_quota:g}" for q in spec.teams)

@@ -57,6 +57,11 @@ DEFAULT_MAX_NUM_SEQS = 256
 CRITICAL_MIN_REPLICAS = 2
 """Warm minimum of every role of a critical model: a drift replacement, a spot or node failure takes one replica at a
 time, and a second one keeps serving while the replacement loads (a cold start is minutes)."""
+KV_BATCH_FLOOR_SHARE = 0.5
+"""A replica's KV cache must hold at least this share of the decode batch the ITL target needs. Below half, the replica
+runs under half the batch its compute serves within the ITL target, so its decode GPUs cost more than twice what they
+must; doubling TP doubles the GPUs but more than doubles the KV room (the weights' share per GPU halves), so the larger
+TP is cheaper per output token."""
 KV_TRANSFER_TTFT_SHARE = 0.25
 """Most of the TTFT p99 budget the prefill -> decode KV transfer of a p99 prompt may take in disaggregated serving;
 above it the transfer, not the prefill, decides TTFT, and aggregated serving answers sooner."""
@@ -344,17 +349,17 @@ def kv_decode_batch(model: ModelDeployment, kv_tokens: int) -> int:
 
 def _kv_shortfall(model: ModelDeployment, pool: GpuNodePoolSpec, shape: ReplicaShape) -> str | None:
     """Why ``shape`` cannot serve ``model``: KV room for less than one max-context sequence, or for fewer sequences than
-    the decode batch the ITL target needs (a replica then spends its compute preempting); None when it can."""
+    ``KV_BATCH_FLOOR_SHARE`` of the decode batch the ITL target needs; None when it can."""
     inst = _instance(pool, shape)
     tp, pp = shape.tensor_parallel_size, shape.pipeline_parallel_size
     cap = kv_capacity_tokens(model, inst, tp, pp)
     if cap < model.architecture.max_context_tokens:
         return f"leaves KV room for {cap:,} tokens, less than one max_context_tokens ({model.architecture.max_context_tokens:,}) sequence"
     need, held = itl_decode_batch(model, inst, tp, pp), kv_decode_batch(model, cap)
-    if held < need:
+    if held < need * KV_BATCH_FLOOR_SHARE:
         return (
-            f"leaves KV room for {cap:,} tokens, {held} sequences of {mean_decode_context(model):,.0f} tokens, below the "
-            f"{need}-sequence decode batch the ITL target ({model.slo.itl_p99_s:g} s) needs"
+            f"leaves KV room for {cap:,} tokens, {held} sequences of {mean_decode_context(model):,.0f} tokens, less than "
+            f"half the {need}-sequence decode batch the ITL target ({model.slo.itl_p99_s:g} s) needs"
         )
     return None
 
@@ -389,9 +394,12 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
                 f"TP {better.tensor_parallel_size} x PP {better.pipeline_parallel_size} would fit"
                 if better is not None else "use a larger GPU or FP8 weights"
             )
+            cap = kv_capacity_tokens(model, _instance(pool, shape), tp, pp)
             raise SizingError(
                 f"model {model.name}: TP {tp} x PP {pp} on {shape.instance_type} {short}; raise TP/PP ({hint}), or "
-                "lower max_context_tokens"
+                "lower max_context_tokens",
+                # no KV room at all: the weights alone overflow the GPUs, so the number to check is the model's size
+                "architecture.params_b" if cap == 0 else "parallelism",
             )
         return shape.model_copy(update={"why": f"TP {tp} x PP {pp} set in the stack file"})
     auto = _auto_shape(model, pool, disaggregated)
@@ -400,10 +408,13 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
     domain = max(it.nvlink_domain_gpus for it in pool.instances)
     tps = [t for t in (1, 2, 4, 8, 16) if t <= max(domain, 1) and t <= max_node and arch.attention_heads % t == 0]
     pps = "PP 1 (disaggregated)" if disaggregated else "PP <= 8"
+    largest = max(tps) * (1 if disaggregated else 8)
     raise SizingError(
         f"model {model.name}: {weights_gib(model):.1f} GiB of weights plus one {arch.max_context_tokens}-token "
         f"sequence and the decode batch the ITL target needs do not fit {ref.name} ({ref.gpu_memory_gib:g} GiB GPUs) "
-        f"at TP <= {max(tps)} and {pps}; use a larger GPU, FP8 weights, or a shorter max_context_tokens"
+        f"at TP <= {max(tps)} and {pps}; use a larger GPU, FP8 weights, or a shorter max_context_tokens",
+        # the weights alone overflow the largest replica sizing may form: the model's size is what to check
+        "architecture.params_b" if kv_capacity_tokens(model, ref, largest, 1) == 0 else "parallelism",
     )
 
 

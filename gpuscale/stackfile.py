@@ -1,13 +1,18 @@
 """The only reader of stack configuration: Pulumi config for ``pulumi up``, plain YAML for the CLI.
 
-Both paths build the same dict of ``gpuscale:<key>`` objects and validate it with ``PlatformSpec``,
-so a stack file that ``gpuscale validate`` accepts is exactly what the Pulumi program deploys.
+Both paths build the same dict of ``gpuscale:<key>`` objects and validate it with ``PlatformSpec`` (strictly: a YAML
+``true`` or ``"4"`` is never a number), so a stack file that ``gpuscale validate`` accepts is exactly what the Pulumi
+program deploys. A stack file is read as UTF-8 YAML with every key once; every refusal names the YAML path of the
+value to change.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,34 +44,124 @@ def stack_file_path(stack: str, root: Path | None = None) -> Path:
     return find_project_root(root) / "stacks" / f"Pulumi.{stack}.yaml"
 
 
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (libyaml's when installed); duplicate keys are found on the node tree before construction
+    (PyYAML would keep the last)."""
+
+
+def _scalar_key(node: yaml.Node) -> str | None:
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else None
+
+
+def _duplicate_keys(node: yaml.Node | None, path: tuple[str | int, ...] = ()) -> Iterator[Problem]:
+    """Every key written twice in one mapping, with both line numbers, at its YAML path."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = _scalar_key(key_node)
+            if key is None or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                yield Problem(
+                    _config_path((*path, key)),
+                    f"duplicate key {key!r} (lines {seen[key]} and {line}): YAML would silently keep only the second; "
+                    "remove one",
+                )
+            else:
+                seen[key] = line
+            yield from _duplicate_keys(value_node, (*path, key))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _duplicate_keys(item, (*path, i))
+
+
+def _config_path(path: tuple[str | int, ...]) -> str:
+    """YAML path below ``config: gpuscale:<key>`` as a problem path (``models[0].queue``); other keys as written."""
+    parts: list[str | int] = list(path)
+    if len(parts) >= 2 and parts[0] == "config" and isinstance(parts[1], str) and parts[1].startswith(f"{NAMESPACE}:"):
+        parts = [parts[1].removeprefix(f"{NAMESPACE}:"), *parts[2:]]
+    return _join(parts)
+
+
+def _join(parts: list[str | int]) -> str:
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def parse_stack_text(data: bytes, source: str) -> Any:
+    """The YAML document in ``data``: UTF-8, one document, every key once; ``StackConfigError`` otherwise."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise StackConfigError(source, [
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} cannot be decoded; save the file as UTF-8",
+        ]) from None
+    if "\0" in text:
+        raise StackConfigError(source, ["not a text file (it contains NUL bytes); a stack file is UTF-8 YAML"])
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        duplicates = list(_duplicate_keys(node))
+        if duplicates:
+            raise StackConfigError(source, duplicates)
+        return loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        raise StackConfigError(source, [f"not valid YAML: {exc}"]) from None
+    except RecursionError:
+        raise StackConfigError(source, ["not a stack file: YAML nested too deeply (or an alias that refers to itself)"]) from None
+    finally:
+        loader.dispose()
+
+
 def read_stack_config(path: Path) -> dict[str, Any]:
     """The ``gpuscale:*`` keys of a Pulumi stack file, without the namespace."""
-    if not path.is_file():
-        raise StackConfigError(str(path), [f"file not found: {path}"])
+    source = str(path)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise StackConfigError(str(path), [f"not valid YAML: {exc}"]) from None
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise StackConfigError(source, [f"file not found: {path}"]) from None
+    except IsADirectoryError:
+        raise StackConfigError(source, [f"{path} is a directory, not a stack file"]) from None
+    except OSError as exc:
+        raise StackConfigError(source, [f"cannot read {path}: {exc.strerror or exc}"]) from None
+    doc = parse_stack_text(data, source)
     if not isinstance(doc, dict):
-        raise StackConfigError(str(path), [f"expected a mapping with a 'config:' key, got {type(doc).__name__}"])
+        raise StackConfigError(source, [f"expected a mapping with a 'config:' key, got {_kind(doc)}"])
     config = doc.get("config")
     if not isinstance(config, dict):
-        raise StackConfigError(str(path), ["'config:' must be a mapping of Pulumi config keys (gpuscale:environment, ...)"])
+        raise StackConfigError(source, ["'config:' must be a mapping of Pulumi config keys (gpuscale:environment, ...)"])
     raw: dict[str, Any] = {}
+    problems: list[Problem] = []
     for key, value in config.items():
         ns, sep, name = str(key).partition(":")
         if sep and ns == NAMESPACE:
             raw[name] = value
+            continue
+        field = name if sep else ns
+        if field in PlatformSpec.model_fields and f"{NAMESPACE}:{field}" not in config:
+            problems.append(Problem("", f"config key {str(key)!r} is not in the {NAMESPACE} namespace: write {NAMESPACE}:{field}"))
+    if problems:
+        raise StackConfigError(source, problems)
     return raw
 
 
 def validate_config(raw: dict[str, Any], source: str) -> PlatformSpec:
     """Validate ``gpuscale:*`` values into a ``PlatformSpec`` that sizing and the cross-layer checks accept, or raise
     ``StackConfigError``: the CLI and ``pulumi up`` refuse exactly the same configurations."""
+    non_finite = list(_non_finite(raw))
+    if non_finite:
+        raise StackConfigError(source, non_finite)
     try:
-        spec = PlatformSpec.model_validate(raw)
+        spec = PlatformSpec.model_validate(raw, strict=True)
     except ValidationError as exc:
-        raise StackConfigError(source, format_errors(exc)) from None
+        raise StackConfigError(source, format_errors(exc, raw)) from None
     try:
         checked_sizing(spec)
     except Problems as exc:
@@ -74,8 +169,44 @@ def validate_config(raw: dict[str, Any], source: str) -> PlatformSpec:
     return spec
 
 
+def _non_finite(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[Problem]:
+    """``.inf``/``.nan`` anywhere: no quantity of a platform is infinite or undefined."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield Problem(_join(list(path)), f"{value} is not a finite number; write the quantity itself")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _non_finite(v, (*path, str(k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _non_finite(v, (*path, i))
+
+
 def load_stack_file(path: Path) -> PlatformSpec:
-    return validate_config(read_stack_config(path), str(path))
+    raw = read_stack_config(path)
+    spec = validate_config(_resolve_trace_paths(raw, path.parent), str(path))
+    missing = [
+        Problem(f"models[{i}].workload.trace.path", f"trace file not found: {m.workload.trace.path}")
+        for i, m in enumerate(spec.models) if m.workload.trace is not None and not m.workload.trace.path.is_file()
+    ]
+    if missing:
+        raise StackConfigError(str(path), missing)
+    return spec
+
+
+def _resolve_trace_paths(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Relative ``workload.trace.path`` values are relative to the stack file, like every path a config file names."""
+    models = raw.get("models")
+    if not isinstance(models, list):
+        return raw
+    resolved = []
+    for m in models:
+        workload = m.get("workload") if isinstance(m, dict) else None
+        trace = workload.get("trace") if isinstance(workload, dict) else None
+        path = trace.get("path") if isinstance(trace, dict) else None
+        if isinstance(workload, dict) and isinstance(trace, dict) and isinstance(path, str) and path and "\0" not in path and not Path(path).is_absolute():
+            m = {**m, "workload": {**workload, "trace": {**trace, "path": str(base / path)}}}
+        resolved.append(m)
+    return {**raw, "models": resolved}
 
 
 def load_stack(stack: str | None = None, stack_file: Path | None = None) -> PlatformSpec:
@@ -84,46 +215,121 @@ def load_stack(stack: str | None = None, stack_file: Path | None = None) -> Plat
         return load_stack_file(stack_file)
     if stack is None:
         raise StackConfigError("gpuscale", ["pass --stack NAME or --stack-file PATH"])
-    return load_stack_file(stack_file_path(stack))
+    path = stack_file_path(stack)
+    if not path.is_file():
+        known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
+        raise StackConfigError(str(path), [f"no stack {stack!r} (no {path}); stacks here: {', '.join(known) or 'none'}"])
+    return load_stack_file(path)
 
 
 def load_from_pulumi_config() -> PlatformSpec:
     """Read the running stack's ``gpuscale:*`` config (inside ``pulumi up``/``preview``)."""
     import pulumi
 
+    from gpuscale.synth import sdk
+
     cfg = pulumi.Config(NAMESPACE)
-    raw = {name: value for name in PlatformSpec.model_fields if (value := cfg.get_object(name)) is not None}
+    # every gpuscale:* key, known or not: a typo such as gpuscale:observabilty is refused here as by `gpuscale validate`
+    raw: dict[str, Any] = {}
+    for name in sdk.config_keys(NAMESPACE):
+        try:
+            raw[name] = cfg.get_object(name)
+        except pulumi.ConfigTypeError:  # a plain string where YAML structure is expected: the spec names the type
+            raw[name] = cfg.get(name)
     return validate_config(raw, f"stack {pulumi.get_stack()}")
 
 
-def format_errors(exc: ValidationError) -> list[Problem]:
+_TYPE_ERRORS = ("_type", "_parsing", "finite_number", "is_instance_of", "literal_error", "enum")
+
+
+def format_errors(exc: ValidationError, data: Any = None) -> list[Problem]:
+    """One problem per pydantic error, at the YAML path the user wrote (``data`` is the validated input).
+
+    Where a value may take one of several shapes (``networking``: a new VPC or existing subnets), only the errors of
+    the shape the value comes closest to are kept, so a typo is not buried under the other shape's missing keys.
+    """
+    errors = [(err, *_path(err["loc"], data, err["type"])) for err in exc.errors(include_url=False)]
+    members: dict[str, dict[str, int]] = {}
+    for err, _, tag in errors:
+        if tag is not None:  # an unknown key says "wrong shape" more surely than a missing or invalid one
+            weight = 100 if err["type"] == "extra_forbidden" else 1
+            members.setdefault(tag[0], {}).setdefault(tag[1], 0)
+            members[tag[0]][tag[1]] += weight
+    best = {where: min(counts, key=lambda t: counts[t]) for where, counts in members.items()}
     out: list[Problem] = []
-    for err in exc.errors(include_url=False):
-        cause = (err.get("ctx") or {}).get("error")
+    for err, path, tag in errors:
+        if tag is not None and best[tag[0]] != tag[1]:
+            continue
         loc = err["loc"]
+        cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, Problems):
-            out += [p.under(_path(loc)) for p in cause.problems]
+            out += [p.under(path) for p in cause.problems]
             continue
         msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
         if err["type"] == "extra_forbidden":
-            valid = _fields_at(PlatformSpec, loc[:-1])
-            msg = "unknown key" + (f"; valid keys here: {', '.join(valid)}" if valid else "")
+            msg = _unknown_key(str(loc[-1]), _fields_at(PlatformSpec, loc[:-1]))
         elif err["type"] == "missing":
             msg = "required key is missing"
-        out.append(Problem(_path(loc), msg))
+        elif err["type"].endswith(_TYPE_ERRORS) or err["type"] in _BOUND_ERRORS:
+            msg += _got(err.get("input"))
+        out.append(Problem(path, msg))
     return out
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part[:1].isupper() or "[" in part:  # union member tags such as 'NewVpcSpec' or 'list[str]'
-            continue
-        else:
-            text += f".{part}" if text else part
-    return text
+_BOUND_ERRORS = ("string_pattern_mismatch", "greater_than", "less_than_equal", "greater_than_equal", "less_than", "too_long", "too_short",
+                 "model_type", "model_attributes_type", "dict_type", "list_type")
+
+
+def _got(value: Any) -> str:
+    if value is None:
+        return ", got nothing (null)"
+    if isinstance(value, bool):
+        return f", got {str(value).lower()} (a boolean)"
+    if isinstance(value, str | int | float) and len(repr(value)) <= 60:
+        return f", got {value!r}"
+    if isinstance(value, dict | list):
+        return f", got a {_kind(value)}"
+    return ""
+
+
+def _kind(value: Any) -> str:
+    return {dict: "mapping", list: "list", str: "string", bool: "boolean", type(None): "nothing (null)"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _unknown_key(key: str, valid: list[str]) -> str:
+    msg = f"unknown key {key!r}"
+    close = difflib.get_close_matches(key, valid, n=1) or [v for v in valid if v.lower() == key.lower()]
+    if close:
+        msg += f" (did you mean {close[0]!r}?)"
+    return msg + (f"; valid keys here: {', '.join(valid)}" if valid else "")
+
+
+def _path(loc: tuple[int | str, ...], data: Any, err_type: str) -> tuple[str, tuple[str, str] | None]:
+    """The YAML path of an error, and the union member it is about (path of the union, member tag) if any.
+
+    ``loc`` is followed through the data the user wrote, so tags that pydantic inserts for union members
+    (``NewVpcSpec``, ``list[str]``) are skipped while keys keep their spelling (``Models`` stays ``Models``).
+    """
+    parts: list[str | int] = []
+    tag: tuple[str, str] | None = None
+    current = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(current, list) and isinstance(part, int):
+            parts.append(part)
+            current = current[part] if 0 <= part < len(current) else None
+        elif isinstance(current, dict) and part in current:
+            parts.append(str(part))
+            current = current[part]
+        elif isinstance(current, dict) and last and err_type == "missing" and isinstance(part, str):
+            parts.append(part)
+        elif data is None and (isinstance(part, int) or not (part[:1].isupper() or "[" in part)):
+            parts.append(part)  # no data to follow: keep what looks like a key, drop what looks like a type tag
+        elif tag is None and isinstance(part, str):
+            tag = (_join(parts), part)  # a union member tag (or a dict's '[key]' marker), not a key the user wrote
+    return _join(parts), tag
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
@@ -139,6 +345,8 @@ def _fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
 
 
 def _unwrap(tp: Any, part: int | str) -> Any:
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
     if isinstance(part, int):
         args = typing.get_args(tp)
         return args[0] if args else None

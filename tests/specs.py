@@ -93,6 +93,7 @@ def multi_node_aggregated(raw: dict[str, Any], index: int = 0) -> dict[str, Any]
     exist only for aggregated serving, since vLLM's NIXL decode side refuses pipeline parallelism."""
     m = raw["models"][index]
     m["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    m["workload"]["peak_rps"] = 20  # what 16-GPU replicas in chat's quota carry
     m.setdefault("serving", {})["mode"] = "aggregated"
     scaling = m.get("autoscaling", {})
     warm = (scaling.pop("prefill", None) or {}).get("min_replicas")

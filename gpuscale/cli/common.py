@@ -1,13 +1,24 @@
-"""Options and error handling every command shares: ``--stack``/``--stack-file``, exit 2 on bad input."""
+"""What every command shares: ``--stack``/``--stack-file``, exit codes, plain output, output paths, progress.
+
+Every message is printed as plain text (``markup=False, emoji=False``): a file named ``old[/x].yaml`` or a value
+``:bomb:`` reaches the terminal exactly as written. Styling goes through ``rich.text.Text``, never markup.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from gpuscale import checks
 from gpuscale.problems import Problem, Problems
@@ -15,23 +26,50 @@ from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import load_stack
 
-# Wide tables when piped (CI logs, PR comments); the terminal's width otherwise.
-console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
+def _console(stderr: bool) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    # wide lines when piped (CI logs, PR comments); the terminal's width otherwise
+    return Console(stderr=stderr, width=None if stream.isatty() else 200, markup=False, emoji=False, highlight=False)
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
+
+EXIT_OK = 0
 EXIT_INVALID = 2
+"""Invalid input: a stack file, an option, an input or output path. Nothing was written."""
 
-StackOpt = Annotated[str | None, typer.Option("--stack", help="Stack name: reads stacks/Pulumi.NAME.yaml.")]
-StackFileOpt = Annotated[
-    Path | None, typer.Option("--stack-file", help="Any Pulumi stack file with gpuscale:* config.", dir_okay=False)
+EXIT_CODES_HELP = "Exit codes: 0 success; 2 invalid input (stack file, option or path), nothing written."
+"""The line every command's help ends with (``diff`` and ``synth`` add their own code 1)."""
+
+StackOpt = Annotated[
+    str | None,
+    typer.Option("--stack", help="Stack name: reads stacks/Pulumi.NAME.yaml. Use --stack or --stack-file, not both.",
+                 show_default=False),
 ]
+StackFileOpt = Annotated[
+    Path | None,
+    typer.Option("--stack-file", help="Any Pulumi stack file with gpuscale:* config (instead of --stack).",
+                 dir_okay=False, show_default=False),
+]
+
+
+def say(text: str, *, style: str = "", stderr: bool = False) -> None:
+    """Print user-facing text exactly as written (no markup, no emoji codes), wrapped at the console width."""
+    (err_console if stderr else console).print(Text(text, style=style), soft_wrap=True)
+
+
+def warn(text: str) -> None:
+    """A ``warning:`` line on stderr."""
+    err_console.print(Text.assemble(("warning", "bold yellow"), ": ", text), soft_wrap=True)
 
 
 def fail(problems: list[Problem] | list[str], source: str = "gpuscale") -> NoReturn:
     """Print one line per problem and exit 2, never a traceback."""
-    err_console.print(f"[bold red]error[/]: {source}: invalid input", highlight=False)
+    err_console.print(Text.assemble(("error", "bold red"), f": {source}: invalid input"), soft_wrap=True)
     for p in problems:
-        err_console.print(f"  {p.line() if isinstance(p, Problem) else p}", highlight=False, markup=False, soft_wrap=True)
+        err_console.print(Text(f"  {p.line() if isinstance(p, Problem) else p}"), soft_wrap=True)
     raise typer.Exit(EXIT_INVALID)
 
 
@@ -54,3 +92,90 @@ def spec_from_options(stack: str | None, stack_file: Path | None) -> PlatformSpe
         return load_stack(stack, stack_file)
     except Problems as exc:
         fail_problems(exc)
+
+
+def source_of(stack: str | None, stack_file: Path | None) -> str:
+    """What refusals name as their source: the stack file, however it was chosen."""
+    return str(stack_file) if stack_file is not None else f"stacks/Pulumi.{stack}.yaml"
+
+
+# --- options ------------------------------------------------------------------------------------------------------
+
+
+def positive_finite(value: float | None) -> float | None:
+    """Typer callback: a number > 0 that is neither infinite nor NaN (click's ranges let NaN through)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a finite number > 0, got {value:g}")
+    return value
+
+
+# --- output paths: checked before any work, written whole or not at all ----------------------------------------------
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")
+
+
+def output_path_problem(path: Path, option: str, *, directory: bool = False) -> str | None:
+    """Why ``path`` cannot be written as a file (or created as a directory), or None. Nothing is created."""
+    what = "directory" if directory else "file"
+    if path.exists():
+        if directory and not path.is_dir():
+            return f"{option} {path}: exists and is not a directory"
+        if not directory and path.is_dir():
+            return f"{option} {path}: is a directory; name the {what} to write"
+        if not os.access(path, os.W_OK):
+            return f"{option} {path}: not writable"
+        parent = path if directory else path.parent
+        if not directory and not os.access(parent, os.W_OK | os.X_OK):
+            return f"{option} {path}: its directory {parent} is not writable"
+        return None
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        return f"{option} {path}: {base} is a file, so no {what} can be created under it"
+    if not os.access(base, os.W_OK | os.X_OK):
+        return f"{option} {path}: cannot create it in {base} (not writable)"
+    return None
+
+
+def check_outputs(*checks_: tuple[Path | None, str, bool]) -> None:
+    """Refuse (exit 2) every unusable output path at once, before the work starts. Each item: (path, option, is_dir)."""
+    problems = [p for path, option, directory in checks_
+                if path is not None and (p := output_path_problem(path, option, directory=directory))]
+    if problems:
+        fail(problems)
+
+
+def write_text(path: Path, text: str, option: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (write-then-rename); an OS error exits 2 naming the path."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        fail([f"{option} {path}: cannot write it ({exc.strerror or exc})"])
+
+
+# --- progress -----------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def step(doing: str, done: str) -> Iterator[None]:
+    """A step that may take seconds: a spinner on a terminal, a line per start and end otherwise (CI logs)."""
+    start = time.monotonic()
+    if err_console.is_terminal:
+        with err_console.status(Text(f"{doing}...")):
+            yield
+    else:
+        err_console.print(Text(f"{doing}..."), soft_wrap=True)
+        yield
+    err_console.print(Text.assemble(("done", "green"), f": {done} ({time.monotonic() - start:.1f} s)"), soft_wrap=True)

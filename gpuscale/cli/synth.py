@@ -2,77 +2,135 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from pydantic import ValidationError
+from rich.text import Text
 
-from gpuscale.cli.common import StackFileOpt, StackOpt, console, err_console, fail, fail_problems, spec_from_options
+from gpuscale.cli.common import (
+    StackFileOpt,
+    StackOpt,
+    check_outputs,
+    err_console,
+    fail,
+    fail_problems,
+    say,
+    source_of,
+    spec_from_options,
+    warn,
+    write_text,
+)
 from gpuscale.policy.rules import check_resources
 from gpuscale.problems import Problems
 from gpuscale.stackfile import format_errors
 from gpuscale.synth.diff import MARKDOWN_LIMIT, NotASynthDirError, diff_synth_dirs, render_markdown, render_text
-from gpuscale.synth.render import MANIFESTS_DIR, ProgramUnavailableError, SynthResult, synth_spec
+from gpuscale.synth.render import (
+    FORMAT,
+    MANIFESTS_DIR,
+    RESOURCES_FILE,
+    ProgramUnavailableError,
+    SynthResult,
+    synth_spec,
+)
 
 EXIT_DIFFERENT = 1
 """``gpuscale diff``: the synths differ (0: equal; 2: not a synth directory)."""
 EXIT_ERROR = 1
 """``gpuscale synth``: the platform program is missing (2 stays "invalid input")."""
+SYNTH_EXIT_CODES = (
+    "Exit codes: 0 written; 1 the platform program is not installed; 2 invalid input (stack file, option or --out), "
+    "nothing written."
+)
+DIFF_EXIT_CODES = (
+    "Exit codes: 0 the synths are equal; 1 they differ; 2 invalid input (a directory that is not a synth output, "
+    "or an unusable --out), nothing written."
+)
 
 OutOpt = Annotated[
     Path | None,
-    typer.Option("--out", help="Output directory (default synth-out/<environment name>); a previous synth there is replaced.",
-                 file_okay=False),
+    typer.Option("--out", help="Output directory (default synth-out/<environment name>); a previous synth there is "
+                 "replaced, any other non-empty directory is refused.", file_okay=False, show_default=False),
 ]
 
 
 def synth(stack: StackOpt = None, stack_file: StackFileOpt = None, out: OutOpt = None) -> None:
-    """Render what the stack would create, offline: resources.json, manifests/ and charts.yaml."""
+    """Render what the stack would create, offline: resources.json, manifests/ and charts.yaml.
+
+    Runs the Pulumi program under mocks (no credentials, no cloud calls); component warnings are printed as
+    warning: lines and the policy pack's findings as policy lines, both on stderr.
+    """
+    check_outputs((out, "--out", True))
+    _refuse_foreign_dir(out)
     spec = spec_from_options(stack, stack_file)
+    target = out if out is not None else Path("synth-out") / spec.environment.name
+    if out is None:
+        check_outputs((target, "--out", True))
+        _refuse_foreign_dir(target)
     try:
         result = synth_spec(spec, stack=stack)
     except ProgramUnavailableError as exc:
-        err_console.print(f"[bold red]error[/]: {exc}", highlight=False)
+        err_console.print(Text.assemble(("error", "bold red"), f": {exc}"), soft_wrap=True)
         raise typer.Exit(EXIT_ERROR) from None
     except Problems as exc:
-        fail_problems(exc)
+        fail_problems(exc, source_of(stack, stack_file))
     except ValidationError as exc:
-        fail(format_errors(exc))
-    target = out if out is not None else Path("synth-out") / spec.environment.name
-    written = result.write(target)
+        fail(format_errors(exc), source_of(stack, stack_file))
+    try:
+        written = result.write(target)
+    except OSError as exc:
+        fail([f"--out {target}: cannot write the synth ({exc.strerror or exc})"])
     _report(result, target, len(written), prod=spec.environment.stage == "prod")
+
+
+def _refuse_foreign_dir(out: Path | None) -> None:
+    """A previous synth may be replaced; a directory holding something else (``--out .``) never is."""
+    if out is None or not out.is_dir() or not any(out.iterdir()):
+        return
+    marker = out / RESOURCES_FILE
+    try:
+        is_synth = json.loads(marker.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        is_synth = False
+    if not is_synth:
+        fail([f"--out {out}: a non-empty directory that is not a gpuscale synth output (no {RESOURCES_FILE} with "
+              f"format {FORMAT}); synth replaces its {MANIFESTS_DIR}/, so name an empty or new directory"])
 
 
 def _report(result: SynthResult, target: Path, files: int, *, prod: bool) -> None:
     objects = result.kubernetes_objects()
-    console.print(
-        f"synth [bold]{result.stack}[/]: {len(result.resources)} resources, {len(objects)} Kubernetes objects, "
-        f"{len(result.charts())} Helm charts -> {target} ({files} files; manifests in {target / MANIFESTS_DIR})",
-        highlight=False,
+    say(
+        f"synth {result.stack}: {len(result.resources)} resources, {len(objects)} Kubernetes objects, "
+        f"{len(result.charts())} Helm charts -> {target} ({files} files; manifests in {target / MANIFESTS_DIR})"
     )
-    for w in result.warnings:
-        err_console.print(f"[yellow]warning[/]: {w}", highlight=False, markup=False, soft_wrap=True)
+    print_warnings(result)
     rows = [(r["type"], r["inputs"] if isinstance(r["inputs"], dict) else {}) for r in result.resources]
     # the policy pack's rules, offline: what `pulumi preview --policy-pack policy` would report
     for i, rule, msg in check_resources(rows, prod=prod):
-        err_console.print(f"policy {rule}: {result.resources[i]['key']}: {msg}", highlight=False, markup=False,
-                          soft_wrap=True)
+        say(f"policy {rule}: {result.resources[i]['key']}: {msg}", stderr=True)
+
+
+def print_warnings(result: SynthResult) -> None:
+    """What the components warned about (pulumi.log.warn), as ``warning:`` lines on stderr."""
+    for w in result.warnings:
+        warn(w)
 
 
 def diff(
-    base: Annotated[Path, typer.Argument(help="Synth output of the base (e.g. the target branch).")],
-    head: Annotated[Path, typer.Argument(help="Synth output of the head (e.g. the pull request).")],
+    base: Annotated[Path, typer.Argument(help="Synth output of the base (e.g. the target branch).", show_default=False)],
+    head: Annotated[Path, typer.Argument(help="Synth output of the head (e.g. the pull request).", show_default=False)],
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown for a PR comment, summarised to fit.")] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of stdout.", dir_okay=False)] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write here instead of stdout.", dir_okay=False, show_default=False)
+    ] = None,
     max_chars: Annotated[
         int, typer.Option("--max-chars", min=1000, help="Length bound of --markdown output (GitHub allows 65,536).")
     ] = MARKDOWN_LIMIT,
 ) -> None:
-    """Added, removed and changed resources between two synths, GPU-node and autoscaling changes first.
-
-    Exits 0 when equal, 1 when different, 2 when a directory is not a synth output.
-    """
+    """Added, removed and changed resources between two synths, GPU-node and autoscaling changes first."""
+    check_outputs((out, "--out", False))
     try:
         d = diff_synth_dirs(base, head)
     except NotASynthDirError as exc:
@@ -81,8 +139,7 @@ def diff(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        err_console.print(f"wrote {out}", highlight=False)
+        write_text(out, text, "--out")
+        say(f"wrote {out}", stderr=True)
     raise typer.Exit(EXIT_DIFFERENT if d.different else 0)
 

@@ -8,30 +8,44 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from gpuscale.cli.common import StackFileOpt, StackOpt, checked_sizing, console, spec_from_options
+from gpuscale.cli.common import (
+    StackFileOpt,
+    StackOpt,
+    check_outputs,
+    checked_sizing,
+    console,
+    say,
+    source_of,
+    spec_from_options,
+    write_text,
+)
 from gpuscale.problems import NAMESPACE
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 
 
 def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
-    """Check a stack file and print the spec summary and the derived sizing."""
+    """Check a stack file and print the spec summary and the derived sizing.
+
+    Every refusal names the file and the YAML path of the value to change (gpuscale:models[0].slo.ttft_p99_s: ...).
+    """
     spec = spec_from_options(stack, stack_file)
-    sizing = checked_sizing(spec)
+    sizing = checked_sizing(spec, source_of(stack, stack_file))
     env = spec.environment
-    console.print(
-        f"[bold]{env.name}[/] ({env.stage}) cluster [bold]{env.cluster_name}[/] in {env.aws_region}, "
-        f"Kubernetes {env.kubernetes_version}, zones {', '.join(spec.topology.zones)}"
-    )
-    console.print("GPU pools: " + ", ".join(
+    console.print(Text.assemble(
+        (env.name, "bold"), f" ({env.stage}) cluster ", (env.cluster_name, "bold"), f" in {env.aws_region}, "
+        f"Kubernetes {env.kubernetes_version}, zones {', '.join(spec.topology.zones)}",
+    ), soft_wrap=True)
+    say("GPU pools: " + ", ".join(
         f"{p.name} ({'/'.join(p.instance_types)}, {'/'.join(p.capacity_types)}, {p.gpu_limit} GPUs, "
         f"{p.consolidation_policy} after {p.consolidate_after})" for p in spec.topology.gpu_pools
     ))
-    console.print(f"Leaf queues: {', '.join(spec.leaf_queue_names())}")
+    say(f"Leaf queues: {', '.join(spec.leaf_queue_names())}")
     console.print(sizing_table(sizing))
     console.print(role_table(sizing))
-    console.print("[green]valid[/]")
+    say("valid", style="green")
 
 
 def sizing_table(sizing: PlatformSizing) -> Table:
@@ -64,9 +78,12 @@ def role_table(sizing: PlatformSizing) -> Table:
 
 
 def schema(
-    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of stdout.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write here instead of stdout.", dir_okay=False, show_default=False)
+    ] = None,
 ) -> None:
     """Write the JSON Schema of a stack file (editor completion for stacks/Pulumi.*.yaml)."""
+    check_outputs((out, "--out", False))
     fields = PlatformSpec.model_json_schema()
     defs = fields.pop("$defs", {})
     props = {f"{NAMESPACE}:{k}": v for k, v in fields["properties"].items()}
@@ -90,5 +107,5 @@ def schema(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text)
-        console.print(f"wrote {out}")
+        write_text(out, text, "--out")
+        say(f"wrote {out}")

@@ -8,14 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from gpuscale.sim import ScenarioResult
+from gpuscale.sim import PolicyResult, ScenarioResult
 from gpuscale.sim.plots import write_plots
+from gpuscale.sim.scenarios import definition, plan_scenarios
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 
-PLAN_SCENARIOS = ("stack", "consolidation-24x7", "gang-7-of-8", "2am-huge-prompt")
-"""Scenarios every plan quotes: the stack's own workload, then one per failure the plan explains."""
+
+class EvidenceError(ValueError):
+    """An earlier run's output (``--synth`` manifests, ``--sim-dir`` results) that cannot be read; names the file."""
 
 
 class ManifestExcerpt(Spec):
@@ -24,74 +27,117 @@ class ManifestExcerpt(Spec):
     yaml: str
 
 
-class SimRow(Spec):
-    """One policy's line in a comparison table (every number straight from ``PolicyResult``)."""
+Cell = Callable[[PolicyResult, ScenarioResult], str]
 
-    policy: str
-    description: str
-    arrived: int
-    completed: int
-    dropped: int
-    lost_in_flight: int
-    still_queued: int
-    slo_attainment_pct: float
-    ttft_p50_s: float | None
-    ttft_p99_s: float | None
-    itl_p99_s: float | None
-    gpu_hours: float
-    idle_gpu_minutes: float
-    cost_usd: float
-    score: float
-    gpu_hours_vs_oracle: float | None
-    evictions: int
+
+def _n(x: float | None, fmt: str, unit: str = "") -> str:
+    return "-" if x is None else format(x, fmt) + unit
+
+
+def _per_day(res: ScenarioResult) -> float:
+    return float(res.parameters.get("per_day_factor", 86400.0 / res.duration_s))
+
+
+def _misses(r: PolicyResult, _: ScenarioResult) -> str:
+    parts = [f"{k.replace('_', ' ')} {v:,}" for k, v in r.misses.model_dump().items() if k != "total" and v]
+    return "; ".join(parts) if parts else "none"
+
+
+def _tracked(r: PolicyResult, _: ScenarioResult) -> str:
+    if not r.tracked:
+        return "-"
+    t = r.tracked[0]
+    return t.outcome.replace("_", " ") + (f" (TTFT {t.ttft_s:.0f} s)" if t.ttft_s is not None else "")
+
+
+def _first_ready(r: PolicyResult, _: ScenarioResult) -> str:
+    t = next((e.t_s for e in r.events if e.kind == "ready"), None)
+    return _n(t, ".0f", " s")
+
+
+COLUMNS: dict[str, tuple[str, str, Cell]] = {
+    "policy": ("policy", "---", lambda r, _: r.name),
+    "attainment": ("on time, all / servable", "---:", lambda r, _: f"{100 * r.slo_attainment:.1f}% / {100 * r.slo_attainment_servable:.1f}%"),
+    "misses": ("misses by cause", "---", _misses),
+    "ttft": ("TTFT p50 / p99 (s)", "---", lambda r, _: f"{_n(r.ttft_p50_s, '.2f')} / {_n(r.ttft_p99_s, '.2f')}"),
+    "itl_p99": ("ITL p99 (ms)", "---:", lambda r, _: _n(r.itl_p99_s * 1000 if r.itl_p99_s is not None else None, ".0f")),
+    "gpu_hours": ("GPU-hours", "---:", lambda r, _: f"{r.gpu_hours:,.1f}"),
+    "lower_bound": ("lower bound at that attainment (GPU-h)", "---:", lambda r, _: _n(r.lower_bound_gpu_hours, ",.1f")),
+    "idle": ("idle GPU-min", "---:", lambda r, _: f"{r.idle_gpu_minutes.total:,.0f}"),
+    "cost": ("cost", "---:", lambda r, _: f"${r.cost_usd:,.0f}"),
+    "score": ("score", "---:", lambda r, _: f"{r.score:.1f}"),
+    "gang_wait": ("GPU-minutes bound waiting for the gang", "---:", lambda r, _: f"{r.idle_gpu_minutes.gang_wait:.1f}"),
+    "first_ready": ("replica serving at", "---:", _first_ready),
+    "tracked": ("the labelled request", "---", _tracked),
+    "first_node": ("first node ready after Pending", "---:", lambda r, _: _n(r.nodes.first_ready_latency_s, ".0f", " s")),
+    "evictions_day": ("evictions / day", "---:", lambda r, res: f"{r.evictions * _per_day(res):.1f}"),
+    "lost_day": ("lost in flight / day", "---:", lambda r, res: f"{r.lost_in_flight * _per_day(res):,.0f}"),
+    "unanswered_day": ("unanswered / day", "---:", lambda r, res: f"{r.unanswered * _per_day(res):,.0f}"),
+    "gpu_hours_day": ("GPU-hours / day", "---:", lambda r, res: f"{r.gpu_hours * _per_day(res):,.1f}"),
+    "cost_day": ("cost / day", "---:", lambda r, res: f"${r.cost_usd * _per_day(res):,.0f}"),
+}
+"""Every column a plan table can show: header, Markdown alignment, cell from one result row."""
 
 
 class SimSection(Spec):
+    """One simulated scenario as the plan quotes it: a table whose columns the scenario chose, and its findings."""
+
     scenario: str
+    section: str
+    """Where in the plan it goes (``ScenarioDef.plan_section``)."""
     description: str
     model: str
     seed: int
     duration_s: float
-    per_day_factor: float
-    rows: list[SimRow]
+    header: list[str]
+    align: list[str]
+    rows: list[list[str]]
+    """Cells, formatted from the ``PolicyResult`` of each row."""
+    policies: list[str]
+    descriptions: list[str]
+    """Each policy's one-line description, row order."""
     findings: list[str]
-    score_formula: str
-    score_explanation: str
+    score_formula: str | None
+    score_explanation: str | None
+    traffic: str
     images: list[str]
     """Paths of the plots, relative to the plan document."""
 
-    def row(self, policy: str) -> SimRow:
-        for r in self.rows:
-            if r.policy == policy:
-                return r
-        raise KeyError(policy)
+    def cell(self, policy: str, column: str) -> str:
+        return self.rows[self.policies.index(policy)][self.header.index(COLUMNS[column][0])]
 
 
 class Evidence(Spec):
     node_manifests: list[ManifestExcerpt]
-    simulations: dict[str, SimSection]
+    simulations: list[SimSection]
+    """Every plan scenario, in ``plan_scenarios()`` order."""
 
+    def section(self, name: str) -> list[SimSection]:
+        """The scenarios quoted in one part of the plan (templates never name scenarios)."""
+        return [s for s in self.simulations if s.section == name]
 
-def _r(x: float | None, nd: int = 3) -> float | None:
-    return None if x is None else round(x, nd)
+    def scenario(self, name: str) -> SimSection:
+        for s in self.simulations:
+            if s.scenario == name:
+                return s
+        raise KeyError(name)
 
 
 def sim_section(result: ScenarioResult, images: list[str]) -> SimSection:
-    rows = [
-        SimRow(
-            policy=r.name, description=r.description, arrived=r.arrived, completed=r.completed, dropped=r.dropped,
-            lost_in_flight=r.lost_in_flight, still_queued=r.still_queued, slo_attainment_pct=round(100 * r.slo_attainment, 1),
-            ttft_p50_s=_r(r.ttft_p50_s), ttft_p99_s=_r(r.ttft_p99_s), itl_p99_s=_r(r.itl_p99_s, 4),
-            gpu_hours=round(r.gpu_hours, 2), idle_gpu_minutes=round(r.idle_gpu_minutes.total, 1), cost_usd=round(r.cost_usd, 2),
-            score=r.score, gpu_hours_vs_oracle=_r(r.gpu_hours_vs_oracle, 2), evictions=r.evictions,
-        )
-        for r in result.results
-    ]
+    d = definition(result.scenario)
+    cols = [COLUMNS[c] for c in d.columns]
+    t = result.traffic
+    traffic = f"{t.kind}, {t.requests:,} request{'s' if t.requests != 1 else ''}" + (
+        f", arrivals in {t.granularity_s:g} s buckets replayed {t.replay}" if t.granularity_s is not None else ""
+    )
+    scored = "score" in d.columns
     return SimSection(
-        scenario=result.scenario, description=result.description, model=result.model, seed=result.seed,
-        duration_s=result.duration_s, per_day_factor=float(result.parameters.get("per_day_factor", 86400 / result.duration_s)),
-        rows=rows, findings=result.findings, score_formula=result.score_formula,
-        score_explanation=result.score_explanation, images=images,
+        scenario=result.scenario, section=d.plan_section or "", description=result.description, model=result.model,
+        seed=result.seed, duration_s=result.duration_s, header=[c[0] for c in cols], align=[c[1] for c in cols],
+        rows=[[c[2](r, result) for c in cols] for r in result.results],
+        policies=[r.name for r in result.results], descriptions=[r.description for r in result.results],
+        findings=result.findings, score_formula=result.score_formula if scored else None,
+        score_explanation=result.score_explanation if scored else None, traffic=traffic, images=images,
     )
 
 
@@ -104,25 +150,37 @@ def primary_model(spec: PlatformSpec) -> str:
 def run_simulations(
     spec: PlatformSpec, *, stack: str, image_dir: Path, image_prefix: str, sim_dir: Path | None = None,
     duration_s: float | None = None, simulate: Callable[..., ScenarioResult] | None = None,
-) -> dict[str, SimSection]:
+) -> list[SimSection]:
     """Each plan scenario: read ``<sim_dir>/<scenario>.json`` when present (``make plan`` writes them), else simulate."""
     if simulate is None:
         from gpuscale.sim import simulate as simulate_fn
 
         simulate = simulate_fn
-    model = primary_model(spec)
-    sections: dict[str, SimSection] = {}
-    for scenario in PLAN_SCENARIOS:
+    sections: list[SimSection] = []
+    for scenario in plan_scenarios():
+        d = definition(scenario)
+        model = d.pick_model(spec).name if d.pick_model is not None else primary_model(spec)
         cached = sim_dir / f"{scenario}.json" if sim_dir else None
-        result = ScenarioResult.model_validate(json.loads(cached.read_text())) if cached is not None and cached.is_file() else None
+        result = load_result(cached) if cached is not None and cached.is_file() else None
         if result is None or result.model != model:
             result = simulate(spec, scenario, model=model, duration_s=duration_s)
         images: list[str] = []
-        if scenario == "stack":
+        if d.plan_section == "simulation":
             paths = write_plots(result, image_dir / scenario)
             images = [f"{image_prefix}/{scenario}/{p.name}" for p in paths]
-        sections[scenario] = sim_section(result, images)
+        sections.append(sim_section(result, images))
     return sections
+
+
+def load_result(path: Path) -> ScenarioResult:
+    """A ``gpuscale simulate --json`` result; ``EvidenceError`` naming the file when it is not one."""
+    try:
+        return ScenarioResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, RecursionError) as exc:  # ValidationError and JSON/UTF-8 errors are ValueErrors
+        reason = f"{exc.error_count()} field(s) do not match" if isinstance(exc, ValidationError) else str(exc)
+        raise EvidenceError(
+            f"{path}: not a `gpuscale simulate --json` result ({reason}); re-run the simulation or drop --sim-dir"
+        ) from None
 
 
 def node_manifests(objects: list[dict[str, Any]]) -> list[ManifestExcerpt]:
@@ -136,7 +194,19 @@ def node_manifests(objects: list[dict[str, Any]]) -> list[ManifestExcerpt]:
 
 
 def manifests_from_synth_dir(path: Path) -> list[dict[str, Any]]:
+    """Every object in ``<path>/manifests/*.yaml``; ``EvidenceError`` naming the file that is not YAML."""
     out: list[dict[str, Any]] = []
     for f in sorted((path / "manifests").glob("*.yaml")):
-        out += [d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
+        try:
+            docs = list(yaml.safe_load_all(f.read_text(encoding="utf-8")))
+        except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
+            raise EvidenceError(
+                f"{f}: not a manifest written by `gpuscale synth` ({exc}); re-run the synth or drop --synth"
+            ) from None
+        objects = [d for d in docs if isinstance(d, dict)]
+        bad = [d for d in objects if not isinstance(d.get("kind"), str) or not isinstance(d.get("metadata"), dict)
+               or not isinstance(d["metadata"].get("name"), str)]
+        if bad:
+            raise EvidenceError(f"{f}: an object without kind or metadata.name; re-run the synth or drop --synth")
+        out += objects
     return out

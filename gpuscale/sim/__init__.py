@@ -6,10 +6,9 @@ Entry points: ``simulate(spec, "peak-hour")`` or ``Runner(build_scenario(...), s
 
 from gpuscale.sim.metrics import SCORE_FORMULA, PolicyResult, ScenarioResult
 from gpuscale.sim.runner import Runner, simulate
-from gpuscale.sim.scenarios import SCENARIOS, Scenario, ScenarioError, build_scenario
+from gpuscale.sim.scenarios import Scenario, ScenarioError, build_scenario, plan_scenarios, scenario_names
 
 __all__ = [
-    "SCENARIOS",
     "SCORE_FORMULA",
     "PolicyResult",
     "Runner",
@@ -17,5 +16,7 @@ __all__ = [
     "ScenarioError",
     "ScenarioResult",
     "build_scenario",
+    "plan_scenarios",
+    "scenario_names",
     "simulate",
 ]

@@ -1,9 +1,10 @@
 """Results of a simulation: frozen models the CLI prints and the plan document renders (``model_dump(mode="json")``).
 
-Per policy: requests completed, dropped (timed out or rejected), lost in flight, still queued; SLO attainment
-per request (TTFT <= the TTFT target and mean inter-token gap <= the ITL target); TTFT p50/p99 and ITL p50/p99
-(token-weighted); GPU-hours of the nodes the model holds, their cost, GPU idle minutes by cause; the ratio of
-GPU-hours to the oracle's; a composite score (``SCORE_FORMULA``).
+Per policy: every arrived request decided (completed, timed out, rejected or lost in flight: the run drains after the
+last arrival); SLO attainment per request (TTFT <= the TTFT target and mean inter-token gap <= the ITL target) over all
+requests and over the servable ones; misses by cause; TTFT p50/p99 and ITL p50/p99 (token-weighted); GPU-hours of the
+nodes the model holds up to the end of the drain, their cost, GPU idle minutes by cause; the lower bound on GPU-hours
+at the policy's attainment; a composite score (``SCORE_FORMULA``).
 """
 
 from __future__ import annotations
@@ -20,17 +21,15 @@ SCORE_FORMULA = (
 )
 """The composite score, as printed."""
 SCORE_EXPLANATION = (
-    "slo_attainment: share of decided requests (arrived minus still queued at the end) answered with TTFT <= the "
-    "TTFT target and mean inter-token gap <= the ITL target; unanswered_fraction: (dropped + lost in flight) / "
-    "arrived, so an unanswered request costs twice a slow one; reference_gpu_hours: the oracle's GPU-hours when it "
-    "ran, else the lowest of the policies compared; each 5% of GPU-hours above the reference costs 1 point. "
-    "Higher is better; 100 is every request on time at the reference's GPU-hours."
+    "slo_attainment: share of all arrived requests answered with TTFT <= the TTFT target and mean inter-token gap <= "
+    "the ITL target (every request is decided: the run drains after the last arrival); unanswered_fraction: (timed out "
+    "+ rejected + lost in flight) / arrived, so an unanswered request costs twice a slow one; reference_gpu_hours: the "
+    "fewest GPU-hours among the compared policies (the ceiling excluded); each 5% of GPU-hours above it costs 1 point. "
+    "Higher is better. How far each policy sits from what is possible is the lower bound column: the fewest GPU-hours "
+    "any schedule could spend for the policy's own attainment."
 )
 
-# request status codes in the per-request arrays
-IN_SYSTEM, COMPLETED, TIMED_OUT, REJECTED, LOST = 0, 1, 2, 3, 4
 Outcome = Literal["completed", "timed_out", "rejected", "lost", "unfinished"]
-OUTCOMES: dict[int, Outcome] = {IN_SYSTEM: "unfinished", COMPLETED: "completed", TIMED_OUT: "timed_out", REJECTED: "rejected", LOST: "lost"}
 
 
 class IdleGpuMinutes(Spec):
@@ -83,6 +82,8 @@ class TimeSeries(Spec):
     arrived: list[int]
     unanswered: list[int]
     """Requests arriving in the interval that were dropped or lost."""
+    missed: list[int]
+    """Requests arriving in the interval that missed their SLO (any cause)."""
 
 
 class TrackedRequest(Spec):
@@ -112,13 +113,41 @@ class SimEvent(Spec):
     detail: str
 
 
+class MissBreakdown(Spec):
+    """Requests that missed their SLO, each counted once under its cause (``states.MissCause``)."""
+
+    rejected: int
+    """Longer than the model's context or a replica's KV."""
+    infeasible: int
+    """Would miss TTFT or ITL even alone on an idle replica."""
+    queueing: int
+    """Ready replicas were there but too few or too loaded."""
+    cold_start: int
+    """Arrived while no replica was ready or while asked-for replicas were still starting."""
+    eviction: int
+    """Its replica was evicted (consolidation) or its node reclaimed (spot) under it."""
+    lost_in_flight: int
+    """Aborted in flight by a drain cut short or the end of the run."""
+    total: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _total(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            keys = ("rejected", "infeasible", "queueing", "cold_start", "eviction", "lost_in_flight")
+            data = {**data, "total": sum(int(data.get(k, 0)) for k in keys)}
+        return data
+
+
 class PolicyResult(Spec):
     """Everything measured for one policy (variant) of a scenario."""
 
     name: str
     description: str
     policy: str
-    """Policy kind (``dcgm-duty-cycle``, ``queue-depth``, ``gpuscale``, ``oracle``, ``fixed``)."""
+    """Policy kind (``dcgm-duty-cycle``, ``queue-depth``, ``gpuscale``, ``fixed``)."""
+    bound: str | None = None
+    """``ceiling`` for the reference run with every replica ready all the time."""
     provisioner: str
     consolidation: str
     scheduler: str
@@ -128,11 +157,15 @@ class PolicyResult(Spec):
     dropped_rejected: int
     lost_in_flight: int
     retried: int
-    still_queued: int
-    """Waiting or in progress when the run ended, within their timeout."""
+    servable: int
+    """Requests within the context and on time alone on an idle replica: the most any policy can serve on time."""
     ttft_attainment: float
     itl_attainment: float
     slo_attainment: float
+    """On time (TTFT and ITL) over every arrived request."""
+    slo_attainment_servable: float
+    """On time over the servable requests: tells a policy that fails a trace from a stack that cannot serve it."""
+    misses: MissBreakdown
     ttft_p50_s: float | None
     ttft_p99_s: float | None
     itl_p50_s: float | None
@@ -140,6 +173,8 @@ class PolicyResult(Spec):
     tpot_mean_s: float | None
     ttft_p99_met: bool
     itl_p99_met: bool
+    end_s: float
+    """When the last request was decided (the drain's end); GPU time is charged up to here."""
     gpu_hours: float
     cost_usd: float
     serving_gpu_minutes: float
@@ -147,6 +182,12 @@ class PolicyResult(Spec):
     evictions: int
     eviction_reload_gpu_minutes: float
     """GPU-minutes evicted replicas spent placed again and reloading."""
+    interruptions: int
+    """Spot interruption notices."""
+    preemptions: int
+    """vLLM preemptions (KV blocks ran out; the request is recomputed)."""
+    prefix_hit_rate: float | None
+    """Prompt tokens served from the prefix cache / prompt tokens admitted; None without prefix ids."""
     scale_events: int
     replicas_max: dict[str, int]
     replicas_mean: dict[str, float]
@@ -154,7 +195,8 @@ class PolicyResult(Spec):
     tracked: list[TrackedRequest]
     events: list[SimEvent]
     series: TimeSeries
-    gpu_hours_vs_oracle: float | None = None
+    lower_bound_gpu_hours: float | None = None
+    """The fewest GPU-hours any schedule could spend for this policy's attainment (``bounds``); filled by the runner."""
     score: float = 0.0
     dropped: int = 0
     """Timed out + rejected (filled in)."""
@@ -169,11 +211,38 @@ class PolicyResult(Spec):
             data = {**data, "dropped": dropped, "unanswered": dropped + int(data.get("lost_in_flight", 0))}
         return data
 
+    @property
+    def on_time(self) -> int:
+        return self.arrived - self.misses.total
+
+    @property
+    def gpu_hours_vs_lower_bound(self) -> float | None:
+        lb = self.lower_bound_gpu_hours
+        return round(self.gpu_hours / lb, 4) if lb else None
+
     def tracked_request(self, label: str) -> TrackedRequest:
         for r in self.tracked:
             if r.label == label:
                 return r
         raise KeyError(label)
+
+
+class TrafficInfo(Spec):
+    """How the arrivals were made: what a reader needs to reproduce them."""
+
+    kind: Literal["synthetic", "trace"]
+    requests: int
+    granularity_s: float | None = None
+    """A trace's arrival grid (seconds, after compression) when its timestamps are bucketed."""
+    replay: Literal["batch", "spread", "exact"] = "exact"
+    """Bucketed traces: each bucket at once (batch) or spread uniformly within it (seeded); else exact."""
+    prefix_ids: bool = False
+    """Requests carry prefix block ids (prefix caching and cache-aware routing apply)."""
+
+
+class LowerBoundPoint(Spec):
+    attainment: float
+    gpu_hours: float
 
 
 class SloTargets(Spec):
@@ -183,7 +252,7 @@ class SloTargets(Spec):
 
 
 class ScenarioResult(Spec):
-    """One scenario run with every policy compared."""
+    """One scenario run with every policy compared, the ceiling and the lower bound."""
 
     scenario: str
     description: str
@@ -191,21 +260,34 @@ class ScenarioResult(Spec):
     model: str
     seed: int
     duration_s: float
+    """Arrivals span [0, duration_s]; each run then drains (its own ``end_s``)."""
     parameters: dict[str, float | int | str | bool]
+    traffic: TrafficInfo
     slo: SloTargets
     score_formula: str = SCORE_FORMULA
     score_explanation: str = SCORE_EXPLANATION
-    reference: Literal["oracle", "cheapest"]
     reference_gpu_hours: float
+    """The score's GPU-hour reference: the fewest GPU-hours among the compared policies."""
+    lower_bound: list[LowerBoundPoint]
+    """GPU-hours no schedule can beat for a given attainment (a curve; ``bounds.LowerBound``)."""
     results: list[PolicyResult] = Field(min_length=1)
     findings: list[str]
-    """Plain-language statements of what the numbers show (computed, not written by hand)."""
+    """Plain-language statements of what the numbers show (computed from the results, never written by hand)."""
 
     def result(self, name: str) -> PolicyResult:
         for r in self.results:
             if r.name == name:
                 return r
         raise KeyError(f"no policy {name!r}; ran {', '.join(r.name for r in self.results)}")
+
+    @property
+    def ceiling(self) -> PolicyResult | None:
+        return next((r for r in self.results if r.bound == "ceiling"), None)
+
+    @property
+    def policies(self) -> list[PolicyResult]:
+        """The compared policies, without the ceiling."""
+        return [r for r in self.results if r.bound is None]
 
 
 def percentile(values: np.ndarray, q: float) -> float | None:

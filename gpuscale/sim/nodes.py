@@ -10,6 +10,15 @@ Removal: Karpenter ``WhenEmpty`` deletes a node once it has had no pod change fo
 ``WhenEmptyOrUnderutilized`` also deletes a node whose pods fit on the other nodes, evicting them (their
 in-flight requests are lost and each evicted replica reloads its model). Cluster Autoscaler's scale-down is the
 same repacking at its defaults (utilisation below 50% for 10 min, not within 10 min of a scale-up).
+
+Every removal goes through one verb, ``NodeLayer.disrupt(node, reason, grace_s)``: the node is cordoned, its replicas
+are evicted (replacements are created at once and placed elsewhere), in-flight requests get ``grace_s`` to finish,
+then the node goes. Consolidation disrupts with no grace; a spot interruption with the two-minute notice. A drift
+rollout is the same verb applied node by node under the NodePool's disruption budget.
+
+Start-up times: the image pull comes from the image size and the node's network bandwidth (unless the spec states a
+pull time); weights load from S3 at the spec's throughput, or from the node's local NVMe when an earlier replica on
+that node already downloaded them (weights pulled to disk, not streamed).
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuscale.sizing import ColdStart
+from gpuscale import sizing
+from gpuscale.sim.states import NodeState
 from gpuscale.spec.base import Spec
+from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
 
 KARPENTER_DECISION_S = (1.0, 10.0)
@@ -43,6 +54,28 @@ CA_UTILISATION = 0.5
 KARPENTER_DISRUPTION_POLL_S = 10.0
 """How often the disruption controller looks for candidates."""
 STARTUP_JITTER = 0.15
+SPOT_NOTICE_S = 120.0
+"""EC2 spot interruption notice (aws.amazon.com/ec2/spot: two minutes); Karpenter drains the node on it."""
+SPOT_INTERRUPTIONS_PER_NODE_HOUR = 0.2 / 730.0
+"""Default interruption rate of a spot GPU node: the EC2 Spot Instance Advisor's most frequent bucket (">20%" of
+instances interrupted per month; perf-model.md 1.1 finds no authoritative GPU figure), as a rate per node-hour."""
+IMAGE_COMPRESSED_GB = 9.0
+"""vllm/vllm-openai compressed on the registry (perf-model.md 4.2: about 9 GB on Docker Hub)."""
+REGISTRY_PULL_GBPS = 5.0
+"""Download ceiling of one image pull (parallel layer downloads from the registry), Gbit/s: a node's NIC below it is
+the limit."""
+IMAGE_EXTRACT_GIB_S = 0.2
+"""Layer decompression and unpacking rate, GiB/s (single-threaded gzip per layer): with ``sizing.VLLM_IMAGE_GIB`` this
+gives the 120-240 s first pull perf-model.md 4.2 reports for a fresh node."""
+LOCAL_WEIGHTS_GIB_S = 6.0
+"""Reading cached weights back from local NVMe / page cache (perf-model.md 4.3: ~10 s for a 70B checkpoint)."""
+
+
+def image_pull_s(instance: GpuInstanceType) -> float:
+    """First pull of the vLLM image on a fresh node: download at the node's bandwidth (capped by the registry), then
+    extraction."""
+    gbps = min(instance.network_gbps, REGISTRY_PULL_GBPS) if instance.network_gbps > 0 else REGISTRY_PULL_GBPS
+    return IMAGE_COMPRESSED_GB * 8.0 / gbps + sizing.VLLM_IMAGE_GIB / IMAGE_EXTRACT_GIB_S
 
 
 class ProvisionerSpec(Spec):
@@ -77,6 +110,10 @@ class StartupSpec(Spec):
 
     image_pull_s: float = Field(ge=0)
     weights_s: float = Field(ge=0)
+    """Weights from their source (S3 or the hub) at the spec's throughput."""
+    local_weights_s: float | None = Field(default=None, ge=0)
+    """Weights from the node's local disk when an earlier replica there downloaded them; None when the weights are
+    streamed (S3 + Run:ai streamer writes nothing to disk)."""
     engine_init_s: float = Field(ge=0)
     jitter: float = Field(default=STARTUP_JITTER, ge=0, lt=1)
     """Each part is drawn uniformly within +-jitter of its nominal value."""
@@ -87,6 +124,19 @@ class StartupSpec(Spec):
     @property
     def worst_case_s(self) -> float:
         return (self.image_pull_s + self.weights_s + self.engine_init_s) * (1.0 + self.jitter)
+
+    @property
+    def best_load_s(self) -> float:
+        """Shortest a replica can take from bound to serving (image cached, weights local when they can be)."""
+        weights = self.local_weights_s if self.local_weights_s is not None else self.weights_s
+        return (weights + self.engine_init_s) * (1.0 - self.jitter)
+
+
+class SpotSpec(Spec):
+    """Spot interruptions of the pool's nodes: a Poisson process per node, drained on the notice."""
+
+    interruptions_per_node_hour: float = Field(ge=0)
+    notice_s: float = Field(default=SPOT_NOTICE_S, ge=0)
 
 
 class ConsolidationSpec(Spec):
@@ -130,8 +180,11 @@ def provisioner_of(prov: ProvisioningSpec) -> ProvisionerSpec:
     return karpenter(prov) if prov.node_provisioner == "karpenter" else cluster_autoscaler(prov)
 
 
-def startup_of(cold: ColdStart) -> StartupSpec:
-    return StartupSpec(image_pull_s=cold.image_pull_s, weights_s=cold.weights_s, engine_init_s=cold.engine_init_s)
+def startup_of(cold: sizing.ColdStart, *, image_pull: float | None = None, local_weights_s: float | None = None) -> StartupSpec:
+    return StartupSpec(
+        image_pull_s=cold.image_pull_s if image_pull is None else image_pull, weights_s=cold.weights_s,
+        local_weights_s=local_weights_s, engine_init_s=cold.engine_init_s,
+    )
 
 
 def consolidation_of(pool: GpuNodePoolSpec) -> ConsolidationSpec:
@@ -159,13 +212,16 @@ def cluster_autoscaler_scale_down() -> ConsolidationSpec:
     )
 
 
-PROVISIONING, READY, GONE = 0, 1, 2
+PROVISIONING, READY, GONE = NodeState.PROVISIONING, NodeState.READY, NodeState.GONE
 
 
 class Node:
     """One GPU node of the pool (mutable simulation state)."""
 
-    __slots__ = ("foreign", "free", "gpus", "last_change", "nid", "pods", "pull_done_at", "ready_at", "requested_at", "state")
+    __slots__ = (
+        "cordoned", "foreign", "free", "gpus", "last_change", "nid", "pods", "pull_done_at", "ready_at", "requested_at",
+        "state", "weights_cached",
+    )
 
     def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0) -> None:
         self.nid = nid
@@ -174,6 +230,10 @@ class Node:
         """GPUs held by other tenants' pods: never ours, never freed."""
         self.free = gpus - foreign
         self.state = PROVISIONING
+        self.cordoned = False
+        """Being disrupted: nothing new is placed on it."""
+        self.weights_cached = False
+        """A replica finished loading here with weights on local disk."""
         self.requested_at = requested_at
         self.ready_at: float | None = None
         self.pull_done_at: float | None = None
@@ -198,7 +258,10 @@ def consolidation_candidate(
     """
     if spec.policy == "none" or t - last_scale_up_t < spec.delay_after_add_s:
         return None
-    quiet = [n for n in nodes if n.state == READY and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s]
+    quiet = [
+        n for n in nodes
+        if n.state == READY and not n.cordoned and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s
+    ]
     empty = [n for n in quiet if n.pods == 0]
     if empty:
         return min(empty, key=lambda n: (n.last_change, n.nid)), False

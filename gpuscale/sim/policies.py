@@ -13,12 +13,11 @@ One discriminated union of policy specs (``kind:``):
   (prefill: ``sum(rate(vllm:prompt_tokens_total[1m]))`` and queue depth; decode: KV usage at the ITL-derived target;
   aggregated: all three) with their targets, warm minimum, maximum, stabilisation and polling, the scale-up/-down
   policies of ``gpuscale.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0.
-* ``oracle`` - perfect foresight: reads every future arrival, computes the replicas each moment needs at the
-  sizing's per-replica capacity, and asks for them one cold start ahead; a lower bound on GPU-hours.
-* ``fixed`` - a constant replica count (a hand-made scale-up; the gang scenario).
+* ``fixed`` - a constant replica count per role (a hand-made scale-up; the ceiling reference).
 
-Controllers are plain objects built by ``build_controller``; they observe the last metric scrape and return a
-desired replica count per role.
+Controllers are plain objects; ``CONTROLLERS`` maps each policy kind to its factory (adding a policy is one spec class,
+one factory and its test). They observe the last metric scrape and return a desired replica count per role. The old
+"oracle" is gone: ``bounds`` computes the lower bound on GPU-hours and the ceiling is a ``fixed`` run at the maximum.
 """
 
 from __future__ import annotations
@@ -27,14 +26,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-import numpy as np
 from pydantic import Field
 
 from gpuscale import sizing as sizing_mod
 from gpuscale.sim.replica import ReplicaModel
-from gpuscale.sim.traffic import Arrivals
 from gpuscale.sizing import RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
@@ -138,28 +135,18 @@ class GpuscalePolicy(Spec):
     """Override the sized KEDA activation threshold (0 -> 1 when the first metric exceeds it)."""
 
 
-class OraclePolicy(Spec):
-    """Perfect foresight: the lower bound on GPU-hours at full SLO attainment."""
-
-    kind: Literal["oracle"] = "oracle"
-    prefill_utilisation: float = Field(default=0.85, gt=0, le=1)
-    """Prefill replicas run at this fraction of their prompt throughput (queueing headroom for TTFT)."""
-    smoothing_s: float = Field(default=60.0, gt=0)
-    """Load is averaged over this window before sizing."""
-    sync_period_s: float = Field(default=15.0, gt=0)
-
-
 class FixedPolicy(Spec):
     """A constant replica count per role."""
 
     kind: Literal["fixed"] = "fixed"
     replicas: int = Field(default=1, ge=0)
+    """Replicas of every role not listed in ``per_role``."""
+    per_role: dict[str, int] = Field(default_factory=dict)
+    """Replicas of named roles."""
     sync_period_s: float = Field(default=15.0, gt=0)
 
 
-PolicySpec = Annotated[
-    DutyCyclePolicy | QueueDepthPolicy | GpuscalePolicy | OraclePolicy | FixedPolicy, Field(discriminator="kind")
-]
+PolicySpec = Annotated[DutyCyclePolicy | QueueDepthPolicy | GpuscalePolicy | FixedPolicy, Field(discriminator="kind")]
 
 
 @dataclass(frozen=True)
@@ -189,16 +176,11 @@ class RoleObservation:
 
 @dataclass(frozen=True)
 class ControllerContext:
-    """What a controller may know at construction (the oracle reads the future arrivals)."""
+    """What a controller may know at construction: the roles' sizing and the replica (never the future)."""
 
     roles: dict[str, RoleSizing]
     replica: ReplicaModel
-    arrivals: Arrivals
-    duration_s: float
-    lead_s: float
-    """Worst-case time from asking for a replica to it serving on a fresh node."""
-    itl_slo_s: float
-    mode: str
+    backend: str = "keda"
 
 
 @dataclass(frozen=True)
@@ -377,97 +359,12 @@ class HpaController(Controller):
 
 
 class FixedController(Controller):
-    def __init__(self, roles: list[str], replicas: int, sync_period_s: float) -> None:
-        self.targets = dict.fromkeys(roles, replicas)
+    def __init__(self, targets: dict[str, int], sync_period_s: float) -> None:
+        self.targets = dict(targets)
         self.sync_period_s = sync_period_s
 
     def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
         return dict(self.targets)
-
-
-class OracleController(Controller):
-    """Replays a schedule computed from the future arrivals."""
-
-    def __init__(self, policy: OraclePolicy, ctx: ControllerContext) -> None:
-        self.sync_period_s = policy.sync_period_s
-        self.schedule = oracle_schedule(policy, ctx)
-
-    def decide(self, t: float, obs: dict[str, RoleObservation]) -> dict[str, int]:
-        i = int(t // self.sync_period_s)
-        return {role: int(s[min(i, len(s) - 1)]) for role, s in self.schedule.items()}
-
-
-def decode_output_rate_per_replica(replica: ReplicaModel, itl_slo_s: float, mean_context: float) -> float:
-    """Output tokens/s one replica sustains with its step time at ``ITL_HEADROOM`` x the ITL target.
-
-    Little's law on a linear step: with ``o`` tokens/s per replica the batch is ``b = o s`` and
-    ``s = base + k b``, so ``s = base / (1 - k o)``; ``s <= S`` gives ``o <= (1 - base/S) / k``; KV caps it too.
-    """
-    s_max = itl_slo_s * sizing_mod.ITL_HEADROOM
-    k = replica.step_per_seq_s + replica.step_per_context_token_s * mean_context
-    by_step = (1.0 - replica.step_base_s / s_max) / k if replica.step_base_s < s_max else 1.0 / k / 10.0
-    by_kv = sizing_mod.KV_TARGET_UTILISATION * replica.kv_capacity_tokens / (mean_context * s_max)
-    return max(min(by_step, by_kv), 1e-6)
-
-
-def aggregated_need(
-    r: ReplicaModel, prompt_rate: np.ndarray, output_rate: np.ndarray, itl_slo_s: float, mean_context: float,
-    max_replicas: int, utilisation: float,
-) -> np.ndarray:
-    """Smallest replica count whose mean inter-token gap, stretched by the prefill chunks sharing the steps, meets
-    ``ITL_HEADROOM`` x the ITL target.
-
-    Per replica, prefill takes a share ``f`` of the time and every step (mixed or not) gives each sequence one
-    token, so TPOT = decode part / (1 - f); with the batch b = o x TPOT that is TPOT = base / ((1 - f) - k o).
-    """
-    s_max = itl_slo_s * sizing_mod.ITL_HEADROOM
-    k = r.step_per_seq_s + r.step_per_context_token_s * mean_context
-    need = np.full(prompt_rate.shape, max_replicas, dtype=float)
-    undecided = (prompt_rate > 0) | (output_rate > 0)
-    need[~undecided] = 0
-    for n in range(1, max_replicas + 1):
-        f = prompt_rate / (n * r.prefill_tokens_per_s * utilisation)
-        ko = k * output_rate / n
-        room = (1.0 - f) - ko
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tpot = np.where(room > 0, r.step_base_s / np.maximum(room, 1e-9), np.inf)
-        kv_ok = output_rate / n * s_max * mean_context <= sizing_mod.KV_TARGET_UTILISATION * r.kv_capacity_tokens
-        ok = undecided & (tpot <= s_max) & kv_ok
-        need[ok] = n
-        undecided &= ~ok
-        if not undecided.any():
-            break
-    return need
-
-
-def oracle_schedule(policy: OraclePolicy, ctx: ControllerContext) -> dict[str, np.ndarray]:
-    """Desired replicas per role per sync period: the need of the next cold-start window, known in advance."""
-    dt = policy.sync_period_s
-    a = ctx.arrivals
-    lead_bins = math.ceil(ctx.lead_s / dt)
-    n_bins = math.ceil(ctx.duration_s / dt) + 1
-    total_bins = n_bins + lead_bins + 1
-    idx = np.minimum((a.arrival_s // dt).astype(np.int64), total_bins - 1) if len(a) else np.zeros(0, dtype=np.int64)
-    prompt_rate = np.bincount(idx, weights=a.prompt_tokens.astype(float), minlength=total_bins) / dt
-    output_rate = np.bincount(idx, weights=a.output_tokens.astype(float), minlength=total_bins) / dt
-    w = max(1, round(policy.smoothing_s / dt))
-    kernel = np.ones(w) / w
-    prompt_rate = np.convolve(prompt_rate, kernel, mode="same")
-    output_rate = np.convolve(output_rate, kernel, mode="same")
-    ctx_mean = float(np.mean(a.prompt_tokens + a.output_tokens / 2.0)) if len(a) else 1.0
-    r = ctx.replica
-    prefill_need = prompt_rate / (r.prefill_tokens_per_s * policy.prefill_utilisation)
-    decode_need = output_rate / decode_output_rate_per_replica(r, ctx.itl_slo_s, ctx_mean)
-    out: dict[str, np.ndarray] = {}
-    for role, rs in ctx.roles.items():
-        if role == "aggregated":
-            need = aggregated_need(r, prompt_rate, output_rate, ctx.itl_slo_s, ctx_mean, rs.max_replicas, policy.prefill_utilisation)
-        else:
-            x = prefill_need if role == "prefill" else decode_need
-            need = np.ceil(x - 1e-9).clip(0, rs.max_replicas)
-        ahead = np.lib.stride_tricks.sliding_window_view(np.concatenate([need, np.zeros(lead_bins)]), lead_bins + 1)
-        out[role] = ahead.max(axis=1)[:n_bins].astype(np.int64)
-    return out
 
 
 def _max_for(policy_max: int | None, rs: RoleSizing) -> int:
@@ -481,33 +378,39 @@ def gpuscale_behavior(rs: RoleSizing) -> HpaBehavior:
     return HpaBehavior.from_k8s(hpa_behavior(rs))
 
 
-def build_controller(policy: PolicySpec, ctx: ControllerContext, backend: str = "keda") -> Controller:
-    """The controller of one policy for the roles in ``ctx``."""
-    if isinstance(policy, OraclePolicy):
-        return OracleController(policy, ctx)
-    if isinstance(policy, FixedPolicy):
-        return FixedController(list(ctx.roles), policy.replicas, policy.sync_period_s)
+def _fixed(policy: FixedPolicy, ctx: ControllerContext) -> Controller:
+    return FixedController({r: policy.per_role.get(r, policy.replicas) for r in ctx.roles}, policy.sync_period_s)
+
+
+def _duty_cycle(policy: DutyCyclePolicy, ctx: ControllerContext) -> Controller:
+    roles = {
+        role: HpaRole([MetricRule("duty", policy.target, True)], policy.min_replicas, _max_for(policy.max_replicas, rs), policy.behavior)
+        for role, rs in ctx.roles.items()
+    }
+    manual: tuple[float, str] | None = None
+    if policy.manual_add_at_s is not None:
+        role_name: str = policy.manual_add_role if policy.manual_add_role is not None else next(iter(ctx.roles))
+        manual = (policy.manual_add_at_s, role_name)
+    return HpaController(roles, policy.sync_period_s, manual)
+
+
+def _queue_depth(policy: QueueDepthPolicy, ctx: ControllerContext) -> Controller:
     roles: dict[str, HpaRole] = {}
-    if isinstance(policy, DutyCyclePolicy):
-        for role, rs in ctx.roles.items():
-            roles[role] = HpaRole([MetricRule("duty", policy.target, True)], policy.min_replicas, _max_for(policy.max_replicas, rs), policy.behavior)
-        manual: tuple[float, str] | None = None
-        if policy.manual_add_at_s is not None:
-            role_name: str = policy.manual_add_role if policy.manual_add_role is not None else next(iter(ctx.roles))
-            manual = (policy.manual_add_at_s, role_name)
-        return HpaController(roles, policy.sync_period_s, manual)
-    if isinstance(policy, QueueDepthPolicy):
-        for role, rs in ctx.roles.items():
-            rules = []
-            if role in ("aggregated", "prefill"):
-                rules.append(MetricRule("queue", policy.queue_target, False))
-            if role in ("aggregated", "decode"):
-                rules.append(MetricRule("kv", policy.kv_target, False))
-            roles[role] = HpaRole(
-                rules, policy.min_replicas, _max_for(policy.max_replicas, rs), policy.behavior,
-                count_gateway=policy.count_gateway_queue,
-            )
-        return HpaController(roles, policy.sync_period_s)
+    for role, rs in ctx.roles.items():
+        rules = []
+        if role in ("aggregated", "prefill"):
+            rules.append(MetricRule("queue", policy.queue_target, False))
+        if role in ("aggregated", "decode"):
+            rules.append(MetricRule("kv", policy.kv_target, False))
+        roles[role] = HpaRole(
+            rules, policy.min_replicas, _max_for(policy.max_replicas, rs), policy.behavior,
+            count_gateway=policy.count_gateway_queue,
+        )
+    return HpaController(roles, policy.sync_period_s)
+
+
+def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
+    roles: dict[str, HpaRole] = {}
     for role, rs in ctx.roles.items():
         rules = [MetricRule(METRIC_SOURCES[sig.metric], sig.target, False) for sig in rs.signals]
         waker = rs.signal(sizing_mod.QUEUE_METRIC)  # the emitted activation threshold sits on the queue trigger
@@ -516,7 +419,7 @@ def build_controller(policy: PolicySpec, ctx: ControllerContext, backend: str = 
             rules, min_r, rs.max_replicas, gpuscale_behavior(rs),
             keda_activation=(
                 (policy.activation_threshold if policy.activation_threshold is not None else rs.activation_threshold)
-                if backend == "keda" else None
+                if ctx.backend == "keda" else None
             ),
             cooldown_s=rs.cooldown_s,
             count_gateway=policy.count_gateway_queue,
@@ -524,3 +427,17 @@ def build_controller(policy: PolicySpec, ctx: ControllerContext, backend: str = 
         )
     sync = min(rs.polling_interval_s for rs in ctx.roles.values())
     return HpaController(roles, float(sync))
+
+
+CONTROLLERS: dict[str, Callable[[Any, ControllerContext], Controller]] = {
+    "dcgm-duty-cycle": _duty_cycle,
+    "queue-depth": _queue_depth,
+    "gpuscale": _gpuscale,
+    "fixed": _fixed,
+}
+"""Policy kind -> controller factory: the one registry of autoscaling policies."""
+
+
+def build_controller(policy: PolicySpec, ctx: ControllerContext) -> Controller:
+    """The controller of one policy for the roles in ``ctx``."""
+    return CONTROLLERS[policy.kind](policy, ctx)

@@ -1,25 +1,59 @@
-"""Run a scenario against its policies: same arrivals and latency draws for every policy, scored together.
+"""Run a scenario against its variants: the same arrivals and latency draws for every one, then bounds and scores.
 
-``Runner(scenario, seed=..., policies=[...]).run()`` returns a ``ScenarioResult``; nothing is read or written
-before ``run()`` (a trace file is read there), and two runs with one seed are identical.
+``Runner(scenario, seed=..., policies=[...]).run()`` returns a ``ScenarioResult``; nothing is read or written before
+``run()`` (a trace file is read there), and two runs with one seed are identical.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from gpuscale.sim import metrics as M
 from gpuscale.sim import traffic
+from gpuscale.sim.accounting import servable_mask
+from gpuscale.sim.bounds import LowerBound
+from gpuscale.sim.router import KV_TRANSFER_EFFICIENCY
 from gpuscale.sim.scenarios import Scenario, ScenarioError, build_scenario, findings
-from gpuscale.sim.simulation import Simulation, Variant
+from gpuscale.sim.setup import SimSetup, Variant
+from gpuscale.sim.simulation import Simulation
 from gpuscale.spec.platform import PlatformSpec
 
 Progress = Callable[[str, float], None]
 """Called with (policy name, fraction of its run done)."""
 
 
+def servable_of(s: SimSetup, arrivals: traffic.Arrivals) -> np.ndarray:
+    share = min(s.replica.gpus / s.gpus_per_node, 1.0)
+    return servable_mask(
+        s.replica, arrivals.prompt_tokens, arrivals.output_tokens, s.ttft_slo_s, s.itl_slo_s,
+        disaggregated=s.mode == "disaggregated",
+        transfer_bytes_per_s=s.network_gbps * 1e9 / 8.0 * share * KV_TRANSFER_EFFICIENCY,
+    )
+
+
+def lower_bound_of(s: SimSetup, arrivals: traffic.Arrivals) -> LowerBound:
+    fits = (arrivals.prompt_tokens + arrivals.output_tokens) <= min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+    return LowerBound(
+        arrivals, fits, s.replica, ttft_slo_s=s.ttft_slo_s, itl_slo_s=s.itl_slo_s,
+        disaggregated=s.mode == "disaggregated", gpus_per_replica=s.replica.gpus, shortest_load_s=s.startup.best_load_s,
+    )
+
+
+def traffic_info(sc: Scenario, arrivals: traffic.Arrivals) -> M.TrafficInfo:
+    spec = sc.traffic
+    if isinstance(spec, traffic.TraceTraffic):
+        grid = traffic.trace_granularity_s(spec)
+        return M.TrafficInfo(
+            kind="trace", requests=len(arrivals), granularity_s=None if grid is None else round(grid / spec.compress, 6),
+            replay=spec.replay if grid is not None else "exact", prefix_ids=arrivals.prefixes is not None,
+        )
+    return M.TrafficInfo(kind="synthetic", requests=len(arrivals), prefix_ids=arrivals.prefixes is not None)
+
+
 class Runner:
-    """A scenario, a seed and the policies to compare."""
+    """A scenario, a seed and the variants to compare (the ceiling always runs: it is the attainment reference)."""
 
     def __init__(self, scenario: Scenario, *, seed: int = 0, policies: list[str] | None = None) -> None:
         known = scenario.variant_names()
@@ -32,34 +66,35 @@ class Runner:
                 )
         self.scenario = scenario
         self.seed = seed
-        self.variants: list[Variant] = [v for v in scenario.variants if not policies or v.name in policies]
+        self.variants: list[Variant] = [
+            v for v in scenario.variants if not policies or v.name in policies or v.bound is not None
+        ]
 
     def run(self, progress: Progress | None = None) -> M.ScenarioResult:
         sc = self.scenario
-        arrivals = traffic.generate(sc.traffic, self.seed, sc.setup.duration_s)
+        s = sc.setup
+        arrivals = traffic.generate(sc.traffic, self.seed, s.duration_s)
+        servable = servable_of(s, arrivals)
         raw: list[M.PolicyResult] = []
         for v in self.variants:
             cb = (lambda f, name=v.name: progress(name, f)) if progress is not None else None
-            raw.append(Simulation(sc.setup, v, arrivals, self.seed).run(cb))
-        oracle = next((r for r in raw if r.policy == "oracle"), None)
-        if oracle is not None:
-            reference, ref_h = "oracle", oracle.gpu_hours
-        else:
-            reference, ref_h = "cheapest", min(r.gpu_hours for r in raw)
-        results = [
-            r.model_copy(update={
-                "gpu_hours_vs_oracle": round(r.gpu_hours / oracle.gpu_hours, 4) if oracle is not None and oracle.gpu_hours > 0 else None,
-                "score": M.score(r, ref_h),
-            })
-            for r in raw
-        ]
-        s = sc.setup
-        return M.ScenarioResult(
+            raw.append(Simulation(s, v, arrivals, self.seed, servable).run(cb))
+        bound = lower_bound_of(s, arrivals)
+        compared = [r.gpu_hours for r in raw if r.bound is None] or [r.gpu_hours for r in raw]
+        ref = min(compared)
+        results = []
+        for r in raw:
+            lb = round(bound.gpu_hours(r.slo_attainment), 4)
+            r = r.model_copy(update={"lower_bound_gpu_hours": lb})
+            results.append(r.model_copy(update={"score": M.score(r, ref)}))
+        result = M.ScenarioResult(
             scenario=sc.name, description=sc.description, stack=s.stack, model=s.model, seed=self.seed,
-            duration_s=s.duration_s, parameters=sc.parameters,
+            duration_s=s.duration_s, parameters=sc.parameters, traffic=traffic_info(sc, arrivals),
             slo=M.SloTargets(ttft_p99_s=s.ttft_slo_s, itl_p99_s=s.itl_slo_s, request_timeout_s=s.request_timeout_s),
-            reference=reference, reference_gpu_hours=round(ref_h, 4), results=results, findings=findings(sc, results),
+            reference_gpu_hours=round(ref, 4), lower_bound=[M.LowerBoundPoint(attainment=a, gpu_hours=g) for a, g in bound.curve()],
+            results=results, findings=[],
         )
+        return result.model_copy(update={"findings": findings(sc, result)})
 
 
 def simulate(

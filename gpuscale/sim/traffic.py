@@ -3,9 +3,12 @@
 Synthetic arrivals are a non-homogeneous Poisson process drawn by thinning: candidates at the highest rate,
 each kept with probability ``rate(t) / max rate``. Token counts are lognormal fitted to the spec's mean and p99.
 Traces are read in place in either of the two formats of ``../shared/traces`` (README there):
-``arrival_s,input_tokens,output_tokens`` (``*_norm.csv``) or the upstream Azure 2023
+``arrival_s,input_tokens,output_tokens`` (``*_norm.csv``, optionally with a fourth column ``prefix_ids``: the KV
+block ids of the prompt's leading blocks, space-separated, for prefix caching) or the upstream Azure 2023
 ``TIMESTAMP,ContextTokens,GeneratedTokens``. ``compress`` divides arrival times, turning a light one-hour trace
-into a scale-out test (Splitwise replays the same traces; record the factor with the results).
+into a scale-out test (Splitwise replays the same traces; record the factor with the results). Every request of a
+trace is replayed. A trace whose arrivals sit on a coarse grid (e.g. 3 s buckets) is replayed either as recorded
+(``batch``: each bucket at once) or ``spread`` uniformly within its bucket (seeded); the result says which.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from gpuscale.spec.workload import BurstSpec, TokenDistribution
 Z99 = 2.3263478740408408
 """Standard-normal 99th percentile."""
 NORM_HEADER = ("arrival_s", "input_tokens", "output_tokens")
+PREFIX_HEADER = (*NORM_HEADER, "prefix_ids")
+BUCKET_MIN_S = 0.1
+"""Arrivals on a grid of at least this many seconds, with timestamps shared by several requests, are bucketed."""
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
@@ -43,6 +49,8 @@ class Arrivals:
     """Index -> label of requests whose fate is reported one by one (e.g. the 2 a.m. huge prompt)."""
     timeouts_s: dict[int, float] = field(default_factory=dict)
     """Index -> client timeout overriding the SLO's ``request_timeout_s`` for that request."""
+    prefixes: tuple[tuple[int, ...] | None, ...] | None = None
+    """Per request, the KV block ids of its prompt's leading blocks (prefix-cache keys); None when the traffic has none."""
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -113,6 +121,9 @@ class TraceTraffic(Spec):
     """Divide arrival times by this factor (k = 5-20 turns the 1-hour Azure traces into a scale-out test)."""
     start_s: float = Field(default=0.0, ge=0)
     """Skip the trace before this offset (trace seconds, before compression)."""
+    replay: Literal["batch", "spread"] = "spread"
+    """Bucketed traces only: ``batch`` replays each bucket's requests at its timestamp, ``spread`` draws them uniformly
+    within the bucket (seeded). Traces with exact timestamps replay exactly either way."""
 
 
 TrafficSpec = Annotated[SyntheticTraffic | TraceTraffic, Field(discriminator="kind")]
@@ -193,63 +204,121 @@ def load_trace(path: Path) -> Arrivals:
         raise TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not a text CSV file") from None
-    expected = f"expected the header {','.join(NORM_HEADER)} or {','.join(AZURE_HEADER)}"
+    expected = (
+        f"expected the header {','.join(NORM_HEADER)} (optionally ,prefix_ids: space-separated KV block ids) "
+        f"or {','.join(AZURE_HEADER)}"
+    )
     if not rows:
         raise TraceError(f"{path}: empty file; {expected}")
     header = tuple(c.strip() for c in rows[0])
-    if header not in (NORM_HEADER, AZURE_HEADER):
+    if header not in (NORM_HEADER, PREFIX_HEADER, AZURE_HEADER):
         raise TraceError(f"{path}: unknown header {','.join(header)!r}; {expected}")
     body = [r for r in rows[1:] if r]
     if not body:
         raise TraceError(f"{path}: no requests after the header")
+    width = len(header)
     times = np.empty(len(body))
     prompts = np.empty(len(body), dtype=np.int64)
     outputs = np.empty(len(body), dtype=np.int64)
+    prefixes: list[tuple[int, ...] | None] | None = [] if header == PREFIX_HEADER else None
     first: np.datetime64 | None = None
     for i, row in enumerate(body):
         try:
-            if len(row) != 3:
-                raise ValueError(f"{len(row)} columns")
-            if header == NORM_HEADER:
-                times[i] = float(row[0])
-            else:
+            if len(row) != width:
+                raise ValueError(f"{len(row)} columns, the header has {width}")
+            if header == AZURE_HEADER:
                 ts = _parse_timestamp(row[0])
                 first = ts if first is None else first
                 times[i] = (ts - first) / np.timedelta64(1, "ns") / 1e9
+            else:
+                times[i] = float(row[0])
             prompts[i] = int(row[1])
             outputs[i] = int(row[2])
+            if prefixes is not None:
+                ids = tuple(int(x) for x in row[3].split())
+                if any(b < 0 for b in ids):
+                    raise ValueError("prefix ids must be non-negative integers")
+                prefixes.append(ids or None)
         except ValueError as exc:
             raise TraceError(f"{path}: line {i + 2}: cannot parse {','.join(row)!r} ({exc}); {expected}") from None
     if not np.all(np.isfinite(times)) or np.any(prompts < 0) or np.any(outputs < 0):
         raise TraceError(f"{path}: arrival times must be finite and token counts non-negative")
+    _check_arrival_order(path, times, header == NORM_HEADER)
     order = np.argsort(times, kind="stable")
     times = times[order] - times[order][0]
+    pre = tuple(prefixes[int(j)] for j in order) if prefixes is not None else None
     # a request always has a prompt and yields at least one token (vLLM's minimum)
-    return Arrivals(times, np.maximum(prompts[order], 1), np.maximum(outputs[order], 1))
+    return Arrivals(times, np.maximum(prompts[order], 1), np.maximum(outputs[order], 1), prefixes=pre)
 
 
-def _trace(spec: TraceTraffic, duration_s: float | None) -> Arrivals:
+def _check_arrival_order(path: Path, times: np.ndarray, relative: bool) -> None:
+    """Refuse negative arrival times (``*_norm.csv`` counts seconds from 0) and rows out of arrival order, naming the
+    line: a replay must not silently reorder or shift the requests it was given."""
+    if relative and np.any(times < 0):
+        i = int(np.argmax(times < 0))
+        raise TraceError(f"{path}: line {i + 2}: arrival_s {times[i]:g} is negative; arrival times count seconds from 0")
+    back = np.flatnonzero(np.diff(times) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise TraceError(
+            f"{path}: line {i + 2}: arrives at {times[i]:g} s, before line {i + 1} ({times[i - 1]:g} s); sort the rows "
+            "by arrival time (keep the header first)"
+        )
+
+
+def arrival_granularity_s(times: np.ndarray) -> float | None:
+    """The grid a trace's timestamps were recorded on (seconds), or None when they are exact.
+
+    Bucketed means: several requests share a timestamp and every distinct timestamp is a whole multiple of the smallest
+    gap between distinct timestamps, which is at least ``BUCKET_MIN_S``.
+    """
+    if times.size < 2:
+        return None
+    distinct = np.unique(times)
+    if distinct.size == times.size or distinct.size < 2:
+        return None
+    g = float(np.min(np.diff(distinct)))
+    if g < BUCKET_MIN_S:
+        return None
+    k = (distinct - distinct[0]) / g
+    return g if np.allclose(k, np.rint(k), atol=1e-6) else None
+
+
+def _trace(spec: TraceTraffic, seed: int, duration_s: float | None) -> Arrivals:
     a = load_trace(spec.path)
-    t = (a.arrival_s - spec.start_s) / spec.compress
+    t = a.arrival_s - spec.start_s
+    grid = arrival_granularity_s(a.arrival_s)
+    if grid is not None and spec.replay == "spread":
+        t = t + np.random.default_rng([seed, 3]).uniform(0.0, grid, t.size)
+    t = t / spec.compress
     keep = t >= 0
     if duration_s is not None:
-        keep &= t < duration_s
-    return Arrivals(t[keep], a.prompt_tokens[keep], a.output_tokens[keep])
+        keep &= t <= duration_s
+    order = np.argsort(t[keep], kind="stable")
+    idx = np.flatnonzero(keep)[order]
+    pre = tuple(a.prefixes[int(i)] for i in idx) if a.prefixes is not None else None
+    return Arrivals(t[idx], a.prompt_tokens[idx], a.output_tokens[idx], prefixes=pre)
 
 
 def generate(spec: SyntheticTraffic | TraceTraffic, seed: int, duration_s: float | None) -> Arrivals:
-    """All arrivals of a run. Synthetic traffic needs ``duration_s``; a trace is cut at it when given."""
+    """All arrivals of a run. Synthetic traffic needs ``duration_s``; a trace keeps every request up to it."""
     if isinstance(spec, TraceTraffic):
-        return _trace(spec, duration_s)
+        return _trace(spec, seed, duration_s)
     if duration_s is None:
         raise ValueError("synthetic traffic needs a duration")
     return _synthetic(spec, seed, duration_s)
 
 
 def trace_span_s(spec: TraceTraffic) -> float:
-    """Compressed length of a trace (reads the file)."""
+    """Compressed length of a trace, its last bucket included (reads the file)."""
     a = load_trace(spec.path)
-    return max(a.span_s - spec.start_s, 0.0) / spec.compress
+    grid = arrival_granularity_s(a.arrival_s) or 0.0
+    return max(a.span_s + grid - spec.start_s, 0.0) / spec.compress
+
+
+def trace_granularity_s(spec: TraceTraffic) -> float | None:
+    """The trace's arrival grid in trace seconds (reads the file); None when timestamps are exact."""
+    return arrival_granularity_s(load_trace(spec.path).arrival_s)
 
 
 def plateau_profile(

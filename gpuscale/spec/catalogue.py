@@ -119,7 +119,7 @@ def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, 
     )
 
 
-_ALL: tuple[GpuInstanceType, ...] = (
+_ALL = (
     _it("p5.48xlarge", H100, 8, 8, 32, 192, 2048, 28610, 55.04),
     _it("p5.4xlarge", H100, 1, 1, 0, 16, 256, 3576, 6.88),
     _it("p5en.48xlarge", H200, 8, 8, 16, 192, 2048, 28610, 63.30),
@@ -146,9 +146,9 @@ _NETWORK_GBPS = {
     "g6.xlarge": 2.5, "g6.12xlarge": 40, "g6.48xlarge": 100,
 }
 """``network_gbps`` per type (Karpenter's generated bandwidth table, Mbit/s / 1000)."""
-_ALL = tuple(it.model_copy(update={"network_gbps": float(_NETWORK_GBPS[it.name])}) for it in _ALL)
-
-CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType({it.name: it for it in _ALL})
+CATALOGUE: Mapping[str, GpuInstanceType] = MappingProxyType(
+    {it.name: it.model_copy(update={"network_gbps": float(_NETWORK_GBPS[it.name])}) for it in _ALL}
+)
 """Every GPU instance type gpuscale can size for, keyed by EC2 name."""
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
-from gpuscale.spec.base import Name, Spec
+from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
+from gpuscale.spec.problems import SpecProblems, at
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
 
@@ -22,35 +24,35 @@ PRECISION_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8
 class ModelArchitecture(Spec):
     """The numbers of a transformer that decide memory and speed (from the model's ``config.json``)."""
 
-    params_b: float = Field(gt=0)
+    params_b: float = Field(gt=0, le=100_000)
     """Total parameters, billions (Llama-3.3-70B: 70.55)."""
     weight_precision: Precision = "bf16"
     """Precision of the quantised weights; embeddings and LM head stay 16-bit."""
     kv_cache_precision: KvPrecision = "bf16"
     """KV-cache element precision (vLLM ``--kv-cache-dtype``; ``bf16`` means ``auto``)."""
-    layers: int = Field(gt=0)
+    layers: int = Field(gt=0, le=10_000)
     """Transformer layers (``num_hidden_layers``)."""
-    attention_heads: int = Field(gt=0)
+    attention_heads: int = Field(gt=0, le=10_000)
     """Query heads (``num_attention_heads``); tensor parallelism must divide it."""
-    kv_heads: int = Field(gt=0)
+    kv_heads: int = Field(gt=0, le=10_000)
     """Key/value heads (``num_key_value_heads``; GQA)."""
-    head_dim: int = Field(gt=0)
+    head_dim: int = Field(gt=0, le=100_000)
     """Per-head dimension."""
-    hidden_size: int = Field(gt=0)
+    hidden_size: int = Field(gt=0, le=1_000_000)
     """Model width; with ``vocab_size`` it gives the 16-bit embedding and LM-head parameters."""
-    vocab_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0, le=100_000_000)
     """Vocabulary size."""
     tie_word_embeddings: bool = False
     """Whether the LM head shares the embedding matrix."""
-    max_context_tokens: int = Field(gt=0)
+    max_context_tokens: int = Field(gt=0, le=INT32_MAX)
     """Longest sequence served (vLLM ``--max-model-len``)."""
 
     @model_validator(mode="after")
     def _heads(self) -> ModelArchitecture:
         if self.attention_heads % self.kv_heads:
-            raise ValueError(f"kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})")
+            raise at("kv_heads", f"kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})")
         if self.embedding_params_b >= self.params_b:
-            raise ValueError(
+            raise at("vocab_size",
                 f"vocab_size x hidden_size ({self.embedding_params_b:.2f} B params) exceeds params_b ({self.params_b})"
             )
         return self
@@ -63,13 +65,18 @@ class ModelArchitecture(Spec):
 class SecretRef(Spec):
     """A key of a Kubernetes Secret; secrets are referenced, never written into config."""
 
-    name: str = Field(min_length=1)
-    """Secret name (in the model's namespace)."""
-    key: str = Field(min_length=1)
-    """Key inside the Secret."""
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+    """Secret name (in the model's namespace; a DNS subdomain)."""
+    key: str = Field(pattern=r"^[-._a-zA-Z0-9]{1,253}$")
+    """Key inside the Secret (letters, digits, ``-``, ``_``, ``.``)."""
 
 
 WeightsScheme = Literal["s3", "hf", "pvc"]
+_WEIGHTS_URI = re.compile(
+    r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?"  # S3 bucket naming rules, then any key prefix
+    r"|hf://[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"  # Hugging Face org/name
+    r"|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[^\s]*)?"  # PersistentVolumeClaim name, then a path in it
+)
 
 
 class WeightsSpec(Spec):
@@ -79,7 +86,7 @@ class WeightsSpec(Spec):
     """Weights location; the scheme decides the loader."""
     hf_token_secret: SecretRef | None = None
     """Hugging Face token, by Secret reference only (needed for gated ``hf://`` models)."""
-    load_throughput_gib_s: float | None = Field(default=None, gt=0)
+    load_throughput_gib_s: float | None = Field(default=None, gt=0, le=1000)
     """Measured weight-load throughput; default by scheme (S3 streamer 3.5, PVC 1.0, HF 0.5 GiB/s)."""
 
     @model_validator(mode="before")
@@ -88,8 +95,8 @@ class WeightsSpec(Spec):
         if isinstance(data, dict):
             for key in ("hf_token", "token", "HF_TOKEN", "password"):
                 if key in data:
-                    raise ValueError(
-                        f"'{key}' looks like an inline secret: secrets never go in config files. "
+                    raise at(
+                        key, f"'{key}' looks like an inline secret: secrets never go in config files. "
                         "Create a Kubernetes Secret and reference it with hf_token_secret: {name: ..., key: ...}"
                     )
         return data
@@ -97,8 +104,7 @@ class WeightsSpec(Spec):
     @field_validator("uri")
     @classmethod
     def _scheme(cls, uri: str) -> str:
-        scheme, sep, rest = uri.partition("://")
-        if not sep or scheme not in ("s3", "hf", "pvc") or not rest.strip("/"):
+        if not _WEIGHTS_URI.fullmatch(uri):
             raise ValueError(f"{uri!r}: use s3://bucket/prefix, hf://org/model or pvc://claim/path")
         return uri
 
@@ -119,9 +125,9 @@ class WeightsSpec(Spec):
 class ParallelismSpec(Spec):
     """Explicit parallel sizes; leave both unset to let sizing pick the smallest that fits."""
 
-    tensor_parallel_size: int | None = Field(default=None, gt=0)
+    tensor_parallel_size: int | None = Field(default=None, gt=0, le=1024)
     """GPUs in one tensor-parallel group (``--tensor-parallel-size``); must fit one NVLink domain."""
-    pipeline_parallel_size: int | None = Field(default=None, gt=0)
+    pipeline_parallel_size: int | None = Field(default=None, gt=0, le=1024)
     """Pipeline stages (``--pipeline-parallel-size``); stages may span nodes."""
     allow_tensor_parallel_over_pcie: bool = False
     """Acknowledge running a tensor-parallel group across GPUs without NVLink (every layer all-reduces over PCIe)."""
@@ -134,14 +140,20 @@ class WakeSchedule(Spec):
     the wake-up signal that survives zero.
     """
 
-    timezone: str = "UTC"
-    """IANA time zone of ``start`` and ``end``."""
-    start: str = Field(pattern=r"^(\S+\s+){4}\S+$")
+    timezone: TimeZone = "UTC"
+    """IANA time zone of ``start`` and ``end`` (e.g. ``Europe/London``)."""
+    start: CronExpression
     """Cron expression (5 fields) when the role wakes, e.g. ``0 8 * * 1-5``."""
-    end: str = Field(pattern=r"^(\S+\s+){4}\S+$")
+    end: CronExpression
     """Cron expression when it may go back to zero, e.g. ``0 19 * * 1-5``."""
-    replicas: int = Field(default=1, gt=0)
+    replicas: int = Field(default=1, gt=0, le=INT32_MAX)
     """Replicas held between ``start`` and ``end``."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> WakeSchedule:
+        if self.start == self.end:
+            raise SpecProblems([("end", f"start and end are both {self.start!r}: the role would never be held awake")])
+        return self
 
 
 class RoleScalingSpec(Spec):
@@ -150,21 +162,22 @@ class RoleScalingSpec(Spec):
     metric: str | None = None
     """Replaces the primary signal (a vLLM gauge, or a counter that is ``rate()``d); default ``vllm:prompt_tokens_total``
     (prefill, aggregated; queue depth stays as the burst signal) or ``vllm:kv_cache_usage_perc`` (decode)."""
-    target: float | None = Field(default=None, gt=0)
+    target: float | None = Field(default=None, gt=0, le=1e12)
     """Per-replica target of the primary signal; default derived by sizing (prompt tokens/s, or the KV use of the
     batch that meets the ITL target)."""
-    min_replicas: int | None = Field(default=None, ge=0)
+    min_replicas: int | None = Field(default=None, ge=0, le=INT32_MAX)
     """Warm minimum; default 2 (critical SLO: one keeps serving while another is replaced), 1 (standard) or 0 (best
     effort)."""
-    max_replicas: int | None = Field(default=None, gt=0)
+    max_replicas: int | None = Field(default=None, gt=0, le=INT32_MAX)
     """Ceiling; default what the queue limit and the NodePool GPU limit allow."""
-    scale_down_stabilization_s: int | None = Field(default=None, ge=0)
-    """HPA scale-down stabilisation window; default longer than the cold start."""
-    polling_interval_s: int = Field(default=15, gt=0)
+    scale_down_stabilization_s: int | None = Field(default=None, ge=0, le=3600)
+    """HPA scale-down stabilisation window; default longer than the cold start. At most 3600 s (one hour), the HPA
+    API's limit on ``stabilizationWindowSeconds``."""
+    polling_interval_s: int = Field(default=15, gt=0, le=3600)
     """How often KEDA polls Prometheus (KEDA default 30 s; 15 s matches the HPA sync period)."""
-    cooldown_s: int = Field(default=300, ge=0)
+    cooldown_s: int = Field(default=300, ge=0, le=INT32_MAX)
     """KEDA cooldown before scaling an idle workload to zero (only used when ``min_replicas`` is 0)."""
-    activation_threshold: float | None = Field(default=None, ge=0)
+    activation_threshold: float | None = Field(default=None, ge=0, le=1e12)
     """KEDA activation threshold for 0<->1; default 0 (any waiting request activates)."""
     wake_schedule: WakeSchedule | None = None
     """Required with ``min_replicas: 0``: when the role is held awake (KEDA cron trigger)."""
@@ -199,7 +212,7 @@ class RoleScalingSpec(Spec):
     @model_validator(mode="after")
     def _bounds(self) -> RoleScalingSpec:
         if self.min_replicas is not None and self.max_replicas is not None and self.min_replicas > self.max_replicas:
-            raise ValueError(f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
+            raise at("min_replicas", f"min_replicas ({self.min_replicas}) must be <= max_replicas ({self.max_replicas})")
         return self
 
 
@@ -230,10 +243,10 @@ class ServingSpec(Spec):
     """``disaggregated`` runs separate prefill and decode workloads joined by a router and NIXL KV transfer."""
     gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98)
     """Fraction of GPU memory vLLM may use (``--gpu-memory-utilization``); the rest of it is KV cache after weights."""
-    max_num_seqs: int | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0, le=1_000_000)
     """Cap on concurrent sequences (``--max-num-seqs``); default the vLLM one for the GPU."""
-    namespace: str = "inference"
-    """Kubernetes namespace of the model's workloads."""
+    namespace: Namespace = "inference"
+    """Kubernetes namespace of the model's workloads (an RFC 1123 label)."""
 
     @property
     def roles(self) -> tuple[Role, ...]:
@@ -268,7 +281,7 @@ class ModelDeployment(Spec):
     def _autoscaling_matches_mode(self) -> ModelDeployment:
         a = self.autoscaling
         if self.serving.mode == "disaggregated" and a.scope == "whole_model":
-            raise ValueError(
+            raise at("autoscaling.scope",
                 "autoscaling.scope: whole_model puts prefill and decode behind one autoscaler; they saturate on "
                 "different signals (queue depth vs KV cache), so one HPA over both scales the wrong role. "
                 "Use scope: per_role"
@@ -276,12 +289,36 @@ class ModelDeployment(Spec):
         for role in self.serving.roles:
             spec = a.role(role)
             if self.slo.criticality == "critical" and spec.min_replicas is not None and spec.min_replicas < 2:
-                raise ValueError(
+                raise at(f"autoscaling.{role}.min_replicas",
                     f"autoscaling.{role}.min_replicas: {spec.min_replicas} on a critical SLO: a node drift, spot "
                     "reclaim or node failure takes one replica at a time, and the next one needs a cold start (node + "
                     "image + weights + engine, minutes); keep min_replicas >= 2 (the default for critical) so one keeps "
                     "serving, or lower slo.criticality"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _requests_fit_the_context(self) -> ModelDeployment:
+        # vLLM refuses a prompt that leaves no room for one output token in --max-model-len and stops a sequence there
+        ctx = self.architecture.max_context_tokens
+        w = self.workload
+        fix = "or raise architecture.max_context_tokens"
+        problems: list[tuple[str, str]] = []
+        for name, dist in (("prompt_tokens", w.prompt_tokens), ("output_tokens", w.output_tokens)):
+            if dist.p99 >= ctx:
+                problems.append((
+                    f"workload.{name}.p99",
+                    f"{dist.p99:,g} tokens is not below max_context_tokens ({ctx:,}): more than 1% of requests could "
+                    f"never be served within the model's context; lower it, {fix}",
+                ))
+        if not problems and w.prompt_tokens.mean + w.output_tokens.mean > ctx:
+            problems.append((
+                "workload.prompt_tokens.mean",
+                f"a mean request ({w.prompt_tokens.mean:,g} prompt + {w.output_tokens.mean:,g} output tokens) does not fit "
+                f"max_context_tokens ({ctx:,}); lower the token counts, {fix}",
+            ))
+        if problems:
+            raise SpecProblems(problems)
         return self
 
     @model_validator(mode="after")
@@ -293,7 +330,7 @@ class ModelDeployment(Spec):
             implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
             if (spec.min_replicas == 0 or implicit) and spec.wake_schedule is None:
                 source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"
-                raise ValueError(
+                raise at(f"autoscaling.{role}.min_replicas",
                     f"autoscaling.{role}.min_replicas {source}, but at zero replicas vLLM's gauges vanish with the "
                     "last pod, so no Prometheus trigger can ever wake the role again. Add "
                     f"autoscaling.{role}.wake_schedule (e.g. start: '0 8 * * 1-5', end: '0 19 * * 1-5') or set "
@@ -309,7 +346,7 @@ class ModelDeployment(Spec):
         if a.backend != "hpa":
             return self
         if a.paused:
-            raise ValueError(
+            raise at("autoscaling.paused",
                 "autoscaling.paused: true needs backend: keda (autoscaling.keda.sh/paused); an HPA has no pause "
                 "switch and keeps scaling. Use backend: keda, or set min_replicas = max_replicas to pin the count"
             )
@@ -318,7 +355,7 @@ class ModelDeployment(Spec):
             implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
             if spec.min_replicas == 0 or implicit:
                 source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"
-                raise ValueError(
+                raise at(f"autoscaling.{role}.min_replicas",
                     f"autoscaling.{role}.min_replicas {source} but backend: hpa cannot scale to zero (HPAScaleToZero "
                     "is an alpha feature gate, off on EKS, so the API server refuses minReplicas 0). Use backend: keda "
                     "(scale to zero with an activation threshold) or set min_replicas: 1"

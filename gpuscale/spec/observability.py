@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gpuscale.spec.base import Spec
+from gpuscale.spec.base import HttpUrl, Spec
 
 
 class ObservabilitySpec(Spec):
@@ -12,7 +12,7 @@ class ObservabilitySpec(Spec):
 
     install_prometheus_stack: bool = True
     """Install the pinned kube-prometheus-stack chart (Prometheus + prometheus-operator CRDs) in ``monitoring``."""
-    prometheus_url: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    prometheus_url: HttpUrl = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     """Prometheus HTTP endpoint KEDA triggers and prometheus-adapter query."""
-    scrape_interval_s: int = Field(default=15, gt=0)
+    scrape_interval_s: int = Field(default=15, gt=0, le=3600)
     """How often vLLM ``/metrics`` is scraped; autoscalers see load at most this late."""

@@ -13,7 +13,7 @@ from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.observability import ObservabilitySpec
 from gpuscale.spec.problems import SpecProblems
 from gpuscale.spec.teams import QueueSpec
-from gpuscale.spec.topology import TopologySpec
+from gpuscale.spec.topology import TopologySpec, zone_problem
 
 
 class PlatformSpec(Spec):
@@ -76,6 +76,17 @@ class PlatformSpec(Spec):
                         f"{pool.ami_alias} in prod drifts every GPU node whenever AWS publishes an AMI; pin a version "
                         f"(e.g. {versions.EKS_AL2023_AMI_ALIAS})",
                     ))
+        if problems:
+            raise SpecProblems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> PlatformSpec:
+        problems: list[tuple[str, str]] = []
+        for j, zone in enumerate(self.topology.zones):
+            problem = zone_problem(zone, self.environment.aws_region)
+            if problem:
+                problems.append((f"topology.zones[{j}]", problem))
         if problems:
             raise SpecProblems(problems)
         return self

@@ -10,3 +10,8 @@ class SpecProblems(Problems):
 
     def __init__(self, problems: list[tuple[str, str]] | list[Problem]) -> None:
         super().__init__(p if isinstance(p, Problem) else Problem(*p) for p in problems)
+
+
+def at(path: str, message: str) -> SpecProblems:
+    """One problem at ``path`` (relative to the model whose validator raises it): ``raise at("gpu_limit", "...")``."""
+    return SpecProblems([(path, message)])

@@ -3,21 +3,48 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from gpuscale import labels, versions
-from gpuscale.spec.base import KarpenterDuration, Name, Spec, duration_seconds
+from gpuscale.spec.base import (
+    CronSchedule,
+    KarpenterDuration,
+    LabelKey,
+    Labels,
+    Name,
+    Spec,
+    duration_seconds,
+)
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
+from gpuscale.spec.problems import at
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
 CPU_POOL_NAME = "cpu"
 """Name of the general-purpose Karpenter NodePool and EC2NodeClass (GPU pools may not use it)."""
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
-"""Pattern of a KAI Topology ``nodeLabel``/``alias`` (the CRD's)."""
+MAX_CLUSTER_NODES = 5000
+"""Largest cluster Kubernetes supports (kubernetes.io "Considerations for large clusters": at most 5,000 nodes); a
+NodePool GPU limit above this many of its largest nodes can never be reached."""
+MAX_ZONES = 8
+"""Zones a new VPC is split into at most (``gpuscale.manifests.network.MAX_ZONES``)."""
+_ZONE_SUFFIX = re.compile(r"[a-z]|-[a-z]+-[0-9]+[a-z]")
+"""What follows the region in a zone name: ``a`` (``us-east-1a``), or a Local Zone (``us-west-2-lax-1a``)."""
+_AMI_ALIAS = re.compile(r"al2023@(latest|v[0-9]{8})|bottlerocket@(latest|v[0-9]+\.[0-9]+\.[0-9]+)")
+
+
+def zone_problem(zone: str, region: str) -> str | None:
+    """Why ``zone`` is not an availability zone (or Local Zone) of ``region``, or None."""
+    if zone.startswith(region) and _ZONE_SUFFIX.fullmatch(zone[len(region):]):
+        return None
+    return f"{zone!r} is not a zone of {region} (environment.aws_region): write e.g. {region}a"
+
+
+def _seconds_pair(value: object) -> object:
+    # YAML and JSON have no tuples: a two-item list is the pair
+    return tuple(value) if isinstance(value, list) else value
 
 
 class DisruptionBudget(Spec):
@@ -27,15 +54,16 @@ class DisruptionBudget(Spec):
     """Node count or percentage; ``"0"`` freezes voluntary disruption."""
     reasons: list[DisruptionReason] | None = None
     """Disruption reasons the budget applies to; all when unset."""
-    schedule: str | None = None
-    """Cron schedule (UTC) when the budget is active; needs ``duration``."""
+    schedule: CronSchedule | None = None
+    """Cron schedule (UTC, 5 fields or ``@daily``-style) when the budget is active; needs ``duration``."""
     duration: str | None = Field(default=None, pattern=r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$")
     """How long the budget stays active after each ``schedule`` tick."""
 
     @model_validator(mode="after")
     def _schedule_and_duration(self) -> DisruptionBudget:
         if (self.schedule is None) != (self.duration is None):
-            raise ValueError("schedule and duration must be set together")
+            missing = "duration" if self.duration is None else "schedule"
+            raise at(missing, "schedule and duration must be set together (a schedule opens the budget for duration)")
         return self
 
 
@@ -106,7 +134,8 @@ class GpuNodePoolSpec(Spec):
     capacity_types: list[CapacityType] = Field(default=["on-demand"], min_length=1)
     """``karpenter.sh/capacity-type`` values allowed."""
     gpu_limit: int = Field(gt=0)
-    """NodePool ``limits['nvidia.com/gpu']``: the most GPUs this pool may ever run (the budget)."""
+    """NodePool ``limits['nvidia.com/gpu']``: the most GPUs this pool may ever run (the budget); at most 5,000 of its
+    largest nodes (the largest cluster Kubernetes supports)."""
     consolidation_policy: ConsolidationPolicy = "WhenEmpty"
     """``WhenEmpty`` only removes nodes with no serving pods; the others evict in-flight inference."""
     consolidate_after: KarpenterDuration = "1h"
@@ -133,17 +162,20 @@ class GpuNodePoolSpec(Spec):
     """Zone of the cluster placement group (one cannot span zones); default the first of ``topology.zones``."""
     root_volume_gib: int | None = Field(default=None, gt=0)
     """Root EBS volume; default sized for the vLLM image plus the largest model cache on the pool."""
-    labels: dict[str, str] = {}
-    """Extra node labels."""
+    labels: Labels = {}
+    """Extra node labels (valid Kubernetes label keys and values)."""
     capacity_reservation_ids: list[str] = Field(default=[], max_length=30)
     """EC2 capacity reservations (``cr-...``) Karpenter may launch into; needed for ``capacity_types: [reserved]``."""
 
     @field_validator("capacity_reservation_ids")
     @classmethod
     def _reservation_ids(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if not re.match(r"^cr-[0-9a-z]+$", i)]
+        bad = [i for i in ids if not re.fullmatch(r"cr-[0-9a-z]+", i)]
         if bad:
             raise ValueError(f"not capacity reservation ids: {bad} (expected cr-...)")
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"capacity reservation ids listed twice: {dupes}")
         return ids
 
     @field_validator("labels")
@@ -178,8 +210,7 @@ class GpuNodePoolSpec(Spec):
     @field_validator("ami_alias")
     @classmethod
     def _alias(cls, alias: str) -> str:
-        family, sep, version = alias.partition("@")
-        if not sep or family not in ("al2023", "bottlerocket") or not version:
+        if not _AMI_ALIAS.fullmatch(alias):
             raise ValueError(f"{alias!r}: use al2023@vYYYYMMDD or bottlerocket@vX.Y.Z (GPU variants are picked by the alias)")
         return alias
 
@@ -188,10 +219,28 @@ class GpuNodePoolSpec(Spec):
         if self.acknowledge_underutilized_consolidation_evicts_inference:
             return self
         if self.consolidation_policy != "WhenEmpty":
-            raise ValueError(
+            raise at("consolidation_policy",
                 f"consolidation_policy {self.consolidation_policy} on a GPU pool evicts in-flight inference to "
                 "repack nodes (every eviction drops requests and reloads the model); use WhenEmpty with "
                 "consolidate_after: 1h, or set acknowledge_underutilized_consolidation_evicts_inference: true"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _capacity(self) -> GpuNodePoolSpec:
+        # reserved beside on-demand/spot without ids only falls back (manifests.karpenter warns); alone it launches nothing
+        if self.capacity_types == ["reserved"] * len(self.capacity_types) and not self.capacity_reservation_ids:
+            raise at("capacity_types",
+                "capacity_types is only reserved but capacity_reservation_ids is empty: Karpenter only launches reserved "
+                "capacity into the reservations the EC2NodeClass selects, so this pool could never launch a node. List "
+                "them (cr-...) or add on-demand"
+            )
+        most = MAX_CLUSTER_NODES * max(it.gpus_per_node for it in self.instances)
+        if self.gpu_limit > most:
+            raise at("gpu_limit",
+                f"gpu_limit {self.gpu_limit:,} GPUs is more than {MAX_CLUSTER_NODES:,} nodes of "
+                f"{max(self.instances, key=lambda it: it.gpus_per_node).name} ({most:,} GPUs), the largest cluster "
+                "Kubernetes supports; set the GPUs this pool may really run"
             )
         return self
 
@@ -200,7 +249,7 @@ class GpuNodePoolSpec(Spec):
         if self.efa:
             missing = [t for t in self.instance_types if CATALOGUE[t].efa_interfaces == 0]
             if missing:
-                raise ValueError(f"efa: true but {missing} have no EFA interfaces")
+                raise at("efa", f"efa: true but {missing} have no EFA interfaces")
         return self
 
     @model_validator(mode="after")
@@ -217,7 +266,7 @@ class GpuNodePoolSpec(Spec):
     @model_validator(mode="after")
     def _not_cpu_pool_name(self) -> GpuNodePoolSpec:
         if self.name == CPU_POOL_NAME:
-            raise ValueError(f"name {self.name!r} is the general-purpose CPU NodePool's name; choose another")
+            raise at("name", f"name {self.name!r} is the general-purpose CPU NodePool's name; choose another")
         return self
 
     @property
@@ -238,10 +287,10 @@ class GpuNodePoolSpec(Spec):
 class CpuNodePoolSpec(Spec):
     """The general-purpose Karpenter NodePool (routers, controllers, Prometheus)."""
 
-    instance_categories: list[Literal["c", "m", "r"]] = ["c", "m"]
+    instance_categories: list[Literal["c", "m", "r"]] = Field(default=["c", "m"], min_length=1)
     """``karpenter.k8s.aws/instance-category`` values."""
-    capacity_types: list[CapacityType] = ["on-demand", "spot"]
-    """Capacity types allowed."""
+    capacity_types: list[Literal["on-demand", "spot"]] = Field(default=["on-demand", "spot"], min_length=1)
+    """Capacity types allowed (reserved capacity needs reservation ids, which only GPU pools take)."""
     cpu_limit: int = Field(default=256, gt=0)
     """NodePool ``limits.cpu`` (cores)."""
     consolidation_policy: ConsolidationPolicy = "WhenEmptyOrUnderutilized"
@@ -253,9 +302,9 @@ class CpuNodePoolSpec(Spec):
 class TopologyLevel(Spec):
     """One level of the KAI Topology, coarsest first."""
 
-    node_label: str
+    node_label: LabelKey
     """Node label key that names the domain at this level."""
-    alias: str | None = None
+    alias: LabelKey | None = None
     """Short name used in placement annotations."""
 
 
@@ -274,7 +323,7 @@ class ProvisioningSpec(Spec):
 
     node_provisioner: Literal["karpenter", "cluster-autoscaler"] = "karpenter"
     """Which node autoscaler the cold-start chain assumes (gpuscale deploys Karpenter)."""
-    node_ready_s: tuple[float, float] = (45.0, 60.0)
+    node_ready_s: Annotated[tuple[float, float], BeforeValidator(_seconds_pair)] = (45.0, 60.0)
     """Pending pod to node Ready, seconds (min, max): Karpenter 45-60 s, Cluster Autoscaler 90-120 s."""
     gpu_ready_s: float = Field(default=30.0, ge=0)
     """Node Ready to ``nvidia.com/gpu`` allocatable (device plugin start), seconds."""
@@ -286,16 +335,16 @@ class ProvisioningSpec(Spec):
     @model_validator(mode="after")
     def _ordered(self) -> ProvisioningSpec:
         lo, hi = self.node_ready_s
-        if not 0 < lo <= hi:
-            raise ValueError(f"node_ready_s must be (min, max) with 0 < min <= max, got {self.node_ready_s}")
+        if not 0 < lo <= hi <= 3600:
+            raise at("node_ready_s", f"node_ready_s must be [min, max] seconds with 0 < min <= max <= 3600, got {list(self.node_ready_s)}")
         return self
 
 
 class TopologySpec(Spec):
     """Zones, node pools and the topology KAI places tensor-parallel groups in."""
 
-    zones: list[str] = Field(min_length=1)
-    """Availability zones the cluster spans."""
+    zones: list[str] = Field(min_length=1, max_length=MAX_ZONES)
+    """Availability zones the cluster spans, in ``environment.aws_region`` (e.g. ``us-east-1a``), each once."""
     gpu_pools: list[GpuNodePoolSpec] = Field(min_length=1)
     """GPU node pools."""
     cpu_pool: CpuNodePoolSpec = CpuNodePoolSpec()
@@ -305,20 +354,29 @@ class TopologySpec(Spec):
     provisioning: ProvisioningSpec = ProvisioningSpec()
     """Node provisioning latency."""
 
+    @field_validator("zones")
+    @classmethod
+    def _zones(cls, zones: list[str]) -> list[str]:
+        dupes = sorted({z for z in zones if zones.count(z) > 1})
+        if dupes:
+            raise ValueError(f"zones listed twice: {dupes} (each zone gets one subnet pair, named after the zone)")
+        return zones
+
     @model_validator(mode="after")
     def _checks(self) -> TopologySpec:
         names = [p.name for p in self.gpu_pools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"gpu_pools names must be unique; repeated: {dupes}")
+            raise at("gpu_pools", f"gpu_pools names must be unique; repeated: {dupes}")
         labels = [lv.node_label for lv in self.levels]
         if len(set(labels)) != len(labels):
-            raise ValueError(f"levels node_label values must be unique: {labels}")
+            raise at("levels", f"levels node_label values must be unique: {labels}")
         if "kubernetes.io/hostname" in labels[:-1]:
-            raise ValueError("levels: kubernetes.io/hostname may only be the last (finest) level")
-        for p in self.gpu_pools:
+            raise at("levels", "levels: kubernetes.io/hostname may only be the last (finest) level")
+        for j, p in enumerate(self.gpu_pools):
             if p.placement_zone is not None and p.placement_zone not in self.zones:
-                raise ValueError(f"gpu pool {p.name}: placement_zone {p.placement_zone} is not in zones {self.zones}")
+                raise at(f"gpu_pools[{j}].placement_zone",
+                         f"gpu pool {p.name}: placement_zone {p.placement_zone} is not in zones {self.zones}")
         return self
 
     def pool_zones(self, name: str) -> list[str]:
@@ -333,13 +391,10 @@ class TopologySpec(Spec):
         aliases = [lv.alias for lv in self.levels if lv.alias is not None]
         dupes = sorted({a for a in aliases if aliases.count(a) > 1})
         if dupes:
-            raise ValueError(f"levels: aliases must be unique; repeated: {dupes}")
+            raise at("levels", f"levels: aliases must be unique; repeated: {dupes}")
         clash = sorted(a for a in aliases if a in labels)
         if clash:
-            raise ValueError(f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias")
-        bad = sorted(v for v in {*labels, *aliases} if not _LABEL_KEY.match(v) or len(v) > 316)
-        if bad:
-            raise ValueError(f"levels: {bad} are not valid Kubernetes label keys (e.g. topology.kubernetes.io/zone)")
+            raise at("levels", f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias")
         return self
 
     def pool(self, name: str) -> GpuNodePoolSpec:

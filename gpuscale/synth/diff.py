@@ -151,6 +151,14 @@ class SynthDiff:
 # --- loading --------------------------------------------------------------------------------------------------
 
 
+_ENTRY_FIELDS: tuple[tuple[str, type | tuple[type, ...], str], ...] = (
+    ("key", str, "a string"), ("type", str, "a string"), ("name", str, "a string"), ("inputs", dict, "an object"),
+    ("parent", (str, type(None)), "a string or null"), ("provider", (str, type(None)), "a string or null"),
+    ("dependsOn", list, "a list"), ("custom", bool, "true or false"),
+)
+"""Fields of a ``resources.json`` entry that the diff reads, with the JSON type ``gpuscale synth`` writes."""
+
+
 def load_synth(path: Path) -> Synth:
     """Read ``path/resources.json``; raises ``NotASynthDirError`` for anything else."""
     if not path.is_dir():
@@ -160,15 +168,23 @@ def load_synth(path: Path) -> Synth:
         raise NotASynthDirError(path, f"no {RESOURCES_FILE}")
     try:
         doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise NotASynthDirError(path, f"{RESOURCES_FILE} is not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("resources"), list):
         raise NotASynthDirError(path, f"{RESOURCES_FILE} has no format: {FORMAT}")
     resources: dict[str, dict[str, Any]] = {}
-    for entry in doc["resources"]:
+    for i, entry in enumerate(doc["resources"]):
         if not isinstance(entry, dict) or "key" not in entry or "type" not in entry:
             raise NotASynthDirError(path, f"{RESOURCES_FILE} has a resource without key/type")
-        resources[str(entry["key"])] = entry
+        for name, kinds, label in _ENTRY_FIELDS:
+            if name in entry and not isinstance(entry[name], kinds):
+                raise NotASynthDirError(
+                    path, f"{RESOURCES_FILE}: resources[{i}].{name} is {type(entry[name]).__name__}, expected {label}",
+                )
+        resources[entry["key"]] = entry
+    for name in ("project", "stack", "region"):
+        if not isinstance(doc.get(name, ""), str):
+            raise NotASynthDirError(path, f"{RESOURCES_FILE}: {name} is {type(doc[name]).__name__}, expected a string")
     outputs = doc.get("outputs")
     return Synth(
         path=path, project=str(doc.get("project", "")), stack=str(doc.get("stack", "")),

@@ -1,17 +1,21 @@
-"""The one module that touches Pulumi SDK internals (not public API) the offline synth relies on.
+"""The one module that touches Pulumi SDK internals (not public API) gpuscale relies on.
 
 Mocks are public (``pulumi.runtime.set_mocks``), but recording every registration with its parent, running a program
-function to completion outside the CLI, and reading the root stack's exports use private names. They are all here,
-checked against the SDK range ``pyproject.toml`` pins, so an SDK upgrade that moves one fails in one place, loudly.
+function to completion outside the CLI, reading the root stack's exports, and listing every config key of a namespace
+(``pulumi.Config`` only answers keys you name) use private names. They are all here, checked against the SDK range
+``pyproject.toml`` pins, so an SDK upgrade that moves one fails in one place, loudly.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
 import pulumi
+from pulumi.runtime import config as _config
 from pulumi.runtime import mocks as _mocks
 from pulumi.runtime import rpc as _rpc
 from pulumi.runtime import settings as _settings
@@ -44,6 +48,8 @@ def check_sdk() -> None:
             ("pulumi.runtime.settings.SETTINGS.rpc_manager", _settings.SETTINGS, "rpc_manager"),
             ("pulumi.runtime.settings.SETTINGS.outputs", _settings.SETTINGS, "outputs"),
             ("pulumi.runtime.settings.get_root_resource", _settings, "get_root_resource"),
+            ("pulumi.runtime.config.CONFIG", _config, "CONFIG"),
+            ("pulumi.runtime.config.get_config_env", _config, "get_config_env"),
         ) if not hasattr(holder, attr)
     ]
     if not lo <= found < hi or missing:
@@ -83,6 +89,28 @@ def resolve_plain(values: dict[str, Any]) -> Any:
     return deserialize(_sync_await(_rpc.serialize_properties(values, {})), keep_unknowns=True)
 
 
+class _EngineLogHandler(logging.Handler):
+    """What the engine would print for ``pulumi.log``: ``warning: <message>`` on stderr (looked up at each message, so
+    a captured stderr sees it), instead of the bare message Python's last-resort handler prints for the mock engine."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"{record.levelname.lower()}: {record.getMessage()}\n")
+
+
+ENGINE_LOG = logging.getLogger("gpuscale.synth.engine")
+"""The mock engine's log: components' ``pulumi.log.warn`` messages, each as a ``warning:`` line."""
+ENGINE_LOG.propagate = False
+ENGINE_LOG.setLevel(logging.WARNING)
+ENGINE_LOG.addHandler(_EngineLogHandler())
+
+
 def install_mocks(mocks: pulumi.runtime.Mocks, monitor: Any, *, project: str, stack: str, preview: bool) -> None:
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor, logger=ENGINE_LOG)
     reset_runtime()
+
+
+def config_keys(namespace: str) -> list[str]:
+    """Every ``<namespace>:<key>`` set for the running stack, as the language host passed it (explicitly set config,
+    then the ``PULUMI_CONFIG`` bag), without the namespace; sorted."""
+    keys = {*_config.CONFIG.get(), *_config.get_config_env()}
+    return sorted(k.partition(":")[2] for k in keys if k.partition(":")[0] == namespace and ":" in k)

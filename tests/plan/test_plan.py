@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import pytest
@@ -11,8 +13,10 @@ from typer.testing import CliRunner
 
 from gpuscale.cli import app
 from gpuscale.plan.context import build_context
-from gpuscale.plan.evidence import Evidence, node_manifests, run_simulations
+from gpuscale.plan.evidence import COLUMNS, Evidence, node_manifests, run_simulations
 from gpuscale.plan.render import DEFAULT_OUT, TEMPLATE, environment, render_plan
+from gpuscale.sim import ScenarioResult, simulate
+from gpuscale.sim.scenarios import definition, plan_scenarios, scenario_names
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.render import synth_spec
@@ -27,10 +31,22 @@ HEADINGS = [
 SHORT_S = 900.0
 
 
+RESULTS: dict[tuple[str, str], ScenarioResult] = {}
+"""Every simulation the plan ran, by (stack, scenario): the numbers the document must quote."""
+
+
+def recording_simulate(spec: PlatformSpec, scenario: str, **kw: Any) -> ScenarioResult:
+    result = simulate(spec, scenario, **kw)
+    RESULTS[(spec.environment.name, scenario)] = result
+    return result
+
+
 def evidence(spec: PlatformSpec, stack: str, image_dir: Path, duration_s: float | None = SHORT_S) -> Evidence:
     objects = [o for _, o in synth_spec(spec, stack=stack).kubernetes_objects()]
     prefix = f"{DEFAULT_OUT.stem}-images"  # where `gpuscale plan` puts the images beside the document
-    sims = run_simulations(spec, stack=stack, image_dir=image_dir, image_prefix=prefix, duration_s=duration_s)
+    sims = run_simulations(
+        spec, stack=stack, image_dir=image_dir, image_prefix=prefix, duration_s=duration_s, simulate=recording_simulate,
+    )
     return Evidence(node_manifests=node_manifests(objects), simulations=sims)
 
 
@@ -69,11 +85,33 @@ def test_numbers_equal_the_sizing_module(stack_specs: dict[str, PlatformSpec], r
 @pytest.mark.parametrize("stack", STACKS)
 def test_numbers_equal_the_simulator(rendered: dict[str, tuple[str, Evidence]], stack: str) -> None:
     text, ev = rendered[stack]
-    sim = ev.simulations["stack"]
-    assert {r.policy for r in sim.rows} >= {"dcgm-duty-cycle", "queue-depth", "gpuscale", "oracle"}
-    for r in sim.rows:
-        assert f"| {r.policy} | {r.arrived} | {r.completed} | {r.dropped} | {r.lost_in_flight} | {r.still_queued} | {r.slo_attainment_pct}% |" in text
-        assert f"| {r.score} |" in text
+    assert [s.scenario for s in ev.simulations] == plan_scenarios()
+    for section in ev.simulations:
+        result = RESULTS[(stack, section.scenario)]
+        assert section.policies == [r.name for r in result.results]
+        for r, row in zip(result.results, section.rows, strict=True):
+            assert row == [COLUMNS[c][2](r, result) for c in definition(section.scenario).columns]
+            assert "| " + " | ".join(row) + " |" in text
+        for f in result.findings:
+            assert f"- {f}" in text
+    stack_section = ev.scenario("stack")
+    assert set(stack_section.policies) >= {"dcgm-duty-cycle", "queue-depth", "gpuscale", "ceiling"}
+    r = RESULTS[(stack, "stack")].result("gpuscale")
+    assert stack_section.cell("gpuscale", "attainment") == f"{100 * r.slo_attainment:.1f}% / {100 * r.slo_attainment_servable:.1f}%"
+
+
+def test_templates_name_no_scenario() -> None:
+    import gpuscale.templates
+
+    folder = Path(gpuscale.templates.__file__).parent
+    text = "\n".join(p.read_text() for p in folder.glob("*.j2"))
+    for name in scenario_names():
+        assert f'"{name}"' not in text and f"'{name}'" not in text, name
+    # the Makefile asks the registry (`--plan-scenarios`); `--stack`/`$(STACK)` are the stack, not a scenario
+    makefile = (REPO / "Makefile").read_text().replace("--stack", "").replace("STACK", "")
+    assert "gpuscale simulate --plan-scenarios" in makefile
+    for name in plan_scenarios():
+        assert not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", makefile), name
 
 
 def test_prod_plan_shows_the_disaggregated_autoscalers(rendered: dict[str, tuple[str, Evidence]]) -> None:

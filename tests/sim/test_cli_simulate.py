@@ -9,26 +9,45 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
+from gpuscale.sim.scenarios import plan_scenarios, scenario_names
 from tests.conftest import SHARED, requires_shared, stack_path
+from tests.sim.conftest import FIXTURES, write_prefix_trace
 
 runner = CliRunner()
 PROD = ["simulate", "--stack-file", str(stack_path("prod"))]
+TINY = ["simulate", "--stack-file", str(FIXTURES / "tiny-aggregated.yaml")]
 
 
 def test_gang_scenario_prints_table_and_writes_json_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "r" / "gang.json"
-    result = runner.invoke(app, [*PROD, "--scenario", "gang-7-of-8", "--json", str(out), "--plot", str(tmp_path / "p")])
+    result = runner.invoke(app, [*TINY, "--scenario", "gang-7-of-8", "--json", str(out), "--plot", str(tmp_path / "p")])
     assert result.exit_code == 0, result.output
     assert "default-scheduler" in result.output and "kai-gang" in result.output
-    assert "score = 100 x slo_attainment" in result.output
+    assert "score = 100 x slo_attainment" in result.output and "traffic: synthetic" in result.output
     data = json.loads(out.read_text())
     assert data["scenario"] == "gang-7-of-8" and [r["name"] for r in data["results"]] == ["default-scheduler", "kai-gang"]
     for name in ("replicas.png", "queue_depth.png", "ttft.png"):
         assert (tmp_path / "p" / name).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_lists_come_from_the_registry() -> None:
+    every = runner.invoke(app, ["simulate", "--list"])
+    plan = runner.invoke(app, ["simulate", "--plan-scenarios"])
+    assert every.exit_code == plan.exit_code == 0
+    assert every.output.split() == scenario_names() and plan.output.split() == plan_scenarios()
+
+
+def test_bucketed_trace_says_how_it_was_replayed(tmp_path: Path) -> None:
+    trace = write_prefix_trace(tmp_path / "t.csv", buckets=30)
+    for mode in ("batch", "spread"):
+        result = runner.invoke(app, [*TINY, "--trace", str(trace), "--replay", mode, "--policies", "gpuscale"])
+        assert result.exit_code == 0, result.output
+        assert f"arrivals in 3 s buckets replayed {mode}" in result.output
+        assert "with prefix ids" in result.output
+
+
 def test_policies_subset_and_seed() -> None:
-    args = [*PROD, "--scenario", "2am-huge-prompt", "--policies", "karpenter+warm-pool", "--seed", "3"]
+    args = [*TINY, "--scenario", "2am-huge-prompt", "--policies", "karpenter+warm-pool", "--seed", "3"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "karpenter+warm-pool" in result.output and "cluster-autoscaler" not in result.output.split("score =")[0]
@@ -37,13 +56,15 @@ def test_policies_subset_and_seed() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--scenario", "rush-hour"], "unknown scenario 'rush-hour'; choose one of: peak-hour, 2am-huge-prompt"),
+        (["--scenario", "rush-hour"], "unknown scenario 'rush-hour'; choose one of: stack, "),
         (["--scenario", "gang-7-of-8", "--policies", "gang,yolo"], "choose from: default-scheduler, kai-gang"),
         (["--model", "gpt-5"], "unknown model 'gpt-5'; this stack serves: llama-70b-fp8, search-8b"),
         (["--trace", "/nonexistent/trace.csv"], "cannot read the trace"),
         (["--scenario", "stack", "--trace", "x.csv"], "pass either --scenario or --trace"),
-        (["--compress", "0"], "--compress must be > 0"),
-        (["--duration-s", "-5"], "--duration-s must be > 0"),
+        (["--compress", "0"], "--compress"),
+        (["--duration-s", "-5"], "--duration-s"),
+        (["--replay", "jitter"], "--replay"),
+        (["--spot-interruptions-per-hour", "-1"], "--spot-interruptions-per-hour"),
     ],
 )
 def test_bad_input_exits_2_without_traceback(args: list[str], expected: str) -> None:
@@ -73,4 +94,5 @@ def test_trace_replay_from_the_cli(tmp_path: Path) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "t.json").read_text())
-    assert data["parameters"]["compress"] == 20 and data["results"][0]["arrived"] > 8000
+    assert data["parameters"]["compress"] == 20 and data["results"][0]["arrived"] == 8_819  # every request of the trace
+    assert data["traffic"]["replay"] == "exact"

@@ -5,8 +5,15 @@ from __future__ import annotations
 import random
 import statistics
 
+import pytest
+
 from gpuscale.sim import nodes as N
+from gpuscale.sim.scenarios import build_scenario
+from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
+from gpuscale.stackfile import read_stack_config, validate_config
+from tests.conftest import stack_path
+from tests.sim.conftest import run_scenario, spec_of
 
 
 def test_karpenter_about_90_s_cluster_autoscaler_about_3_min() -> None:
@@ -65,3 +72,38 @@ def test_cluster_autoscaler_waits_after_a_scale_up() -> None:
     nodes = [node(1, 0)]
     assert N.consolidation_candidate(nodes, 700.0, spec, 200.0, lambda n: True) is None
     assert N.consolidation_candidate(nodes, 900.0, spec, 200.0, lambda n: True) == (nodes[0], False)
+
+
+def test_image_pull_time_comes_from_size_and_bandwidth() -> None:
+    slow, fast = N.image_pull_s(CATALOGUE["g6e.xlarge"]), N.image_pull_s(CATALOGUE["p5.48xlarge"])
+    assert slow > fast  # 2.5 Gbit/s baseline vs the registry's ceiling
+    assert 120 <= fast <= slow <= 240  # perf-model.md 4.2: 120-240 s for a fresh node
+    assert slow - fast == pytest.approx(N.IMAGE_COMPRESSED_GB * 8 * (1 / 2.5 - 1 / N.REGISTRY_PULL_GBPS))
+
+
+def test_spec_pull_time_wins_when_the_spec_states_one() -> None:
+    sc = build_scenario("stack", spec_of("dev"), duration_s=60.0)
+    assert sc.setup.startup.image_pull_s == pytest.approx(N.image_pull_s(CATALOGUE[sc.setup.instance_type]))
+    raw = read_stack_config(stack_path("dev"))
+    raw["topology"]["provisioning"] = {"image_pull_s": 42}
+    stated = build_scenario("stack", validate_config(raw, "dev"), duration_s=60.0)
+    assert stated.setup.startup.image_pull_s == 42
+
+
+def test_weights_reload_from_local_disk_only_when_they_were_downloaded() -> None:
+    hub = build_scenario("stack", spec_of("dev"), duration_s=60.0).setup.startup  # hf:// weights land on disk
+    streamed = build_scenario("stack", spec_of("tiny-aggregated"), duration_s=60.0).setup.startup  # s3:// streamed
+    assert hub.local_weights_s is not None and hub.local_weights_s < hub.weights_s
+    assert streamed.local_weights_s is None
+
+
+def test_spot_interruptions_drain_nodes_and_replace_capacity() -> None:
+    res = run_scenario("tiny-aggregated", "stack", 900.0, 2, ("gpuscale",), 20.0)
+    r = res.result("gpuscale")
+    calm = run_scenario("tiny-aggregated", "stack", 900.0, 2, ("gpuscale",), 0.0).result("gpuscale")
+    assert calm.interruptions == 0 and calm.evictions == 0
+    assert r.interruptions > 0
+    assert r.evictions >= r.interruptions  # each interrupted node's replicas are evicted and placed again
+    assert r.nodes.launched > calm.nodes.launched  # replacement nodes
+    assert any(e.kind == "interrupt" for e in r.events)
+    assert r.arrived == r.completed + r.dropped + r.lost_in_flight

@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from gpuscale.sim.policies import (
+    CONTROLLERS,
     ControllerContext,
     DutyCyclePolicy,
+    FixedPolicy,
     GpuscalePolicy,
     HpaBehavior,
     HpaController,
     HpaRole,
     MetricRule,
-    OraclePolicy,
     PolicySpec,
     QueueDepthPolicy,
     RoleObservation,
     average_value_desired,
     build_controller,
     gpuscale_behavior,
-    oracle_schedule,
     pods_average_desired,
 )
 from gpuscale.sim.replica import replica_model_from_sizing
-from gpuscale.sim.traffic import Arrivals
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 
@@ -40,11 +38,7 @@ def obs(
 def prod_context(spec: PlatformSpec) -> ControllerContext:
     m = spec.models[0]
     ms = size_platform(spec).model(m.name)
-    return ControllerContext(
-        roles={r.role: r for r in ms.roles}, replica=replica_model_from_sizing(m, ms),
-        arrivals=Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)), duration_s=3600,
-        lead_s=400, itl_slo_s=m.slo.itl_p99_s, mode=m.serving.mode,
-    )
+    return ControllerContext(roles={r.role: r for r in ms.roles}, replica=replica_model_from_sizing(m, ms))
 
 
 def test_hpa_formula_ceil_current_times_metric_over_target() -> None:
@@ -116,8 +110,6 @@ def test_manual_replica_sticks(prod_spec: PlatformSpec) -> None:
     sizing = size_platform(prod_spec).model("search-8b")
     ctx = ControllerContext(
         roles={"aggregated": sizing.role("aggregated")}, replica=replica_model_from_sizing(prod_spec.models[1], sizing),
-        arrivals=Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)), duration_s=600,
-        lead_s=300, itl_slo_s=0.05, mode="aggregated",
     )
     c = build_controller(DutyCyclePolicy(manual_add_at_s=60), ctx)
     assert c.decide(30.0, {"aggregated": obs(3, 3, duty=2.1)})["aggregated"] == 3
@@ -133,33 +125,32 @@ def test_policy_union_parses_by_kind() -> None:
         ta.validate_python({"kind": "cpu"})
 
 
-def test_oracle_asks_one_lead_time_ahead(prod_spec: PlatformSpec) -> None:
-    m = prod_spec.models[1]
-    sizing = size_platform(prod_spec).model(m.name)
-    t = np.concatenate([np.arange(0, 600, 1.0), np.arange(600, 1200, 0.05)])  # 1 -> 20 req/s at 600 s
-    arrivals = Arrivals(t, np.full(t.size, 800, dtype=np.int64), np.full(t.size, 150, dtype=np.int64))
-    ctx = ControllerContext(
-        roles={"aggregated": sizing.role("aggregated")}, replica=replica_model_from_sizing(m, sizing), arrivals=arrivals,
-        duration_s=1200, lead_s=300, itl_slo_s=m.slo.itl_p99_s, mode="aggregated",
-    )
-    s = oracle_schedule(OraclePolicy(), ctx)["aggregated"]
-    assert s[5] == 1  # 75 s: nothing coming within the lead time
-    assert s[(310 // 15)] >= 4  # 310 s: the step at 600 s is within the 300 s lead (plus smoothing)
-    assert s[-10] == s.max()
+def test_every_policy_kind_has_one_controller_factory(prod_spec: PlatformSpec) -> None:
+    kinds = {m.model_fields["kind"].default for m in (DutyCyclePolicy, QueueDepthPolicy, GpuscalePolicy, FixedPolicy)}
+    assert set(CONTROLLERS) == kinds
+    ctx = prod_context(prod_spec)
+    fixed = build_controller(FixedPolicy(replicas=2, per_role={"decode": 5}), ctx)
+    assert fixed.decide(0.0, {}) == {"prefill": 2, "decode": 5}
 
 
 def test_gpuscale_controller_reads_the_emitted_signals(prod_spec: PlatformSpec) -> None:
+    ms = size_platform(prod_spec).model(prod_spec.models[0].name)
     c = build_controller(GpuscalePolicy(), prod_context(prod_spec))
     assert isinstance(c, HpaController)
     prefill, decode = c.roles["prefill"], c.roles["decode"]
-    assert [(r.source, r.target, r.pods_metric) for r in prefill.rules] == [("prompt_rate", 13_745, False), ("queue", 13, False)]
-    assert [(r.source, r.target) for r in decode.rules] == [("kv", 0.43), ("generation_rate", 3_140)]
-    # 40 req/s x 1,500 prompt tokens = 60k tok/s on 2 replicas: ceil(60k / 13,745) = 5, capped by +100%/+2 per minute
-    assert prefill.decide(0.0, obs(2, 2, prompt_rate=60_000, role="prefill")) == 4
-    # 10k output tokens/s on 2 decode replicas reading KV 0.2 each: the rate asks ceil(10k / 3,140) = 4
-    assert decode.decide(0.0, obs(2, 2, kv=0.4, generation_rate=10_000, role="decode")) == 4
-    # KV past the ITL batch's level asks for more even when the rate does not
-    assert decode.decide(60.0, obs(4, 4, kv=4 * 0.6, generation_rate=10_000, role="decode")) == 6
+    sources = {"vllm:prompt_tokens_total": "prompt_rate", "vllm:num_requests_waiting": "queue",
+               "vllm:kv_cache_usage_perc": "kv", "vllm:generation_tokens_total": "generation_rate"}
+    for hpa, role in ((prefill, "prefill"), (decode, "decode")):
+        emitted = [(sources[sig.metric], sig.target, False) for sig in ms.role(role).signals]
+        assert [(r.source, r.target, r.pods_metric) for r in hpa.rules] == emitted
+    prompt_target = prefill.rules[0].target
+    kv_target, rate_target = decode.rules[0].target, decode.rules[1].target
+    # a prompt rate of 6 replicas' targets on 2 replicas: the HPA asks for 6, capped at +100%/+2 pods per minute
+    assert prefill.decide(0.0, obs(2, 2, prompt_rate=6 * prompt_target, role="prefill")) == 4
+    # an output rate of 3.5 replicas' targets on 2 decode replicas with little KV: the rate asks for 4
+    assert decode.decide(0.0, obs(2, 2, kv=0.2 * kv_target, generation_rate=3.5 * rate_target, role="decode")) == 4
+    # KV at 1.4x its target on 4 replicas asks for 6 even when the rate does not
+    assert decode.decide(60.0, obs(4, 4, kv=4 * 1.4 * kv_target, generation_rate=3.5 * rate_target, role="decode")) == 6
 
 
 def test_the_proportional_signal_holds_capacity_the_queue_signal_drops(prod_spec: PlatformSpec) -> None:

@@ -13,11 +13,13 @@ from gpuscale.sim.traffic import (
     SyntheticTraffic,
     TraceError,
     TraceTraffic,
+    arrival_granularity_s,
     diurnal_profile,
     generate,
     load_trace,
     lognormal_params,
     sample_tokens,
+    trace_span_s,
 )
 from gpuscale.spec.workload import BurstSpec, TokenDistribution
 from tests.conftest import SHARED, requires_shared
@@ -99,11 +101,62 @@ def test_both_trace_formats_read_the_same(tmp_path: Path) -> None:
 
 
 def test_compress_and_cut(tmp_path: Path) -> None:
-    path = write(tmp_path / "n.csv", "arrival_s,input_tokens,output_tokens\n" + "".join(f"{i * 10}.0,100,10\n" for i in range(10)))
+    path = write(tmp_path / "n.csv", "arrival_s,input_tokens,output_tokens\n" + "".join(f"{i * 10.5},100,10\n" for i in range(10)))
     a = generate(TraceTraffic(path=path, compress=5), seed=0, duration_s=None)
-    assert a.arrival_s.tolist() == [2.0 * i for i in range(10)]
-    b = generate(TraceTraffic(path=path, compress=5, start_s=30), seed=0, duration_s=6.0)
-    assert b.arrival_s.tolist() == [0.0, 2.0, 4.0]
+    assert a.arrival_s.tolist() == pytest.approx([2.1 * i for i in range(10)])
+    b = generate(TraceTraffic(path=path, compress=5, start_s=31.5), seed=0, duration_s=6.3)
+    assert b.arrival_s.tolist() == pytest.approx([0.0, 2.1, 4.2, 6.3])  # the request at the end is kept
+
+
+def test_every_request_of_a_trace_is_replayed(tmp_path: Path) -> None:
+    path = write(tmp_path / "n.csv", "arrival_s,input_tokens,output_tokens\n0.0,10,5\n1.5,10,5\n4.25,10,5\n")
+    spec = TraceTraffic(path=path)
+    assert len(generate(spec, seed=0, duration_s=trace_span_s(spec))) == 3
+
+
+def bucketed(tmp_path: Path) -> Path:
+    """A synthetic trace recorded in 3 s buckets, with prefix block ids (the Azure traces have none)."""
+    rows = ["arrival_s,input_tokens,output_tokens,prefix_ids"]
+    for k in range(40):
+        for j in range(5):
+            group = (k + j) % 3
+            ids = " ".join(str(1000 * group + b) for b in range(20))  # 320 shared tokens per group
+            rows.append(f"{3 * k}.0,{400 + 10 * j},20,{ids}")
+    return write(tmp_path / "bucketed.csv", "\n".join(rows) + "\n")
+
+
+def test_prefix_ids_column_is_read(tmp_path: Path) -> None:
+    a = load_trace(bucketed(tmp_path))
+    assert a.prefixes is not None and len(a.prefixes) == 200
+    assert a.prefixes[0] == tuple(range(20))
+    assert load_trace(write(tmp_path / "plain.csv", "arrival_s,input_tokens,output_tokens\n0,1,1\n")).prefixes is None
+
+
+def test_bucket_granularity_is_detected(tmp_path: Path) -> None:
+    assert arrival_granularity_s(load_trace(bucketed(tmp_path)).arrival_s) == pytest.approx(3.0)
+    assert arrival_granularity_s(np.array([0.0, 0.31, 0.77, 1.9])) is None  # exact timestamps
+    assert arrival_granularity_s(np.array([0.0, 1.0, 2.0, 3.0])) is None  # a grid but nothing shares a timestamp
+
+
+def test_batch_replays_buckets_at_once_spread_spreads_them_seeded(tmp_path: Path) -> None:
+    path = bucketed(tmp_path)
+    batch = generate(TraceTraffic(path=path, replay="batch"), seed=0, duration_s=None)
+    spread = generate(TraceTraffic(path=path, replay="spread"), seed=0, duration_s=None)
+    again = generate(TraceTraffic(path=path, replay="spread"), seed=0, duration_s=None)
+    other = generate(TraceTraffic(path=path, replay="spread"), seed=1, duration_s=None)
+    assert len(np.unique(batch.arrival_s)) == 40
+    assert len(np.unique(spread.arrival_s)) == 200
+    assert np.all(np.diff(spread.arrival_s) >= 0) and spread.arrival_s.max() < 120.0
+    assert np.array_equal(spread.arrival_s, again.arrival_s) and not np.array_equal(spread.arrival_s, other.arrival_s)
+    # each request stays within its bucket
+    assert np.all(np.floor(spread.arrival_s / 3.0) * 3.0 <= spread.arrival_s)
+    assert spread.prefixes is not None and sorted(map(len, spread.prefixes)) == [20] * 200  # type: ignore[arg-type]
+
+
+def test_bad_prefix_ids_name_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "p.csv", "arrival_s,input_tokens,output_tokens,prefix_ids\n0,10,5,1 2 x\n")
+    with pytest.raises(TraceError, match="line 2"):
+        load_trace(path)
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def test_underutilized_consolidation_on_gpu_pool_is_refused(raw_stack) -> None: 
     raw = raw_stack("prod")
     raw["topology"]["gpu_pools"][0]["consolidation_policy"] = "WhenEmptyOrUnderutilized"
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:topology.gpu_pools[0]: consolidation_policy WhenEmptyOrUnderutilized")
+    assert msg.startswith("gpuscale:topology.gpu_pools[0].consolidation_policy: consolidation_policy WhenEmptyOrUnderutilized")
     assert "evicts in-flight inference" in msg and "WhenEmpty" in msg
     assert "acknowledge_underutilized_consolidation_evicts_inference" in msg
 
@@ -128,7 +128,7 @@ def test_one_autoscaler_over_prefill_and_decode_is_refused(raw_stack) -> None:  
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["scope"] = "whole_model"
     (msg,) = refuse(raw)
-    assert "gpuscale:models[0]: autoscaling.scope: whole_model puts prefill and decode behind one autoscaler" in msg
+    assert "gpuscale:models[0].autoscaling.scope: autoscaling.scope: whole_model puts prefill and decode behind one autoscaler" in msg
 
 
 def test_zero_warm_replicas_on_critical_slo_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +142,7 @@ def test_inline_secret_is_refused(raw_stack) -> None:  # type: ignore[no-untyped
     raw = raw_stack("dev")
     raw["models"][0]["weights"]["hf_token"] = "hf_abc"
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:models[0].weights: 'hf_token' looks like an inline secret")
+    assert msg.startswith("gpuscale:models[0].weights.hf_token: 'hf_token' looks like an inline secret")
 
 
 def test_latest_ami_is_refused_in_prod_only(raw_stack) -> None:  # type: ignore[no-untyped-def]
@@ -159,14 +159,14 @@ def test_unknown_key_names_the_valid_keys(raw_stack) -> None:  # type: ignore[no
     raw = raw_stack("prod")
     raw["models"][0]["slo"]["ttft_p95_s"] = 1
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:models[0].slo.ttft_p95_s: unknown key; valid keys here: ttft_p99_s, itl_p99_s")
+    assert msg.startswith("gpuscale:models[0].slo.ttft_p95_s: unknown key 'ttft_p95_s' (did you mean 'ttft_p99_s'?); valid keys here: ttft_p99_s, itl_p99_s")
 
 
 def test_unknown_key_under_union_names_the_valid_keys(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     raw["environment"]["networking"]["vpc_cdir"] = "10.0.0.0/16"
     problems = refuse(raw)
-    assert "gpuscale:environment.networking.vpc_cdir: unknown key; valid keys here: vpc_cidr" in problems
+    assert "gpuscale:environment.networking.vpc_cdir: unknown key 'vpc_cdir' (did you mean 'vpc_cidr'?); valid keys here: vpc_cidr" in problems
 
 
 def test_negative_quantity_and_wrong_type(raw_stack) -> None:  # type: ignore[no-untyped-def]
@@ -174,8 +174,8 @@ def test_negative_quantity_and_wrong_type(raw_stack) -> None:  # type: ignore[no
     raw["models"][0]["slo"]["ttft_p99_s"] = -1
     raw["topology"]["gpu_pools"][0]["gpu_limit"] = "lots"
     problems = refuse(raw)
-    assert "gpuscale:models[0].slo.ttft_p99_s: Input should be greater than 0" in problems
-    assert "gpuscale:topology.gpu_pools[0].gpu_limit: Input should be a valid integer, unable to parse string as an integer" in problems
+    assert "gpuscale:models[0].slo.ttft_p99_s: Input should be greater than 0, got -1" in problems
+    assert "gpuscale:topology.gpu_pools[0].gpu_limit: Input should be a valid integer, got 'lots'" in problems
 
 
 def test_all_problems_reported_at_once(raw_stack) -> None:  # type: ignore[no-untyped-def]

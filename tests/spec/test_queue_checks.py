@@ -35,7 +35,7 @@ def test_parent_over_committed_by_its_children_quotas_is_refused(raw_stack) -> N
     raw = raw_stack("prod")
     raw["teams"][0]["children"][1]["gpu_quota"] = 16  # chat 40 + search 16 = 56 > inference quota 52, within limit 64
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:teams[0]: queue inference: children's GPU quotas (chat 40 + search 16 = 56) exceed its gpu_quota (52)")
+    assert msg.startswith("gpuscale:teams[0].gpu_quota: queue inference: children's GPU quotas (chat 40 + search 16 = 56) exceed its gpu_quota (52)")
     assert "Raise inference's gpu_quota to 56" in msg
 
 
@@ -130,7 +130,7 @@ def test_topology_aliases_must_be_unique_and_distinct_from_labels(raw_stack) -> 
     assert "equals a node_label" in msg
     raw["topology"]["levels"][1] = {"node_label": "not a label"}
     (msg,) = refuse(raw)
-    assert "not valid Kubernetes label keys" in msg
+    assert "is not a Kubernetes label key" in msg
 
 
 def test_the_gang_test_spec_itself_is_valid() -> None:

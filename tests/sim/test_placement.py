@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuscale.sim.gang import nodes_for, place_gang, place_one, unplaced
 from gpuscale.sim.nodes import READY, Node
+from gpuscale.sim.placement import nodes_for, place_gang, place_one, unplaced
 
 
 def nodes_with_free(*free: int) -> list[Node]:

@@ -34,7 +34,8 @@ class Environment:
 
     def at(self, t: float, fn: Callable[..., Any], *args: Any, priority: int = PRIORITY_STATE) -> None:
         """Run ``fn(*args)`` at absolute time ``t`` (never earlier than now)."""
-        heapq.heappush(self._heap, (max(t, self.now), priority, next(self._seq), fn, args))
+        now = self.now
+        heapq.heappush(self._heap, (t if t > now else now, priority, next(self._seq), fn, args))
 
     def after(self, delay_s: float, fn: Callable[..., Any], *args: Any, priority: int = PRIORITY_STATE) -> None:
         """Run ``fn(*args)`` ``delay_s`` seconds from now."""

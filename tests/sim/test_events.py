@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscale.sim.engine import PRIORITY_ARRIVAL, PRIORITY_CONTROL, PRIORITY_STATE, Environment
+from gpuscale.sim.events import PRIORITY_ARRIVAL, PRIORITY_CONTROL, PRIORITY_STATE, Environment
 
 
 def test_events_run_by_time_then_priority_then_insertion() -> None:

@@ -1,0 +1,188 @@
+"""Layer 1 in a run: the pool's nodes, the provisioner that launches them and the disruption that removes them.
+
+Three sources of node events, all through ``disrupt(node, reason, grace_s)``:
+
+* consolidation (``nodes.consolidation_candidate``), polled every 10 s, ``budget_nodes`` per poll, no grace;
+* spot interruptions: each spot node draws its interruption time from an exponential at the configured rate; on the
+  two-minute notice Karpenter cordons and drains the node (replacement capacity is asked for at once);
+* anything else a scenario schedules (a drift rollout is ``disrupt`` per node, paced by the disruption budget).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from gpuscale.sim import placement
+from gpuscale.sim.events import PRIORITY_CONTROL
+from gpuscale.sim.nodes import GONE, PROVISIONING, READY, Node, consolidation_candidate
+from gpuscale.sim.states import LossReason
+
+if TYPE_CHECKING:
+    from gpuscale.sim.replicas import Pod, Replica
+    from gpuscale.sim.simulation import Run
+
+
+class NodeLayer:
+    """The model's GPU nodes and the controllers that add and remove them."""
+
+    def __init__(self, run: Run, seed: int) -> None:
+        self.run = run
+        self.nodes: list[Node] = []
+        self.rng = random.Random(f"{seed}/nodes")
+        self.rng_spot = random.Random(f"{seed}/spot")
+        self._nid = 0
+        self.decision_pending = False
+        self.demand_since: float | None = None
+        self.last_scale_up_t = -float("inf")
+        self.launched = self.terminated = self.max_nodes = self.interruptions = 0
+        self.ready_latencies: list[float] = []
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        run = self.run
+        for spec in run.setup.extra_nodes:
+            node = self.new_node(0.0, foreign=spec.foreign_gpus)
+            node.state, node.ready_at = READY, 0.0
+        if run.variant.consolidation.policy != "none":
+            run.env.at(run.variant.consolidation.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
+        if run.variant.provisioner.scan_interval_s > 0:
+            run.env.at(run.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
+
+    def warm_node(self) -> Node:
+        """A node up since before the run, image (and weights, when cacheable) already local."""
+        node = self.new_node(0.0)
+        node.state, node.ready_at, node.pull_done_at = READY, 0.0, 0.0
+        node.weights_cached = self.run.setup.startup.local_weights_s is not None
+        self._arm_spot(node)
+        return node
+
+    def new_node(self, requested_at: float, foreign: int = 0) -> Node:
+        self._nid += 1
+        node = Node(self._nid, self.run.setup.gpus_per_node, requested_at, foreign=foreign)
+        self.nodes.append(node)
+        self.max_nodes = max(self.max_nodes, len(self.nodes))
+        return node
+
+    def pods_on(self, node: Node) -> list[tuple[Replica, Pod]]:
+        return [(r, p) for r in self.run.replicas.all for p in r.pods if p.node is node]
+
+    # ------------------------------------------------------------------ provisioning
+
+    def demand(self) -> None:
+        """Pods are pending: Karpenter reacts to the watch at once; Cluster Autoscaler waits for its scan."""
+        if self.demand_since is None:
+            self.demand_since = self.run.env.now
+        prov = self.run.variant.provisioner
+        if prov.scan_interval_s == 0 and not self.decision_pending:
+            self.decision_pending = True
+            self.run.env.after(prov.sample_launch_delay(self.rng), self._provision)
+
+    def _ca_scan(self) -> None:
+        run = self.run
+        if not self.decision_pending and run.scheduler.unbound_needs():
+            self.decision_pending = True
+            run.env.after(run.variant.provisioner.sample_launch_delay(self.rng), self._provision)
+        run.env.at(run.env.now + run.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
+
+    def _provision(self) -> None:
+        run = self.run
+        s = run.setup
+        self.decision_pending = False
+        now = run.env.now
+        needs = run.scheduler.unbound_needs()
+        if not needs:
+            return
+        left = placement.unplaced(needs, [n.free for n in self.nodes if not n.cordoned and n.state != GONE])
+        if not left:
+            return
+        k = placement.nodes_for(left, s.gpus_per_node)
+        room = (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
+        k = min(k, max(room, 0))
+        if k <= 0:
+            run.log("limit", f"NodePool GPU limit {s.pool_gpu_limit} reached; {len(left)} pod(s) stay Pending")
+            return
+        since = self.demand_since if self.demand_since is not None else now
+        for _ in range(k):
+            node = self.new_node(since)
+            self.launched += 1
+            run.env.after(run.variant.provisioner.sample_boot(self.rng), self._node_ready, node)
+        self.last_scale_up_t = now
+        run.log("launch", f"{k} x {s.instance_type} ({run.variant.provisioner.kind})")
+        run.accounting.gpu_change()
+
+    def _node_ready(self, node: Node) -> None:
+        if node.state != PROVISIONING:
+            return
+        run = self.run
+        now = run.env.now
+        node.state = READY
+        node.ready_at = now
+        node.last_change = now
+        self.ready_latencies.append(now - node.requested_at)
+        run.log("node", f"node {node.nid} ready {now - node.requested_at:.0f} s after its pods went Pending")
+        self._arm_spot(node)
+        run.scheduler.schedule()
+        run.accounting.gpu_change()
+
+    # ------------------------------------------------------------------ disruption
+
+    def disrupt(self, node: Node, reason: LossReason, grace_s: float) -> None:
+        """Cordon ``node``, evict its replicas (in-flight requests get ``grace_s``), remove it after the grace."""
+        run = self.run
+        if node.state == GONE or node.cordoned:
+            return
+        node.cordoned = True
+        victims = {id(r): r for r, _ in self.pods_on(node)}
+        for rep in victims.values():
+            run.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} ({reason.name.lower()})")
+            run.replicas.evict(rep, reason, grace_s)
+        if grace_s > 0:
+            run.env.after(grace_s, self._remove, node)
+        else:
+            self._remove(node)
+        run.scheduler.schedule()
+        run.accounting.gpu_change()
+
+    def _remove(self, node: Node) -> None:
+        if node.state == GONE:
+            return
+        node.state = GONE
+        self.nodes.remove(node)
+        self.terminated += 1
+        self.run.accounting.gpu_change()
+
+    def _fits_elsewhere(self, node: Node) -> bool:
+        needs = [p.gpus for _, p in self.pods_on(node)]
+        others = [n.free for n in self.nodes if n is not node and n.state == READY and not n.cordoned]
+        return not placement.unplaced(needs, others)
+
+    def _consolidate(self) -> None:
+        run = self.run
+        now = run.env.now
+        spec = run.variant.consolidation
+        for _ in range(spec.budget_nodes):
+            cand = consolidation_candidate(self.nodes, now, spec, self.last_scale_up_t, self._fits_elsewhere)
+            if cand is None:
+                break
+            node, evict = cand
+            run.log("terminate", f"node {node.nid} ({'underutilized' if evict else 'empty'})")
+            self.disrupt(node, LossReason.EVICTION, 0.0)
+        run.env.at(now + spec.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
+
+    def _arm_spot(self, node: Node) -> None:
+        spot = self.run.setup.spot
+        if spot is None or spot.interruptions_per_node_hour <= 0 or node.foreign:
+            return
+        at = self.run.env.now + self.rng_spot.expovariate(spot.interruptions_per_node_hour / 3600.0)
+        self.run.env.at(at, self._interrupt, node)
+
+    def _interrupt(self, node: Node) -> None:
+        if node.state != READY or node.cordoned:
+            return
+        spot = self.run.setup.spot
+        assert spot is not None
+        self.interruptions += 1
+        self.run.log("interrupt", f"node {node.nid}: spot interruption notice ({spot.notice_s:.0f} s)")
+        self.disrupt(node, LossReason.INTERRUPTION, spot.notice_s)

@@ -1,0 +1,261 @@
+"""The request path: arrivals, the router in front of each role, the gateway queue, and P/D KV transfers.
+
+* A request longer than the model's context or a replica's KV is rejected (HTTP 400).
+* Prefill (or aggregated) routing: least outstanding work; with ``cache-aware`` routing (the P/D router gpuscale
+  emits, vLLM Router's ``cache_aware`` policy) a request whose prompt prefix is cached on a replica goes there when at
+  least ``CACHE_MATCH_THRESHOLD`` of the prompt matches and the load is balanced, else to the least loaded replica.
+* Decode routing: fewest waiting, then least KV; or ``power-of-two`` (two random replicas, the less loaded).
+* No replica ready: the gateway holds the request until one is, or until the client's timeout.
+* P/D: a prefill-only engine frees the prompt's KV and the blocks move to the decode side over the prefill replica's
+  network (EFA or TCP: its GPUs' share of the node's bandwidth from the catalogue), shared fairly by the replica's
+  concurrent transfers (processor sharing); then the request is routed to a decode replica.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING
+
+from gpuscale.sim.events import PRIORITY_ARRIVAL
+from gpuscale.sim.states import LossReason
+from gpuscale.sim.vllm_engine import DROPPED, Engine, Request
+
+if TYPE_CHECKING:
+    from gpuscale.sim.replicas import Replica, RoleGroup
+    from gpuscale.sim.simulation import Run
+
+CACHE_MATCH_THRESHOLD = 0.5
+"""SGLang / vLLM Router ``cache_aware``: route by prefix match when at least this share of the prompt matches."""
+BALANCE_ABS_THRESHOLD = 32
+"""... unless the loads differ by more than this many requests (then shortest queue); the router's default."""
+KV_TRANSFER_EFFICIENCY = 0.7
+"""Share of the line rate a NIXL transfer achieves (an assumption; no published EFA/NIXL figure was found)."""
+HELD, STARTING, EVICTED = 1, 2, 4
+"""Per-request flags the miss breakdown reads: held at the gateway, replicas starting at arrival, hit by an eviction."""
+
+
+class Transfer:
+    __slots__ = ("left", "req")
+
+    def __init__(self, left: float, req: Request) -> None:
+        self.left = left
+        """Bytes still to send."""
+        self.req = req
+
+
+class Link:
+    """One prefill replica's network, shared by the transfers leaving it (processor sharing)."""
+
+    __slots__ = ("active", "bytes_per_s", "gen", "last_t")
+
+    def __init__(self, bytes_per_s: float) -> None:
+        self.bytes_per_s = bytes_per_s
+        self.active: list[Transfer] = []
+        self.last_t = 0.0
+        self.gen = 0
+
+
+class Router:
+    """Routes requests to engines and implements the engines' sink."""
+
+    def __init__(self, run: Run, seed: int) -> None:
+        self.run = run
+        self.a = run.arrivals
+        self._t = run.arrivals.arrival_s.tolist()
+        self._p = run.arrivals.prompt_tokens.tolist()
+        self._o = run.arrivals.output_tokens.tolist()
+        self._pre = run.arrivals.prefixes
+        roles = run.replicas.roles
+        self.first_role: RoleGroup = roles[0]
+        self.decode_role: RoleGroup | None = run.replicas.by_name.get("decode")
+        self.rng = random.Random(f"{seed}/router")
+        self.retried = 0
+        self.links: dict[int, Link] = {}
+        s = run.setup
+        share = s.replica.gpus / s.gpus_per_node if s.gpus_per_node else 1.0
+        self._link_bytes_per_s = s.network_gbps * 1e9 / 8.0 * min(share, 1.0) * KV_TRANSFER_EFFICIENCY
+        self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
+        self.power_of_two = s.decode_routing == "power-of-two"
+        self._limit = min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+        self._timeout = s.request_timeout_s
+
+    # ------------------------------------------------------------------ arrivals
+
+    def start(self) -> None:
+        if self._t:
+            self.run.env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
+
+    def _arrive(self, i: int) -> None:
+        run = self.run
+        if i + 1 < len(self._t):
+            run.env.at(self._t[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
+        t = self._t[i]
+        timeout = self.a.timeouts_s.get(i, self._timeout) if self.a.timeouts_s else self._timeout
+        acct = run.accounting
+        acct.arrived += 1
+        acct.open += 1
+        prompt, output = self._p[i], self._o[i]
+        if prompt + output > self._limit:  # longer than the context or a replica's KV: HTTP 400
+            acct.reject(i)
+            return
+        req = Request(i, t, prompt, output, t + timeout, self._pre[i] if self._pre is not None else None)
+        role = self.first_role
+        if len(role.ready) < len(role.replicas) or not role.ready:  # replicas asked for are still starting
+            acct.flags[i] |= STARTING
+        self.route(role, req)
+
+    def route(self, role: RoleGroup, req: Request) -> None:
+        ready = role.ready
+        if not ready:
+            self.run.accounting.flags[req.rid] |= HELD
+            role.gateway.append(req)
+            return
+        if len(ready) == 1:
+            best = ready[0]
+        elif role.does_prefill:
+            best = self._pick_prefill(ready, req)
+        elif self.power_of_two:
+            a, b = self.rng.sample(ready, 2)
+            best = a if _decode_load(a) <= _decode_load(b) else b
+        else:
+            best = min(ready, key=_decode_load)
+        assert best.engine is not None
+        best.engine.submit(req)
+
+    def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
+        least = min(ready, key=_prefill_load)
+        if not self.cache_aware or req.prefix is None:
+            return least
+        most = max(_prefill_load(r) for r in ready)
+        if most - _prefill_load(least) > BALANCE_ABS_THRESHOLD:
+            return least
+        best, hit = least, 0
+        for r in ready:
+            assert r.engine is not None
+            h = r.engine.cached_prefix_blocks(req.prefix)
+            if h > hit:
+                best, hit = r, h
+        return best if hit * self.run.setup.replica.block_tokens >= CACHE_MATCH_THRESHOLD * req.prompt else least
+
+    def flush_gateway(self, role: RoleGroup) -> None:
+        t = self.run.env.now
+        gw = role.gateway
+        while gw and role.ready:
+            req = gw.popleft()
+            if req.deadline < t and req.first_t is None:
+                self.on_timeout(req, t)
+            else:
+                self.route(role, req)
+
+    def purge_gateway(self, role: RoleGroup, t: float) -> int:
+        gw = role.gateway
+        while gw and gw[0].deadline < t and gw[0].first_t is None:
+            self.on_timeout(gw.popleft(), t)
+        return len(gw)
+
+    # ------------------------------------------------------------------ losses
+
+    def lose(self, req: Request, reason: LossReason) -> None:
+        req.state = DROPPED
+        self.run.accounting.lost(req.rid, reason)
+
+    def aborted(self, req: Request, reason: LossReason) -> None:
+        """A request in flight on an engine that was killed: the client retries (when allowed) or it is lost."""
+        run = self.run
+        if reason in (LossReason.EVICTION, LossReason.INTERRUPTION):
+            run.accounting.flags[req.rid] |= EVICTED
+        if run.variant.retry_evicted and req.deadline >= run.env.now:
+            self.retried += 1
+            req.first_t = None
+            req.prefilled = 0
+            req.target = req.prompt
+            req.generated = 0
+            run.accounting.first[req.rid] = math.nan
+            self.route(self.first_role, req)
+        else:
+            self.lose(req, reason)
+
+    # ------------------------------------------------------------------ engine sink
+
+    def on_first_token(self, req: Request, t: float) -> None:
+        req.first_t = t
+        self.run.accounting.first[req.rid] = t
+
+    def on_done(self, req: Request, t: float) -> None:
+        self.run.accounting.completed(req.rid, t)
+
+    def on_timeout(self, req: Request, t: float) -> None:
+        req.state = DROPPED
+        self.run.accounting.timed_out(req.rid, t)
+
+    def on_drained(self, engine: Engine) -> None:
+        self.run.replicas.on_drained(engine)
+
+    def on_prefill_done(self, req: Request, t: float, engine: Engine) -> None:
+        rep = self.run.replicas.owner.get(engine)
+        nbytes = float(req.prompt * self.run.setup.replica.kv_bytes_per_token)
+        if rep is None:  # the prefill replica is already gone: no contention to model
+            self.run.env.at(t + nbytes / self._link_bytes_per_s, self._handoff, req)
+            return
+        link = self.links.get(rep.rid)
+        if link is None:
+            link = self.links[rep.rid] = Link(self._link_bytes_per_s)
+        if not link.active:  # the common case: an idle link, no sharing to account for
+            link.last_t = t
+            link.active.append(Transfer(nbytes, req))
+            link.gen += 1
+            self.run.env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
+            return
+        self._advance(link, t)
+        link.active.append(Transfer(nbytes, req))
+        self._schedule_link(link, rep.rid)
+
+    # ------------------------------------------------------------------ KV transfer
+
+    def _advance(self, link: Link, t: float) -> None:
+        n = len(link.active)
+        if n:
+            sent = (t - link.last_t) * link.bytes_per_s / n
+            for tr in link.active:
+                tr.left -= sent
+        link.last_t = t
+
+    def _schedule_link(self, link: Link, nid: int) -> None:
+        link.gen += 1
+        if not link.active:
+            return
+        n = len(link.active)
+        first = min(tr.left for tr in link.active)
+        self.run.env.at(link.last_t + max(first, 0.0) * n / link.bytes_per_s, self._link_done, nid, link.gen)
+
+    def _link_done(self, nid: int, gen: int) -> None:
+        link = self.links[nid]
+        if gen != link.gen:
+            return
+        t = self.run.env.now
+        self._advance(link, t)
+        done = [tr for tr in link.active if tr.left <= 1.0]
+        link.active = [tr for tr in link.active if tr.left > 1.0]
+        for tr in done:
+            self._handoff(tr.req)
+        self._schedule_link(link, nid)
+
+    def _handoff(self, req: Request) -> None:
+        if req.state == DROPPED:
+            return
+        now = self.run.env.now
+        if req.deadline < now:
+            self.on_timeout(req, now)
+            return
+        assert self.decode_role is not None
+        self.route(self.decode_role, req)
+
+
+def _prefill_load(rep: Replica) -> int:
+    return rep.engine.load if rep.engine is not None else 1 << 30
+
+
+def _decode_load(rep: Replica) -> tuple[int, int]:
+    e = rep.engine
+    return (len(e.waiting), e.kv_used) if e is not None else (1 << 30, 0)

@@ -1,0 +1,86 @@
+"""What one run needs, as frozen specs: the model and cluster set-up (``SimSetup``) and one compared variant."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from gpuscale.sim.nodes import ConsolidationSpec, ProvisionerSpec, SpotSpec, StartupSpec
+from gpuscale.sim.placement import SchedulerSpec
+from gpuscale.sim.policies import PolicySpec
+from gpuscale.sim.replica import ReplicaModel
+from gpuscale.sizing import RoleSizing
+from gpuscale.spec.base import Spec
+from gpuscale.spec.model import Role
+
+
+class RoleSetup(Spec):
+    """One serving role of the model."""
+
+    role: Role
+    initial_replicas: int = Field(ge=0)
+    """Ready replicas at t = 0 (placed on warm nodes)."""
+    sizing: RoleSizing
+    """The sized autoscaler numbers (gpuscale policy, maxima)."""
+
+
+class InitialNode(Spec):
+    """A node present at t = 0 that other tenants partly use (the fragmented cluster of the gang scenario)."""
+
+    foreign_gpus: int = Field(default=0, ge=0)
+    """GPUs other workloads hold on it for the whole run."""
+
+
+class SimSetup(Spec):
+    """Everything about the model and cluster a run needs, derived from spec and sizing."""
+
+    stack: str
+    model: str
+    mode: Literal["aggregated", "disaggregated"]
+    replica: ReplicaModel
+    pods_per_replica: int = Field(gt=0)
+    gpus_per_pod: int = Field(gt=0)
+    instance_type: str
+    gpus_per_node: int = Field(gt=0)
+    usd_per_gpu_hour: float = Field(gt=0)
+    network_gbps: float = Field(gt=0)
+    """Node network bandwidth (EFA or TCP): prefill -> decode KV transfers share it."""
+    pool_gpu_limit: int = Field(gt=0)
+    """NodePool ``limits['nvidia.com/gpu']``: the provisioner never exceeds it."""
+    ttft_slo_s: float = Field(gt=0)
+    itl_slo_s: float = Field(gt=0)
+    request_timeout_s: float = Field(gt=0)
+    roles: list[RoleSetup] = Field(min_length=1)
+    startup: StartupSpec
+    spot: SpotSpec | None = None
+    """Spot interruptions of the pool's nodes; None for on-demand pools."""
+    prefill_routing: Literal["least-load", "cache-aware"] = "least-load"
+    """How the router picks a prefill (or aggregated) replica; the P/D router emitted for disaggregated models is
+    cache-aware (``gpuscale.manifests.router.PREFILL_POLICY``)."""
+    decode_routing: Literal["least-load", "power-of-two"] = "least-load"
+    backend: Literal["keda", "hpa"] = "keda"
+    extra_nodes: list[InitialNode] = Field(default_factory=list)
+    duration_s: float = Field(gt=0)
+    """Arrivals come in [0, duration_s]; the run then drains until every request is decided."""
+    scrape_s: float = Field(default=15.0, gt=0)
+    """Prometheus scrape (and DCGM averaging) interval."""
+    series_s: float = Field(default=15.0, gt=0)
+    """Sampling interval of the reported time series."""
+
+
+class Variant(Spec):
+    """One policy compared in a scenario: the autoscaler plus the layer-1 and layer-2 settings it runs with."""
+
+    name: str
+    description: str
+    policy: PolicySpec
+    provisioner: ProvisionerSpec
+    consolidation: ConsolidationSpec
+    scheduler: SchedulerSpec
+    retry_evicted: bool = False
+    """Clients retry requests lost to an eviction or interruption (else they count as lost)."""
+    initial_replicas: dict[str, int] | None = None
+    """Override the setup's initial replicas per role."""
+    bound: Literal["ceiling"] | None = None
+    """Set on the ceiling variant: it is a reference, not a policy to choose."""

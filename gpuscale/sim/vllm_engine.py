@@ -1,0 +1,615 @@
+"""One vLLM engine: iteration-level continuous batching with chunked prefill, paged KV and a prefix cache.
+
+Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
+
+* Running sequences are scheduled first: every decoding sequence gets one token per step and the KV slot for it.
+  When the KV blocks run out, the most recently scheduled running request is preempted: its blocks are freed and it
+  goes back to the head of the queue, to be recomputed (prompt plus the tokens it had generated) when it is admitted
+  again. A step that preempted admits nothing new.
+* The rest of the ``max_num_batched_tokens`` budget goes to prefill chunks: prompts in progress first, then waiting
+  requests in order while their KV blocks fit and ``max_num_seqs`` allows.
+* KV is allocated in ``block_tokens`` blocks: a prompt's blocks (minus prefix-cache hits) at admission, then one token
+  per decode step (counted per token: the unused tail of a sequence's last block is not modelled). A decode-only engine
+  of disaggregated serving reserves prompt + output when the transferred request joins (it cannot recompute).
+* Prefix cache (only when requests carry prefix block ids): an LRU over full prompt blocks. The longest cached prefix of
+  a new request skips prefill (vLLM always recomputes the last prompt token). Cached blocks no running request holds
+  are free space (``kv_cache_usage_perc`` does not count them), so the cache shrinks as running requests need blocks.
+
+Each step costs ``ReplicaModel.step_s`` (``gpuscale.perf``): a mixed step pays close to the larger of its prefill and
+decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs out (the
+step time is linear in context, so the run's length has a closed form); a new request interrupts a run at the next
+step boundary, exactly where vLLM would admit it. No event is ever per token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Protocol
+
+from gpuscale.sim.replica import ReplicaModel
+from gpuscale.sim.states import RequestState
+
+if TYPE_CHECKING:
+    from gpuscale.sim.events import Environment
+
+# plain ints on the hot path (IntEnum comparisons and look-ups cost more than the arithmetic around them)
+WAITING, PREFILL, TRANSFER, DECODING, DONE, DROPPED = (
+    int(RequestState.WAITING), int(RequestState.PREFILL), int(RequestState.TRANSFER), int(RequestState.DECODING),
+    int(RequestState.DONE), int(RequestState.DROPPED),
+)
+
+
+class Request:
+    """One request in flight; mutable, owned by the run that created it."""
+
+    __slots__ = (
+        "arrival", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "output", "prefilled",
+        "prefix", "prompt", "rid", "state", "target",
+    )
+
+    def __init__(
+        self, rid: int, arrival: float, prompt: int, output: int, deadline: float, prefix: tuple[int, ...] | None = None,
+    ) -> None:
+        self.rid = rid
+        self.arrival = arrival
+        self.prompt = prompt
+        self.output = output
+        self.deadline = deadline
+        """Client timeout for the first token."""
+        self.prefix = prefix
+        """KV block ids of the prompt's leading blocks (prefix-cache keys), or None."""
+        self.state = WAITING
+        self.target = prompt
+        """Tokens the next prefill must hold: the prompt, or prompt + generated tokens after a preemption."""
+        self.generated = 0
+        """Output tokens produced before a preemption (recomputed, not re-sent)."""
+        self.prefilled = 0
+        self.kv = 0
+        """KV tokens allocated at admission (block-rounded); decode growth is counted on top."""
+        self.join_step = 0
+        self.g0 = 0
+        self.dseq = -1
+        """Sequence number of the live entry in the engine's decode heap (-1: none)."""
+        self.first_t: float | None = None
+        self.engine: Engine | None = None
+
+
+class EngineSink(Protocol):
+    """What an engine reports to the simulation."""
+
+    def on_first_token(self, req: Request, t: float) -> None: ...
+    def on_done(self, req: Request, t: float) -> None: ...
+    def on_prefill_done(self, req: Request, t: float, engine: Engine) -> None: ...
+    def on_timeout(self, req: Request, t: float) -> None: ...
+    def on_drained(self, engine: Engine) -> None: ...
+
+
+class ItlHistogram:
+    """Token-weighted histogram of inter-token gaps (step durations), 100 log bins per decade from 0.1 ms."""
+
+    __slots__ = ("counts", "total")
+    LO = -4.0
+    PER_DECADE = 100
+    BINS = 800
+
+    def __init__(self) -> None:
+        self.counts = [0.0] * self.BINS
+        self.total = 0.0
+
+    def add(self, duration_s: float, tokens: float) -> None:
+        i = int((math.log10(duration_s) - self.LO) * self.PER_DECADE) if duration_s > 0 else 0
+        self.counts[min(max(i, 0), self.BINS - 1)] += tokens
+        self.total += tokens
+
+    def quantile(self, q: float) -> float | None:
+        if self.total <= 0:
+            return None
+        goal = q * self.total
+        acc = 0.0
+        for i, c in enumerate(self.counts):
+            acc += c
+            if acc >= goal and c > 0:
+                return float(10 ** (self.LO + (i + 0.5) / self.PER_DECADE))
+        return float(10 ** (self.LO + self.BINS / self.PER_DECADE))
+
+
+_IDLE, _STEP, _RUN = 0, 1, 2
+
+
+class Engine:
+    """The scheduler and step loop of one replica (one vLLM engine).
+
+    ``prefill`` and ``decode`` select the role: both for aggregated serving, one each for disaggregated.
+    """
+
+    __slots__ = (
+        "_busy_since",
+        "_c",
+        "_cap",
+        "_chunks",
+        "_cpt",
+        "_gen",
+        "_mode",
+        "_oh",
+        "_ps",
+        "_run_A",
+        "_run_C0",
+        "_run_k",
+        "_run_n",
+        "_run_t0",
+        "_seats",
+        "_seq",
+        "_step_dur",
+        "_truncated",
+        "_w",
+        "busy_cum",
+        "cache",
+        "ctx_k",
+        "decoding",
+        "does_decode",
+        "does_prefill",
+        "draining",
+        "env",
+        "generation_tokens",
+        "itl",
+        "kv_used",
+        "m",
+        "n_dec",
+        "name",
+        "order",
+        "preemptions",
+        "prefilling",
+        "prefix_hit_tokens",
+        "prefix_query_tokens",
+        "prompt_tokens",
+        "sink",
+        "step",
+        "waiting",
+    )
+
+    def __init__(
+        self, env: Environment, model: ReplicaModel, sink: EngineSink, itl: ItlHistogram, *, prefill: bool = True,
+        decode: bool = True, name: str = "",
+    ) -> None:
+        self.env = env
+        self.m = model
+        self.sink = sink
+        self.itl = itl
+        self.does_prefill = prefill
+        self.does_decode = decode
+        self.name = name
+        self.waiting: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.decoding: list[tuple[int, int, Request]] = []
+        self.order: list[Request] = []
+        """Decoding requests in the order they joined (the preemption victim is the last live one)."""
+        self.cache: OrderedDict[int, None] = OrderedDict()
+        """Prefix cache: block id -> None, least recently used first."""
+        self._seq = itertools.count()
+        self.step = 0
+        self.n_dec = 0
+        self.ctx_k = 0
+        self.kv_used = 0
+        self.busy_cum = 0.0
+        self.prompt_tokens = 0
+        """``vllm:prompt_tokens_total``: vLLM counts a prompt's tokens when its prefill finishes."""
+        self.generation_tokens = 0
+        """``vllm:generation_tokens_total``: one per running sequence per step, plus each prefill's sampled token."""
+        self.preemptions = 0
+        """``vllm:num_preemptions_total``."""
+        self.prefix_query_tokens = 0
+        self.prefix_hit_tokens = 0
+        self._busy_since: float | None = None
+        self.draining = False
+        self._mode = _IDLE
+        self._gen = 0
+        self._chunks: list[tuple[Request, int]] = []
+        self._step_dur = 0.0
+        self._run_t0 = self._run_A = self._run_C0 = 0.0
+        self._run_k = self._run_n = 0
+        self._truncated = False
+        # the model's coefficients as plain floats: the step loop reads them on every event
+        self._oh, self._ps, self._w = model.step_overhead_s, model.step_per_seq_s, model.step_weights_s
+        self._cpt, self._c = model.step_s_per_token, model.step_per_context_token_s
+        self._cap, self._seats = model.kv_capacity_tokens, model.max_num_seqs
+
+    # ------------------------------------------------------------------ observation
+
+    def busy_time(self, t: float) -> float:
+        """Seconds this engine has been stepping, up to ``t`` (the GPU duty cycle's numerator)."""
+        return self.busy_cum + (t - self._busy_since if self._busy_since is not None else 0.0)
+
+    def num_waiting(self, t: float) -> int:
+        """``vllm:num_requests_waiting``, after dropping requests whose client has already given up."""
+        w = self.waiting
+        while w and w[0].deadline < t and w[0].first_t is None:
+            self.sink.on_timeout(w.popleft(), t)
+        return len(w)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.prefilling) + self.n_dec
+
+    def kv_in_use(self, t: float) -> int:
+        """KV tokens held at ``t``, counting the tokens a decode run in progress has added so far."""
+        if self._mode == _RUN and self.does_prefill:
+            return self.kv_used + self._run_n * self._steps_done(t - self._run_t0)
+        return self.kv_used
+
+    def kv_usage(self, t: float) -> float:
+        """``vllm:kv_cache_usage_perc`` as a fraction (blocks held by scheduled requests)."""
+        return min(self.kv_in_use(t) / self.m.kv_capacity_tokens, 1.0)
+
+    @property
+    def load(self) -> int:
+        return len(self.waiting) + len(self.prefilling) + self.n_dec
+
+    def is_empty(self) -> bool:
+        return not self.waiting and not self.prefilling and not self.n_dec
+
+    def cached_prefix_blocks(self, prefix: tuple[int, ...] | None) -> int:
+        """Leading blocks of ``prefix`` this engine holds in its prefix cache."""
+        if not prefix or not self.cache:
+            return 0
+        n = 0
+        for b in prefix:
+            if b not in self.cache:
+                break
+            n += 1
+        return n
+
+    # ------------------------------------------------------------------ input
+
+    def submit(self, req: Request) -> None:
+        req.engine = self
+        req.state = WAITING
+        self.waiting.append(req)
+        mode = self._mode
+        if mode == _IDLE:
+            self._plan()
+        elif mode == _RUN and not self._truncated and self._head_admissible():
+            self._interrupt()
+
+    def abort_all(self, t: float) -> tuple[list[Request], list[Request]]:
+        """Kill the engine (eviction, drain budget exceeded, node reclaimed): returns (never started, in flight)."""
+        self._gen += 1
+        self._set_idle(t)
+        waiting = list(self.waiting)
+        running = list(self.prefilling) + [r for _, s, r in self.decoding if r.dseq == s]
+        self.waiting.clear()
+        self.prefilling = []
+        self.decoding = []
+        self.order = []
+        self.n_dec = self.ctx_k = self.kv_used = 0
+        self._chunks = []
+        for r in waiting + running:
+            r.engine = None
+            r.kv = 0
+            r.dseq = -1
+        return waiting, running
+
+    # ------------------------------------------------------------------ stepping
+
+    def _set_busy(self, t: float) -> None:
+        if self._busy_since is None:
+            self._busy_since = t
+
+    def _set_idle(self, t: float) -> None:
+        if self._busy_since is not None:
+            self.busy_cum += t - self._busy_since
+            self._busy_since = None
+        self._mode = _IDLE
+
+    def _need(self, r: Request) -> int:
+        """KV tokens a waiting request allocates when admitted (after prefix-cache hits)."""
+        m = self.m
+        if not self.does_prefill:
+            return r.prompt + r.output
+        hit = self.cached_prefix_blocks(r.prefix) * m.block_tokens if r.prefix is not None else 0
+        hit = min(hit, r.target - 1)
+        return -(-(r.target - hit) // m.block_tokens) * m.block_tokens
+
+    def _head_admissible(self) -> bool:
+        r = self.waiting[0]
+        if not self.does_prefill:  # decode-only: reserve prompt + output
+            return self.kv_used + r.prompt + r.output <= self._cap and self.n_dec < self._seats
+        if self.kv_used + self._need(r) > self._cap:
+            return False
+        if len(self.prefilling) + self.n_dec >= self._seats:
+            return False
+        return self.n_dec < self.m.max_num_batched_tokens
+
+    def _join(self, r: Request, g0: int) -> None:
+        r.state = DECODING
+        r.join_step = self.step
+        r.g0 = g0
+        seq = next(self._seq)
+        r.dseq = seq
+        heapq.heappush(self.decoding, (self.step + r.output - g0, seq, r))
+        self.order.append(r)
+        self.n_dec += 1
+        self.ctx_k += r.prompt + g0 - self.step  # context at join: the prompt plus every token generated so far
+
+    def _leave_decode(self, r: Request) -> None:
+        """Remove a decoding request's context and KV (it finished or was preempted)."""
+        grown = self.step - r.join_step
+        self.n_dec -= 1
+        self.ctx_k -= r.prompt + r.g0 - r.join_step
+        self.kv_used -= r.kv + (grown if self.does_prefill else 0)
+        r.kv = 0
+        r.dseq = -1
+
+    def _finish_completed(self, t: float) -> None:
+        dec = self.decoding
+        while dec and dec[0][0] <= self.step:
+            _, seq, r = heapq.heappop(dec)
+            if r.dseq != seq:
+                continue  # preempted: a stale entry
+            self._leave_decode(r)
+            r.state = DONE
+            r.engine = None
+            self.sink.on_done(r, t)
+
+    def _preempt_for(self, room: int) -> bool:
+        """Preempt the newest decoding requests until ``room`` more KV tokens fit; True if any was preempted."""
+        cap = self.m.kv_capacity_tokens
+        preempted = False
+        order = self.order
+        while self.kv_used + room > cap and order:
+            r = order.pop()
+            if r.dseq < 0 or r.engine is not self or r.state != DECODING:
+                continue
+            generated = r.g0 + (self.step - r.join_step)
+            self._leave_decode(r)
+            room -= 1  # the victim no longer grows this step
+            r.generated = generated
+            r.target = r.prompt + generated
+            r.prefilled = 0
+            r.state = WAITING
+            self.waiting.appendleft(r)
+            self.preemptions += 1
+            preempted = True
+        return preempted
+
+    def _prefill_chunks(self, t: float, admit: bool) -> list[tuple[Request, int]]:
+        """This step's prefill work: continuing prompts first, then new requests while budget, KV and seats allow."""
+        m, sink = self.m, self.sink
+        chunks: list[tuple[Request, int]] = []
+        budget = m.max_num_batched_tokens - self.n_dec
+        keep: list[Request] = []
+        for r in self.prefilling:
+            if r.deadline < t and r.first_t is None:  # the client left: the router aborts it and vLLM frees its blocks
+                self.kv_used -= r.kv
+                r.kv = 0
+                r.engine = None
+                sink.on_timeout(r, t)
+                continue
+            keep.append(r)
+            if budget > 0:
+                take = min(r.target - r.prefilled, budget)
+                chunks.append((r, take))
+                budget -= take
+        w = self.waiting
+        seats = m.max_num_seqs - self.n_dec
+        cap = m.kv_capacity_tokens
+        while admit and budget > 0 and w and len(keep) < seats:
+            r = w[0]
+            if r.deadline < t and r.first_t is None:
+                w.popleft()
+                sink.on_timeout(r, t)
+                continue
+            hit = 0
+            if r.prefix is not None:
+                hit = min(self.cached_prefix_blocks(r.prefix) * m.block_tokens, r.target - 1)
+            need = -(-(r.target - hit) // m.block_tokens) * m.block_tokens
+            if self.kv_used + need > cap:
+                break
+            w.popleft()
+            if r.prefix is not None:
+                self._touch(r.prefix, hit // m.block_tokens)
+                self.prefix_query_tokens += r.target
+                self.prefix_hit_tokens += hit
+            self.kv_used += need
+            r.kv = need
+            r.state = PREFILL
+            r.prefilled = hit
+            keep.append(r)
+            take = min(r.target - hit, budget)
+            chunks.append((r, take))
+            budget -= take
+        self.prefilling = keep
+        if self.cache:
+            self._trim_cache()
+        return chunks
+
+    def _admit_decode(self, t: float) -> list[Request]:
+        """Decode-only role: move transferred requests into the batch while KV and seats allow."""
+        m, w = self.m, self.waiting
+        joined: list[Request] = []
+        while w and self.n_dec < m.max_num_seqs:
+            r = w[0]
+            if r.deadline < t and r.first_t is None:
+                w.popleft()
+                self.sink.on_timeout(r, t)
+                continue
+            need = r.prompt + r.output
+            if self.kv_used + need > m.kv_capacity_tokens:
+                break
+            w.popleft()
+            self.kv_used += need
+            r.kv = need
+            self._join(r, 0)
+            joined.append(r)
+        return joined
+
+    # prefix cache ------------------------------------------------------
+
+    def _touch(self, prefix: tuple[int, ...], hits: int) -> None:
+        cache = self.cache
+        for b in prefix[:hits]:
+            cache.move_to_end(b)
+
+    def _remember(self, r: Request) -> None:
+        """A finished prefill leaves its full prompt blocks in the cache (most recently used)."""
+        assert r.prefix is not None
+        cache = self.cache
+        for b in r.prefix[: r.prompt // self.m.block_tokens]:
+            cache[b] = None
+            cache.move_to_end(b)
+        self._trim_cache()
+
+    def _trim_cache(self) -> None:
+        room = self.m.kv_capacity_blocks - -(-self.kv_used // self.m.block_tokens)
+        cache = self.cache
+        while len(cache) > max(room, 0):
+            cache.popitem(last=False)
+
+    # planning ------------------------------------------------------------
+
+    def _plan(self) -> None:
+        """One vLLM scheduling pass at a step boundary: a mixed step, a decode run, or idle."""
+        t = self.env.now
+        m = self.m
+        preempted = False
+        if self.n_dec and self.does_prefill and self.kv_used + self.n_dec > m.kv_capacity_tokens:
+            preempted = self._preempt_for(self.n_dec)
+        chunks = self._prefill_chunks(t, not preempted) if self.does_prefill else []
+        joined = [] if self.does_prefill else self._admit_decode(t)
+        n = self.n_dec
+        ctx = self.ctx_k + n * self.step
+        if chunks:
+            tokens = 0
+            pairs = 0.0
+            for r, take in chunks:
+                tokens += take
+                pairs += take * (r.prefilled + take / 2.0)
+            dur = m.step_s(n, ctx, tokens, pairs)
+            self._mode = _STEP
+            self._chunks = chunks
+            self._step_dur = dur
+            self._set_busy(t)
+            self.env.at(t + dur, self._on_step_end, self._gen)
+        elif n:
+            gemm = self._cpt * n
+            w = self._w
+            A = self._oh + self._ps * n + (gemm if gemm > w else w)
+            dec = self.decoding
+            while dec[0][2].dseq != dec[0][1]:
+                heapq.heappop(dec)
+            k = dec[0][0] - self.step
+            if self.does_prefill:
+                room = (self._cap - self.kv_used) // n
+                if room < k:
+                    k = room if room > 1 else 1
+            self._mode = _RUN
+            self._truncated = False
+            self._run_t0, self._run_A, self._run_C0, self._run_n, self._run_k = t, A, float(ctx), n, k
+            if self._busy_since is None:
+                self._busy_since = t
+            c = self._c
+            for r in joined:  # their first token is the end of this run's first step
+                self.sink.on_first_token(r, t + A + c * ctx)
+            self.env.at(t + k * A + c * (k * ctx + n * k * (k - 1) / 2.0), self._on_run_end, self._gen, k)
+        else:
+            self._set_idle(t)
+            if self.draining and not self.waiting:
+                self.sink.on_drained(self)
+
+    def _run_time(self, k: int) -> float:
+        return k * self._run_A + self._c * (k * self._run_C0 + self._run_n * k * (k - 1) / 2.0)
+
+    def _steps_done(self, elapsed: float) -> int:
+        """Whole steps of the current run finished ``elapsed`` seconds after it started."""
+        k = self._next_boundary(elapsed)
+        return min(k if self._run_time(k) <= elapsed else k - 1, self._run_k)
+
+    def _interrupt(self) -> None:
+        """A request can join: end the current decode run at the next step boundary."""
+        steps = self._next_boundary(self.env.now - self._run_t0)
+        if steps >= self._run_k:
+            return  # the run ends at its natural boundary anyway
+        self._gen += 1
+        self._truncated = True
+        self.env.at(self._run_t0 + self._run_time(steps), self._on_run_end, self._gen, steps)
+
+    def _next_boundary(self, elapsed: float) -> int:
+        """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
+        q = self.m.step_per_context_token_s * self._run_n / 2.0
+        lin = self._run_A + self.m.step_per_context_token_s * self._run_C0 - q
+        if elapsed <= 0:
+            steps = 0
+        elif q > 0:
+            steps = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * q * elapsed)) / (2.0 * q))
+        else:
+            steps = math.ceil(elapsed / lin)
+        while steps > 0 and self._run_time(steps - 1) >= elapsed:
+            steps -= 1
+        while self._run_time(steps) < elapsed:
+            steps += 1
+        return steps
+
+    def _on_step_end(self, gen: int) -> None:
+        if gen != self._gen:
+            return
+        t = self.env.now
+        n = self.n_dec
+        if n:
+            self.step += 1
+            if self.does_prefill:
+                self.kv_used += n
+            self.itl.add(self._step_dur, n)
+            self.generation_tokens += n
+        self._finish_completed(t)
+        sink = self.sink
+        for r, take in self._chunks:
+            if r.state != PREFILL or r.engine is not self:
+                continue
+            r.prefilled += take
+            if r.prefilled < r.target:
+                continue
+            self.prefilling.remove(r)
+            self.generation_tokens += 1
+            resumed = r.generated > 0
+            if not resumed:
+                self.prompt_tokens += r.prompt
+                if r.prefix is not None:
+                    self._remember(r)
+            if self.does_decode:
+                if not resumed:
+                    sink.on_first_token(r, t)
+                g0 = r.generated + 1
+                if g0 >= r.output:
+                    self.kv_used -= r.kv
+                    r.kv = 0
+                    r.state = DONE
+                    r.engine = None
+                    sink.on_done(r, t)
+                else:
+                    self._join(r, g0)
+            else:
+                self.kv_used -= r.kv
+                r.kv = 0
+                r.state = TRANSFER
+                r.engine = None
+                sink.on_prefill_done(r, t, self)
+        self._chunks = []
+        self._plan()
+
+    def _on_run_end(self, gen: int, steps: int) -> None:
+        if gen != self._gen:
+            return
+        n = self._run_n
+        if steps > 0:
+            self.step += steps
+            if self.does_prefill:
+                self.kv_used += n * steps
+            mid = self._run_A + self._c * (self._run_C0 + n * (steps - 1) / 2.0)
+            self.itl.add(mid, n * steps)
+            self.generation_tokens += n * steps
+        dec = self.decoding
+        if dec and dec[0][0] <= self.step:
+            self._finish_completed(self.env.now)
+        self._plan()

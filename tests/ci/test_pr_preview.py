@@ -1,0 +1,87 @@
+"""The PR preview's logic (.github/scripts/pr-preview.sh) under `bash -e`, GitHub's default shell, and the workflow
+under actionlint."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.specs import small_raw
+
+SCRIPT = REPO / ".github" / "scripts" / "pr-preview.sh"
+WORKFLOW = REPO / ".github" / "workflows" / "pr-preview.yml"
+GPUSCALE = Path(sys.executable).parent / "gpuscale"
+
+
+def _stack(folder: Path, name: str, raw: dict[str, Any]) -> None:
+    (folder / "stacks").mkdir(parents=True, exist_ok=True)
+    config = {f"gpuscale:{k}": v for k, v in raw.items()}
+    (folder / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+
+
+def _preview(tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUSCALE_HEAD": str(GPUSCALE), "GPUSCALE_BASE": str(GPUSCALE), "BASE_REF": "main"}
+    return subprocess.run(["bash", "-e", str(SCRIPT), str(tmp / "base"), str(tmp / "head"), str(tmp / "out")],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def test_stacks_that_differ_or_are_new_make_a_comment_and_do_not_fail_the_step(tmp_path: Path) -> None:
+    same, changed = small_raw(), small_raw()
+    changed["topology"]["gpu_pools"][0]["gpu_limit"] = 8
+    changed["teams"] = [{"name": "dept", "gpu_quota": 8, "gpu_limit": 8,
+                         "children": [{"name": "team", "gpu_quota": 8, "gpu_limit": 8}]}]
+    for side in ("base", "head"):
+        _stack(tmp_path / side, "same", same)
+    _stack(tmp_path / "base", "changed", same)
+    _stack(tmp_path / "head", "changed", changed)
+    _stack(tmp_path / "head", "added", same)
+    done = _preview(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert comment.startswith("<!-- gpuscale-pr-preview -->\n## gpuscale offline preview")
+    sections = {part.split("`")[1]: part for part in comment.split("\n### ")[1:]}
+    assert set(sections) == {"added", "changed", "same"}
+    assert "nothing to compare against" in sections["added"]
+    assert "No differences" in sections["same"]
+    assert "~ /spec/resources/gpu/limit: 16 -> 8" in sections["changed"]  # the team queue, as KAI will see it
+    assert (tmp_path / "out" / "synth" / "head" / "changed" / "resources.json").is_file()
+
+
+def test_a_stack_that_does_not_synthesize_fails_the_step_with_its_error(tmp_path: Path) -> None:
+    broken = small_raw()
+    broken["models"][0]["queue"] = "nobody"
+    _stack(tmp_path / "base", "s", small_raw())
+    _stack(tmp_path / "head", "s", broken)
+    done = _preview(tmp_path)
+    assert done.returncode == 1
+    comment = (tmp_path / "out" / "comment.md").read_text()
+    assert "### `s`: the PR's synth failed" in comment
+    assert "gpuscale:models[0].queue" in comment
+
+
+def _actionlint() -> str | None:
+    return shutil.which("actionlint") or next(
+        (str(p) for p in [REPO / ".tools" / "actionlint"] if p.is_file()), None)
+
+
+@pytest.mark.skipif(_actionlint() is None, reason="actionlint is not installed (make .tools/actionlint builds it with Go)")
+def test_the_workflow_passes_actionlint() -> None:
+    done = subprocess.run([_actionlint() or "", str(WORKFLOW)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_workflow_runs_the_tested_script_and_upserts_new_stacks() -> None:
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    steps = doc["jobs"]["synth-diff"]["steps"]
+    (synth,) = [s for s in steps if s.get("id") == "synth"]
+    assert "head/.github/scripts/pr-preview.sh base head preview" in synth["run"]
+    (preview,) = [s for s in doc["jobs"]["pulumi-preview"]["steps"] if str(s.get("uses", "")).startswith("pulumi/actions")]
+    assert preview["with"]["upsert"] is True

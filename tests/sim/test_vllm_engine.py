@@ -1,0 +1,212 @@
+"""The vLLM engine model: the sizing's numbers, exact step arithmetic, paged KV with preemption, prefix cache, P/D."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale import perf
+from gpuscale.sim.events import Environment
+from gpuscale.sim.replica import ReplicaModel, replica_model_from_sizing
+from gpuscale.sim.vllm_engine import Engine, ItlHistogram, Request
+from gpuscale.sizing import size_platform
+from gpuscale.spec.catalogue import CATALOGUE
+from gpuscale.spec.platform import PlatformSpec
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.first: dict[int, float] = {}
+        self.done: dict[int, float] = {}
+        self.prefilled: dict[int, float] = {}
+        self.timeouts: list[int] = []
+        self.drained = 0
+
+    def on_first_token(self, req: Request, t: float) -> None:
+        self.first[req.rid] = t
+
+    def on_done(self, req: Request, t: float) -> None:
+        self.done[req.rid] = t
+
+    def on_prefill_done(self, req: Request, t: float, engine: Engine) -> None:
+        self.prefilled[req.rid] = t
+
+    def on_timeout(self, req: Request, t: float) -> None:
+        self.timeouts.append(req.rid)
+
+    def on_drained(self, engine: Engine) -> None:
+        self.drained += 1
+
+
+@pytest.fixture
+def model(tiny: PlatformSpec) -> ReplicaModel:
+    m = tiny.models[0]
+    return replica_model_from_sizing(m, size_platform(tiny).model(m.name))
+
+
+def engine(model: ReplicaModel, **kw: bool) -> tuple[Environment, Engine, Sink]:
+    env, sink = Environment(), Sink()
+    return env, Engine(env, model, sink, ItlHistogram(), **kw), sink
+
+
+def req(rid: int, prompt: int, output: int, t: float = 0.0, timeout: float = 1e9, prefix: tuple[int, ...] | None = None) -> Request:
+    return Request(rid, t, prompt, output, t + timeout, prefix)
+
+
+def test_replica_model_carries_the_sizing_numbers(tiny: PlatformSpec, model: ReplicaModel) -> None:
+    m = tiny.models[0]
+    ms = size_platform(tiny).model(m.name)
+    assert model.kv_capacity_tokens == ms.kv_capacity_tokens
+    assert model.prefill_tokens_per_s == pytest.approx(ms.prefill_tokens_per_s)
+    gpu = CATALOGUE[ms.shape.instance_type].gpu
+    for n, ctx in ((1, 2000.0), (64, 128_000.0)):
+        assert model.decode_step_s(n, ctx) == pytest.approx(perf.decode_step_s(m.architecture, gpu, 1, 1, n, ctx), rel=1e-9)
+    assert (model.max_num_seqs, model.max_num_batched_tokens) == (256, 2048)
+
+
+def test_a_mixed_step_costs_about_the_larger_part_not_the_sum(model: ReplicaModel) -> None:
+    decode = model.step_s(64, 64 * 1000.0)
+    prefill = model.prefill_s(2048 - 64)
+    mixed = model.step_s(64, 64 * 1000.0, 2048 - 64, (2048 - 64) ** 2 / 2.0)
+    # the weights are streamed once for both parts
+    assert max(decode, prefill) <= mixed < decode + prefill - 0.5 * model.step_weights_s
+
+
+def test_single_request_timing_is_exact(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    e.submit(req(1, 1000, 5))
+    env.run(100)
+    ttft = model.prefill_s(1000)
+    assert sink.first[1] == pytest.approx(ttft)
+    decode = sum(model.decode_step_s(1, 1001 + i) for i in range(4))  # 4 more tokens, context 1001..1004
+    assert sink.done[1] == pytest.approx(ttft + decode)
+    assert e.kv_used == 0 and e.is_empty()
+
+
+def test_long_prompt_is_chunked_by_the_token_budget(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    e.submit(req(1, 3 * 2048, 2))
+    env.run(100)
+    steps = [model.step_s(0, 0.0, 2048, 2048 * 2048 * i + 2048 * 2048 / 2.0) for i in range(3)]
+    assert sink.first[1] == pytest.approx(sum(steps))
+    assert sink.first[1] == pytest.approx(model.idle_prefill_s(3 * 2048))
+
+
+def test_kv_is_allocated_in_blocks_and_grows_per_token(model: ReplicaModel) -> None:
+    env, e, _ = engine(model)
+    e.submit(req(1, 1000, 50))
+    env.run(model.prefill_s(1000) + 1e-9)
+    assert e.kv_used == 1008  # 63 blocks of 16 for the prompt
+    t = model.prefill_s(1000) + 10.5 * model.decode_step_s(1, 1010)
+    env.run(t)
+    assert e.kv_in_use(t) == 1008 + 10  # ten decode steps, one token each, inside a run of 49
+    assert e.kv_usage(t) == pytest.approx(1018 / model.kv_capacity_tokens)
+
+
+def test_blocks_running_out_preempt_the_newest_request_which_is_recomputed(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    cap = model.kv_capacity_tokens
+    # two requests whose prompts fit but whose outputs together do not
+    e.submit(req(1, cap // 2, cap // 3))
+    e.submit(req(2, cap // 3, cap // 3, t=0.0))
+    env.run(1e6)
+    assert e.preemptions >= 1
+    assert sink.done.keys() == {1, 2}  # both finish: the victim was recomputed, not dropped
+    assert sink.done[2] > sink.done[1]
+    assert e.kv_used == 0
+
+
+def test_prefix_cache_hits_skip_prefill(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    shared = tuple(range(100))  # 1,600 tokens of common prefix
+    e.submit(req(1, 1700, 2, prefix=shared))
+    env.run(100)
+    e.submit(req(2, 1700, 2, t=100.0, prefix=shared))
+    env.run(200)
+    cold, warm = sink.first[1], sink.first[2] - 100.0
+    assert warm < 0.3 * cold
+    assert e.prefix_hit_tokens == 1600 and e.prefix_query_tokens == 3400
+
+
+def test_prefix_cache_is_lru_bounded_by_free_blocks(model: ReplicaModel) -> None:
+    env, e, _ = engine(model)
+    blocks = model.kv_capacity_blocks
+    e.submit(req(1, 16 * (blocks // 2), 1, prefix=tuple(range(blocks // 2))))
+    env.run(1e4)
+    e.submit(req(2, 16 * (blocks // 2), 1, t=1e4, prefix=tuple(range(10**6, 10**6 + blocks // 2))))
+    env.run(2e4)
+    assert len(e.cache) <= blocks
+    assert e.cached_prefix_blocks(tuple(range(10**6, 10**6 + 5))) == 5  # the newest prefix is kept
+
+
+def test_requests_wait_when_kv_is_full(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    big = model.kv_capacity_tokens - 1000
+    e.submit(req(1, big - 200, 200))
+    e.submit(req(2, 2000, 10))  # its prompt does not fit next to the first
+    env.run(0.0)
+    assert e.num_waiting(0.0) == 1
+    env.run(1e5)
+    assert sink.first[2] > sink.first[1]
+
+
+def test_duty_cycle_saturates_however_deep_the_queue(model: ReplicaModel) -> None:
+    busy = []
+    for n in (10, 300):
+        env, e, _ = engine(model)
+        for i in range(n):
+            e.submit(req(i, 500, 2000))
+        env.run(30.0)
+        busy.append(e.busy_time(30.0) / 30.0)
+    assert busy == [pytest.approx(1.0), pytest.approx(1.0)]
+
+
+def test_an_arrival_joins_at_the_next_step_boundary(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    e.submit(req(1, 100, 1000))
+    env.run(1.0)  # request 1 is deep in a decode run
+    e.submit(req(2, 100, 2, t=1.0))
+    env.run(100.0)
+    assert 1.0 < sink.first[2] < 1.0 + 0.1  # one decode step plus a small prefill
+    assert 1 in sink.done and 2 in sink.done
+
+
+def test_timed_out_waiting_requests_are_dropped(model: ReplicaModel) -> None:
+    env, e, sink = engine(model)
+    e.submit(req(1, model.kv_capacity_tokens - 500, 400))
+    e.submit(req(2, 1000, 10, timeout=0.5))
+    env.run(2.0)
+    assert e.num_waiting(2.0) == 0 and sink.timeouts == [2]
+
+
+def test_disaggregated_prefill_then_decode(model: ReplicaModel) -> None:
+    env, pre, psink = engine(model, prefill=True, decode=False)
+    _, dec, dsink = engine(model, prefill=False, decode=True)
+    dec.env = env
+    r = req(1, 4000, 50)
+    pre.submit(r)
+    env.run(10.0)
+    assert psink.prefilled[1] == pytest.approx(model.idle_prefill_s(4000))
+    assert pre.kv_used == 0 and not psink.first  # prefill-only engines emit no token to the client
+    dec.submit(r)
+    env.run(20.0)
+    assert dsink.first[1] == pytest.approx(10.0 + model.decode_step_s(1, 4000))
+    assert 1 in dsink.done and dec.kv_used == 0
+
+
+def test_token_counters_count_like_vllm(model: ReplicaModel) -> None:
+    env, e, _ = engine(model)
+    for i, (prompt, output) in enumerate([(1000, 5), (3 * 2048, 20), (200, 1)]):
+        e.submit(req(i, prompt, output, t=0.01 * i))
+    assert e.prompt_tokens == 0
+    env.run(100.0)
+    assert e.prompt_tokens == 1000 + 3 * 2048 + 200
+    assert e.generation_tokens == 5 + 20 + 1
+
+
+def test_itl_histogram_quantiles() -> None:
+    h = ItlHistogram()
+    h.add(0.010, 990)
+    h.add(0.500, 10)
+    assert h.quantile(0.5) == pytest.approx(0.010, rel=0.03)
+    assert h.quantile(0.995) == pytest.approx(0.5, rel=0.03)
+    assert ItlHistogram().quantile(0.5) is None
