@@ -26,6 +26,7 @@ from gpuscale.sim.policies import (
 from gpuscale.sim.replica import replica_model_from_sizing
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import validate_config
 
 
 def obs(
@@ -133,7 +134,12 @@ def test_every_policy_kind_has_one_controller_factory(prod_spec: PlatformSpec) -
     assert fixed.decide(0.0, {}) == {"prefill": 2, "decode": 5}
 
 
-def test_gpuscale_controller_reads_the_emitted_signals(prod_spec: PlatformSpec) -> None:
+def test_gpuscale_controller_reads_the_emitted_signals(raw_stack) -> None:  # type: ignore[no-untyped-def]
+    # ceilings that do not bind in this test: 4 + 6 four-GPU replicas fill chat's 40-GPU quota
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"]["max_replicas"] = 4
+    raw["models"][0]["autoscaling"]["decode"]["max_replicas"] = 6
+    prod_spec = validate_config(raw, "t")
     ms = size_platform(prod_spec).model(prod_spec.models[0].name)
     c = build_controller(GpuscalePolicy(), prod_context(prod_spec))
     assert isinstance(c, HpaController)

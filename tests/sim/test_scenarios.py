@@ -110,3 +110,22 @@ def test_score_follows_the_printed_formula() -> None:
     for r in res.results:
         expected = 100 * r.slo_attainment - 100 * r.unanswered / r.arrived - 20 * max(0.0, r.gpu_hours / ref - 1)
         assert r.score == pytest.approx(expected, abs=0.01)
+
+
+def test_ami_rollout_pdb_floors_keep_every_role_serving_where_a_grace_period_drops_it() -> None:
+    # tiny-disaggregated: one warm replica per role (ready floor 1), each on its own node
+    res = run_scenario("tiny-disaggregated", "ami-rollout", 1800.0)
+    from gpuscale.sim.scenarios.ami_rollout import min_ready_after
+
+    at = float(res.parameters["drift_at_s"])
+    pdb, grace = res.results
+    assert pdb.name == "no-grace-period+pdb" and grace.name.startswith("grace-period-")
+    # with PDBs holding, drift waits: nothing is evicted, nothing lost, every role keeps its floor
+    assert (pdb.evictions, pdb.lost_in_flight) == (0, 0)
+    assert all(n >= 1 for n in min_ready_after(pdb, at).values())
+    # a grace period overrides the PDBs: the nodes go anyway, requests in flight with them, roles down to zero
+    assert grace.evictions > 0 and grace.lost_in_flight > 0
+    assert min(min_ready_after(grace, at).values()) == 0
+    assert pdb.slo_attainment > grace.slo_attainment
+    assert "the PDB floors held every drifted node" in findings(build_scenario("ami-rollout", spec_of("tiny-disaggregated"),
+                                                                               duration_s=1800.0), res)[0]
