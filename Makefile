@@ -43,10 +43,10 @@ validate: $(VENV)/.installed
 	for s in dev staging prod; do $(BIN)/gpuscale validate --stack $$s || exit 1; done
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check gpuscale components infra tests examples bench policy
+	$(BIN)/ruff check gpuscale components infra tests examples bench
 
 typecheck: $(VENV)/.installed
-	$(BIN)/mypy gpuscale components
+	$(BIN)/mypy gpuscale components examples
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/synth_bench.py

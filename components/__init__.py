@@ -1,11 +1,16 @@
 """Pulumi ComponentResources, one per module, importable as ``gpuscale.components``.
 
-Each takes ``(name, args: <Component>Args, *, <Pulumi inputs>, opts=None)``; most args models have a
-``from_spec(spec)`` (or ``from_platform(spec, sizing, ...)``) constructor so they can be used one by one.
+Each takes ``(name, args: <Component>Args, opts=None)``. Args hold what the component needs and nothing more (a GPU
+pool and a cluster name; a team tree; one model, its sizing and its wiring); the fields a Pulumi user takes from other
+resources (cluster name, node role, subnet and security group ids, namespace, admin ARNs, image, Prometheus URL) accept
+Outputs. ``from_spec(spec, ...)``/``from_platform(spec, sizing, ...)`` build them from a ``PlatformSpec``. Providers,
+``depends_on``, ``protect`` and transformations come from ``opts`` and reach every child. Each component's docstring
+says which other components (or equivalents) it expects on the cluster.
 """
 
+from gpuscale.components.children import NameClash
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
-from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
+from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs, ExistingSubnets
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.inference_platform import InferencePlatform, InferencePlatformArgs
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
@@ -14,18 +19,19 @@ from gpuscale.components.karpenter_controller import KarpenterController, Karpen
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
-from gpuscale.components.pd_router import PdRouter, PdRouterArgs
+from gpuscale.components.pd_router import PdRouter, PdRouterArgs, RouterSettings
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
-from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
-from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.components.role_autoscaler import AutoscalerSettings, RoleAutoscaler, RoleAutoscalerArgs
+from gpuscale.components.vllm_service import ServingSettings, VllmService, VllmServiceArgs
 
 __all__ = [
-    "CpuNodePool", "CpuNodePoolArgs", "EksCluster", "EksClusterArgs", "GpuNodePool", "GpuNodePoolArgs",
-    "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs", "KaiTopology", "KaiTopologyArgs",
-    "KarpenterController", "KarpenterControllerArgs", "KedaOperator", "KedaOperatorArgs", "LwsController",
-    "LwsControllerArgs", "NvidiaDevicePlugin", "NvidiaDevicePluginArgs", "PdRouter", "PdRouterArgs",
-    "PrometheusAdapter", "PrometheusAdapterArgs", "PrometheusStack", "PrometheusStackArgs", "QueueTree",
-    "QueueTreeArgs", "RoleAutoscaler", "RoleAutoscalerArgs", "VllmService", "VllmServiceArgs",
+    "AutoscalerSettings", "CpuNodePool", "CpuNodePoolArgs", "EksCluster", "EksClusterArgs", "ExistingSubnets",
+    "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",
+    "KaiTopology", "KaiTopologyArgs", "KarpenterController", "KarpenterControllerArgs", "KedaOperator",
+    "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "NameClash", "NvidiaDevicePlugin",
+    "NvidiaDevicePluginArgs", "PdRouter", "PdRouterArgs", "PrometheusAdapter", "PrometheusAdapterArgs",
+    "PrometheusStack", "PrometheusStackArgs", "QueueTree", "QueueTreeArgs", "RoleAutoscaler", "RoleAutoscalerArgs",
+    "RouterSettings", "ServingSettings", "VllmService", "VllmServiceArgs",
 ]

@@ -48,8 +48,8 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     def __init__(self, name: str, args: EfaDevicePluginArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:EfaDevicePlugin", name, None, opts)
         ns, self.chart = namespaced_chart(
-            self, name, release=RELEASE, pin=args.chart, namespace=args.namespace,
-            values=karpenter.efa_device_plugin_values(args.pools),
+            self, name, f"EfaDevicePlugin {name!r}", release=RELEASE, pin=args.chart, namespace=args.namespace,
+            values=karpenter.efa_device_plugin_values(args.pools), opts=opts,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

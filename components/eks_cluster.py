@@ -14,12 +14,14 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from gpuscale import labels
+from gpuscale import labels, versions
+from gpuscale.components.children import child_opts, claim
+from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput, SubnetIds, output_list
 from gpuscale.manifests import iam, network
-from gpuscale.spec.base import Spec
-from gpuscale.spec.environment import EnvironmentSpec, ExistingSubnetsSpec, NewVpcSpec
+from gpuscale.spec.base import Ipv4Cidr, Spec
+from gpuscale.spec.environment import ExistingSubnetsSpec, NewVpcSpec
 from gpuscale.spec.platform import PlatformSpec
 
 CoreAddon = Literal["vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "aws-ebs-csi-driver"]
@@ -30,13 +32,40 @@ ADDONS_AFTER_NODES: tuple[CoreAddon, ...] = ("coredns", "aws-ebs-csi-driver")
 creates no default StorageClass or CSI driver on new clusters)."""
 
 
-class EksClusterArgs(Spec):
-    """What ``EksCluster`` builds: the environment (name, version, networking, access, tags) and the system nodes."""
+class ExistingSubnets(Spec):
+    """Subnets that already exist (a network stack's); EKS takes the VPC from them, nothing is created or tagged."""
 
-    environment: EnvironmentSpec
-    """Region, Kubernetes version, networking, endpoint access, admin principals, tags."""
+    private_subnet_ids: SubnetIds
+    """Private subnets for the control plane's interfaces and the system nodes (a list, or an Output of one). Give
+    Karpenter's node pools the same ids (``subnet_ids``) or tag them ``karpenter.sh/discovery: <cluster>``."""
+
+
+class EksClusterArgs(Spec):
+    """What ``EksCluster`` builds: a named cluster, its network, endpoint access, admins, and the system nodes."""
+
+    cluster_name: str = Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
+    """Name of the EKS cluster to create (also the Karpenter discovery tag value and in the KMS alias)."""
     zones: list[str] = Field(min_length=1, max_length=network.MAX_ZONES)
     """Availability zones; a new VPC gets one private and one public subnet in each."""
+    network: NewVpcSpec | ExistingSubnets = NewVpcSpec()
+    """A new VPC (``vpc_cidr``) or existing subnets (``private_subnet_ids``)."""
+    kubernetes_version: str = "1.33"
+    """EKS Kubernetes minor version (one of ``versions.SUPPORTED_KUBERNETES_VERSIONS``)."""
+    stage: Literal["dev", "staging", "prod"] = "prod"
+    """Lifecycle stage: prod gets deletion protection and one NAT gateway per zone."""
+    endpoint_public_access: bool = False
+    """Expose the API endpoint publicly (private access is always on)."""
+    public_access_cidrs: list[Ipv4Cidr] = []
+    """CIDRs allowed to reach a public endpoint; required when it is public (never 0.0.0.0/0)."""
+    admin_principal_arns: list[PrincipalArn] | dict[str, PrincipalArn] = []
+    """IAM principals granted cluster-admin through access entries. A list of plain ARNs, or ``{name: arn}`` when an
+    ARN is another resource's Output (the name keys its access entry, so reordering never replaces one)."""
+    tags: dict[str, str] = {}
+    """Tags on every AWS resource."""
+    kubeconfig_role_arn: NonEmpty | None = None
+    """Role ``aws eks get-token --role-arn`` assumes in the kubeconfig (the role the program deploys as)."""
+    kubeconfig_profile: NonEmpty | None = None
+    """AWS profile the kubeconfig's ``aws eks get-token`` runs with; default the AWS provider's ``profile``."""
     system_instance_types: list[str] = Field(default=["m7i.xlarge"], min_length=1)
     """On-demand CPU types of the system node group (Karpenter, CoreDNS and other controllers run here)."""
     system_nodes: int = Field(default=2, ge=2)
@@ -50,13 +79,49 @@ class EksClusterArgs(Spec):
     )
     """Control-plane logs sent to CloudWatch (audit and authenticator logs are the security trail)."""
 
-    @classmethod
-    def from_spec(cls, spec: PlatformSpec) -> EksClusterArgs:
-        return cls(environment=spec.environment, zones=spec.topology.zones)
+    @model_validator(mode="after")
+    def _checks(self) -> EksClusterArgs:
+        if self.kubernetes_version not in versions.SUPPORTED_KUBERNETES_VERSIONS:
+            raise ValueError(f"kubernetes_version {self.kubernetes_version!r}: supported versions are "
+                             f"{', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+        if self.endpoint_public_access and (not self.public_access_cidrs or "0.0.0.0/0" in self.public_access_cidrs):
+            raise ValueError("endpoint_public_access needs public_access_cidrs naming the networks allowed in (not "
+                             "0.0.0.0/0)")
+        if isinstance(self.admin_principal_arns, list):
+            later = [arn for arn in self.admin_principal_arns if not isinstance(arn, str)]
+            if later:
+                raise ValueError(
+                    "admin_principal_arns: an ARN that is an Output needs a name for its access entry; pass "
+                    "{name: arn} instead of a list"
+                )
+        return self
 
-    @property
-    def cluster_name(self) -> str:
-        return self.environment.cluster_name
+    @classmethod
+    def from_spec(
+        cls, spec: PlatformSpec, *, cluster_name: str, kubeconfig_role_arn: StrInput | None = None,
+        kubeconfig_profile: StrInput | None = None,
+    ) -> EksClusterArgs:
+        env = spec.environment
+        net = env.networking
+        return cls(
+            cluster_name=cluster_name,
+            zones=spec.topology.zones,
+            network=ExistingSubnets(private_subnet_ids=net.private_subnet_ids) if isinstance(net, ExistingSubnetsSpec) else net,
+            kubernetes_version=env.kubernetes_version,
+            stage=env.stage,
+            endpoint_public_access=env.endpoint_public_access,
+            public_access_cidrs=env.public_access_cidrs,
+            admin_principal_arns=env.admin_principal_arns,
+            tags=env.tags,
+            kubeconfig_role_arn=kubeconfig_role_arn,
+            kubeconfig_profile=kubeconfig_profile,
+        )
+
+    def admins(self) -> dict[str, StrInput]:
+        """Access-entry key -> principal ARN; plain ARNs are keyed by a hash of the ARN."""
+        if isinstance(self.admin_principal_arns, dict):
+            return dict(self.admin_principal_arns)
+        return {_short(str(arn)): arn for arn in self.admin_principal_arns}
 
 
 def _short(text: str) -> str:
@@ -69,14 +134,17 @@ class EksCluster(pulumi.ComponentResource):
     Creates ``<name>-vpc`` with ``<name>-{private,public}-<zone>`` subnets, NAT and routes (or tags existing
     subnets), ``<name>-secrets-key`` (KMS, rotated), ``<name>-cluster-role``, ``<name>-cluster`` (API
     authentication mode, private endpoint always on), ``<name>-node-sg-discovery`` (tags the cluster security
-    group for Karpenter), ``<name>-admin-<hash>`` access entries, the ``<name>-system`` managed node group with
+    group for Karpenter), ``<name>-admin-<key>`` access entries, the ``<name>-system`` managed node group with
     its role and launch template (IMDSv2, hop limit 1), ``<name>-<addon>`` core add-ons and ``<name>-k8s``,
-    the Kubernetes provider every in-cluster component uses.
+    the Kubernetes provider every in-cluster component uses. IAM roles are auto-named (random suffix); the cluster
+    and its KMS alias are named after ``cluster_name``, and a second cluster of that name on the same AWS provider
+    is refused. The AWS provider comes from ``opts``; the kubeconfig's ``aws eks get-token`` runs as
+    ``kubeconfig_role_arn``/``kubeconfig_profile`` (default: that provider's profile).
     See https://docs.aws.amazon.com/eks/latest/userguide/create-cluster.html
     """
 
     cluster_name: pulumi.Output[str]
-    """EKS cluster name (``spec.environment.cluster_name``)."""
+    """EKS cluster name (``args.cluster_name``, once the cluster exists)."""
     cluster_arn: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     """API server URL."""
@@ -88,10 +156,12 @@ class EksCluster(pulumi.ComponentResource):
     provider: k8s.Provider
     """Kubernetes provider for this cluster; pass it as ``providers=[...]`` to in-cluster components."""
 
-    def __init__(self, name: str, args: EksClusterArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:EksCluster", name, None, opts)
-        env = args.environment
-        self._tags = dict(env.tags)
+        claim(self, f"EksCluster {name!r}", "aws", "EKS cluster", args.cluster_name,
+              fix="give each cluster its own cluster_name")
+        self._tags = dict(args.tags)
+        self._opts = opts
         invoke = pulumi.InvokeOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke)
         region = aws.get_region_output(opts=invoke).region
@@ -115,13 +185,13 @@ class EksCluster(pulumi.ComponentResource):
         cluster = aws.eks.Cluster(
             f"{name}-cluster",
             name=args.cluster_name,
-            version=env.kubernetes_version,
+            version=args.kubernetes_version,
             role_arn=cluster_role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
                 subnet_ids=private_ids,
                 endpoint_private_access=True,
-                endpoint_public_access=env.endpoint_public_access,
-                public_access_cidrs=list(env.public_access_cidrs) if env.endpoint_public_access else None,
+                endpoint_public_access=args.endpoint_public_access,
+                public_access_cidrs=list(args.public_access_cidrs) if args.endpoint_public_access else None,
             ),
             encryption_config=aws.eks.ClusterEncryptionConfigArgs(
                 resources=["secrets"],
@@ -136,7 +206,7 @@ class EksCluster(pulumi.ComponentResource):
             # the core add-ons are EKS-managed below, not the unmanaged copies EKS would otherwise bootstrap
             bootstrap_self_managed_addons=False,
             enabled_cluster_log_types=list(args.control_plane_log_types),
-            deletion_protection=env.stage == "prod",
+            deletion_protection=args.stage == "prod",
             tags=self._tags,
             opts=self._child(depends_on=role_deps),
         )
@@ -149,20 +219,21 @@ class EksCluster(pulumi.ComponentResource):
             opts=self._child(),
         )
         self._admin_access(name, args, cluster, partition.partition)
-        before = [self._addon(name, cluster, addon, env.kubernetes_version) for addon in ADDONS_BEFORE_NODES]
+        before = [self._addon(name, cluster, addon, args.kubernetes_version) for addon in ADDONS_BEFORE_NODES]
         node_group = self._system_nodes(name, args, cluster, private_ids, partition, before)
         ebs_role = self._ebs_csi_role(name, args, cluster, partition.partition, region)
         after = [
             self._addon(
-                name, cluster, addon, env.kubernetes_version, depends_on=[node_group],
+                name, cluster, addon, args.kubernetes_version, depends_on=[node_group],
                 identity=ebs_role if addon == "aws-ebs-csi-driver" else None,
             )
             for addon in ADDONS_AFTER_NODES
         ]
 
         kubeconfig = pulumi.Output.all(
-            cluster.name, cluster.endpoint, cluster.certificate_authority.data, region
-        ).apply(lambda a: json.dumps(network.kubeconfig_body(a[0], a[1], a[2], a[3])))
+            cluster.name, cluster.endpoint, cluster.certificate_authority.data, region, args.kubeconfig_role_arn,
+            self._kubeconfig_profile(args),
+        ).apply(lambda a: json.dumps(network.kubeconfig_body(a[0], a[1], a[2], a[3], role_arn=a[4], profile=a[5])))
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         # in-cluster resources use this provider, so they wait for the nodes and add-ons it depends on
         self.provider = k8s.Provider(
@@ -174,7 +245,7 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_arn = cluster.arn
         self.endpoint = cluster.endpoint
         self.node_security_group_id = node_sg
-        self.private_subnet_ids = pulumi.Output.all(*private_ids)
+        self.private_subnet_ids = private_ids
         self.register_outputs(
             {
                 "cluster_name": self.cluster_name,
@@ -187,24 +258,28 @@ class EksCluster(pulumi.ComponentResource):
         )
 
     def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
+        opts: pulumi.ResourceOptions = child_opts(self, self._opts, *(depends_on or []))
+        return opts
+
+    def _kubeconfig_profile(self, args: EksClusterArgs) -> pulumi.Input[str] | None:
+        """The profile ``aws eks get-token`` uses: the args', else the one the AWS provider deploys with."""
+        if args.kubeconfig_profile is not None:
+            given: pulumi.Input[str] = args.kubeconfig_profile
+            return given
+        provider = self.get_provider("aws::")
+        if isinstance(provider, aws.Provider):
+            profile: pulumi.Output[str] = provider.profile  # type: ignore[assignment]  # None when unset
+            return profile
+        return pulumi.Config("aws").get("profile")
 
     # ------------------------------------------------------------------------------------------ network
 
-    def _network(self, name: str, args: EksClusterArgs) -> list[pulumi.Output[str]]:
-        """Private subnet ids: a new VPC's, or the existing ones (tagged for Karpenter discovery)."""
-        net = args.environment.networking
-        if isinstance(net, ExistingSubnetsSpec):
-            for subnet_id in net.private_subnet_ids:
-                aws.ec2.Tag(
-                    f"{name}-discovery-{subnet_id}",
-                    resource_id=subnet_id,
-                    key=labels.KARPENTER_DISCOVERY_TAG,
-                    value=args.cluster_name,
-                    opts=self._child(),
-                )
-            return [pulumi.Output.from_input(s) for s in net.private_subnet_ids]
-        return self._new_vpc(name, args, net)
+    def _network(self, name: str, args: EksClusterArgs) -> pulumi.Output[list[str]]:
+        """Private subnet ids: a new VPC's, or the existing ones as given."""
+        if isinstance(args.network, ExistingSubnets):
+            given: pulumi.Output[list[str]] = output_list(args.network.private_subnet_ids)
+            return given
+        return pulumi.Output.all(*self._new_vpc(name, args, args.network)).apply(list)
 
     def _new_vpc(self, name: str, args: EksClusterArgs, net: NewVpcSpec) -> list[pulumi.Output[str]]:
         cname, tags = args.cluster_name, self._tags
@@ -251,7 +326,7 @@ class EksCluster(pulumi.ComponentResource):
                 tags=network.subnet_tags("private", cname, zs.zone, tags),
                 opts=self._child(),
             )
-        nat_zones = network.nat_gateway_zones(args.zones, args.environment.stage)
+        nat_zones = network.nat_gateway_zones(args.zones, args.stage)
         nats: dict[str, aws.ec2.NatGateway] = {}
         for zone in nat_zones:
             eip = aws.ec2.Eip(
@@ -289,7 +364,7 @@ class EksCluster(pulumi.ComponentResource):
     ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
         role = aws.iam.Role(
             f"{name}-cluster-role",
-            name=f"{args.cluster_name}-cluster",
+            description=f"EKS control plane of {args.cluster_name}",
             assume_role_policy=json.dumps(iam.cluster_role_trust_policy()),
             tags=self._tags,
             opts=self._child(),
@@ -316,10 +391,10 @@ class EksCluster(pulumi.ComponentResource):
     def _admin_access(
         self, name: str, args: EksClusterArgs, cluster: aws.eks.Cluster, partition: pulumi.Output[str]
     ) -> None:
-        for arn in args.environment.admin_principal_arns:
-            # named by a hash of the ARN so adding or removing one admin never renames the others
+        for key, arn in args.admins().items():
+            # keyed by name (or a hash of a plain ARN) so adding or removing one admin never renames the others
             entry = aws.eks.AccessEntry(
-                f"{name}-admin-{_short(arn)}",
+                f"{name}-admin-{key}",
                 cluster_name=cluster.name,
                 principal_arn=arn,
                 type="STANDARD",
@@ -327,7 +402,7 @@ class EksCluster(pulumi.ComponentResource):
                 opts=self._child(),
             )
             aws.eks.AccessPolicyAssociation(
-                f"{name}-admin-{_short(arn)}-policy",
+                f"{name}-admin-{key}-policy",
                 cluster_name=cluster.name,
                 principal_arn=arn,
                 policy_arn=partition.apply(lambda p: iam.eks_access_policy_arn(p, iam.EKS_CLUSTER_ADMIN_ACCESS_POLICY)),
@@ -342,14 +417,14 @@ class EksCluster(pulumi.ComponentResource):
         name: str,
         args: EksClusterArgs,
         cluster: aws.eks.Cluster,
-        subnet_ids: list[pulumi.Output[str]],
+        subnet_ids: pulumi.Output[list[str]],
         partition: pulumi.Output[aws.GetPartitionResult],
         addons: list[aws.eks.Addon],
     ) -> aws.eks.NodeGroup:
         tags = self._tags
         role = aws.iam.Role(
             f"{name}-system-node-role",
-            name=f"{args.cluster_name}-system-node",
+            description=f"System nodes of EKS cluster {args.cluster_name}",
             assume_role_policy=partition.dns_suffix.apply(lambda d: json.dumps(iam.node_role_trust_policy(d))),
             tags=tags,
             opts=self._child(),

@@ -12,19 +12,28 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale import versions
-from gpuscale.components.helm_release import namespaced_chart
-from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values
+from gpuscale.components.helm_release import after_chart, namespaced_chart
+from gpuscale.components.inputs import PrometheusUrl
+from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values, kai_prometheus_url
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.versions import HelmChartPin
 
 
 class KaiSchedulerArgs(Spec):
-    """Inputs of ``KaiScheduler``: the platform spec (its observability settings decide the metrics wiring)."""
+    """The KAI release: chart pin, namespace, and the Prometheus its components report to."""
 
-    platform: PlatformSpec
-    """The validated platform spec."""
+    chart: HelmChartPin = versions.KAI_SCHEDULER
+    """Pinned KAI chart (CRDs, operator, scheduler, binder, podgrouper, admission webhooks)."""
     namespace: str = KAI_NAMESPACE
     """Namespace of the release; created by the component. Workloads must not run in it."""
+    prometheus_url: PrometheusUrl | None = None
+    """A prometheus-operator Prometheus (e.g. ``PrometheusStack.prometheus_url``): KAI creates ServiceMonitors for
+    its components and reports to it. ``None``: KAI's metrics are not wired."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> KaiSchedulerArgs:
+        return cls(prometheus_url=kai_prometheus_url(spec))
 
 
 class KaiScheduler(pulumi.ComponentResource):
@@ -32,8 +41,9 @@ class KaiScheduler(pulumi.ComponentResource):
 
     Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart: CRDs, operator, scheduler,
     binder, podgrouper, admission webhooks, default PriorityClasses). Queue and Topology objects must wait for
-    ``chart`` (it installs their CRDs and the validating webhooks): pass it to ``QueueTree``/``KaiTopology``.
-    See https://github.com/kai-scheduler/KAI-Scheduler (docs/quickstart).
+    ``chart`` (it installs their CRDs and the validating webhooks): put it in ``QueueTree``/``KaiTopology``'s
+    ``opts.depends_on``. With ``prometheus_url``, prometheus-operator's CRDs must exist first (``PrometheusStack``
+    in ``opts.depends_on``). See https://github.com/kai-scheduler/KAI-Scheduler (docs/quickstart).
     """
 
     chart: k8s.helm.v4.Chart
@@ -41,14 +51,17 @@ class KaiScheduler(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Namespace KAI runs in."""
     chart_version: pulumi.Output[str]
-    """Pinned chart version."""
+    """Pinned chart version (known once the release is installed)."""
 
-    def __init__(self, name: str, args: KaiSchedulerArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: KaiSchedulerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:KaiScheduler", name, None, opts)
-        _, self.chart = namespaced_chart(
-            self, name, release="kai-scheduler", pin=versions.KAI_SCHEDULER, namespace=args.namespace,
-            values=kai_chart_values(args.platform),
+        url = args.prometheus_url
+        values = (kai_chart_values(prometheus_url=url) if url is None or isinstance(url, str)
+                  else pulumi.Output.from_input(url).apply(lambda u: kai_chart_values(prometheus_url=u)))
+        ns, self.chart = namespaced_chart(
+            self, name, f"KaiScheduler {name!r}", release="kai-scheduler", pin=args.chart, namespace=args.namespace,
+            values=values, opts=opts,
         )
-        self.namespace = pulumi.Output.from_input(args.namespace)
-        self.chart_version = pulumi.Output.from_input(versions.KAI_SCHEDULER.version)
+        self.namespace = ns.metadata.name
+        self.chart_version = after_chart(self.chart, args.chart.version)
         self.register_outputs({"namespace": self.namespace, "chart_version": self.chart_version})

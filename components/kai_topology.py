@@ -32,52 +32,83 @@ Caveats, and how the workload wiring handles them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Annotated
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
+from pydantic import AfterValidator, Field
 
-from gpuscale.manifests.kai import topology_bodies
+from gpuscale.components.children import child_opts, claim, object_name
+from gpuscale.manifests.kai import topology_bodies, topology_body
 from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.topology import TopologyLevel, default_levels, level_problem
+
+
+def _checked(levels: list[TopologyLevel]) -> list[TopologyLevel]:
+    problem = level_problem(levels)
+    if problem:
+        raise ValueError(problem)
+    return levels
 
 
 class KaiTopologyArgs(Spec):
-    """Inputs of ``KaiTopology``."""
+    """The topology levels, coarsest first (default: zone, the three AWS network layers, node)."""
 
-    platform: PlatformSpec
-    """The validated platform spec; its ``topology.levels`` and the pools' instance types decide the Topologies."""
+    levels: Annotated[list[TopologyLevel], AfterValidator(_checked)] = Field(
+        default_factory=default_levels, min_length=1, max_length=16,
+    )
+    """Node labels that name placement domains; ``kubernetes.io/hostname`` may only be last."""
+    reduced: dict[str, Annotated[list[TopologyLevel], AfterValidator(_checked)]] = Field(default_factory=dict)
+    """Further Topologies by name, for pools whose nodes lack some of ``levels`` (``gpuscale-<n>-network-layers``):
+    KAI v0.17 leaves a node missing any level of a Topology out of it, so such pools' workloads name their own."""
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> KaiTopologyArgs:
+        extra = {
+            str(b["metadata"]["name"]): [lv for lv in spec.topology.levels
+                                         if lv.node_label in {x["nodeLabel"] for x in b["spec"]["levels"]}]
+            for b in topology_bodies(spec) if b["metadata"]["name"] != TOPOLOGY_NAME
+        }
+        return cls(levels=spec.topology.levels, reduced=extra)
 
 
 class KaiTopology(pulumi.ComponentResource):
-    """The KAI Topologies the workload wiring's placement annotations name.
+    """The KAI Topology the workload wiring's placement annotations name.
 
-    Creates ``<name>-topology`` (Topology ``gpuscale``) and ``<name>-<topology>`` for every reduced level set, all
-    cluster-scoped. ``depends_on`` should hold ``KaiScheduler.chart`` (CRD). See KAI ``docs/topology/README.md``.
+    Creates ``<name>-topology`` (Topology ``gpuscale``, cluster-scoped; one per cluster) and ``<name>-<topology>`` for
+    every reduced level set in ``reduced``. Expects KAI on the cluster
+    (``KaiScheduler``: its CRD; put ``KaiScheduler.chart`` in ``opts.depends_on`` when it is in the same program).
+    Every ``VllmService`` whose wiring names a placement needs it. See KAI ``docs/topology/README.md``.
     """
 
-    topologies: dict[str, CustomResource]
-    """The Topology resources by Kubernetes name."""
-    topology_names: pulumi.Output[list[str]]
-    """Names workloads put in ``kai.scheduler/topology``."""
+    topology: CustomResource
+    """The Topology resource."""
+    topology_name: pulumi.Output[str]
+    """Name workloads put in ``kai.scheduler/topology``."""
+    reduced: dict[str, CustomResource]
+    """The Topologies of the reduced level sets, by name."""
 
-    def __init__(
-        self, name: str, args: KaiTopologyArgs, *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: KaiTopologyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:KaiTopology", name, None, opts)
-        self.topologies = {}
-        for body in topology_bodies(args.platform):
-            k8s_name = str(body["metadata"]["name"])
-            self.topologies[k8s_name] = CustomResource(
-                f"{name}-topology" if k8s_name == TOPOLOGY_NAME else f"{name}-{k8s_name}",
-                api_version=body["apiVersion"],
-                kind=body["kind"],
-                metadata=body["metadata"],
-                spec=body["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)),
+        claim(self, f"KaiTopology {name!r}", "kubernetes", "Topology", TOPOLOGY_NAME,
+              fix="the workload wiring names one Topology per cluster: create it once")
+        body = topology_body(args.levels)
+        self.topology = CustomResource(
+            f"{name}-topology",
+            api_version=body["apiVersion"],
+            kind=body["kind"],
+            metadata=body["metadata"],
+            spec=body["spec"],
+            opts=child_opts(self, opts),
+        )
+        self.topology_name = object_name(self.topology)
+        self.reduced = {}
+        for k8s_name, levels in args.reduced.items():
+            b = topology_body(levels, k8s_name)
+            self.reduced[k8s_name] = CustomResource(
+                f"{name}-{k8s_name}", api_version=b["apiVersion"], kind=b["kind"], metadata=b["metadata"],
+                spec=b["spec"], opts=child_opts(self, opts),
             )
-        self.topology_names = pulumi.Output.from_input(list(self.topologies))
-        self.register_outputs({"topology_names": self.topology_names})
+        self.register_outputs({"topology_name": self.topology_name})

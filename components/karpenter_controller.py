@@ -17,8 +17,11 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import versions
+from gpuscale.components.children import child_opts, claim
+from gpuscale.components.inputs import ClusterName, StrInput
 from gpuscale.manifests import iam
 from gpuscale.manifests.karpenter import karpenter_chart_values
+from gpuscale.manifests.namespaces import KARPENTER_NAMESPACE
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin
@@ -29,8 +32,8 @@ QUEUE_RETENTION_S = 300
 """Interruption messages older than five minutes are stale: a spot warning gives two."""
 
 
-def _policy_name(cluster: str, key: str) -> str:
-    return f"{cluster}-karpenter-{key}"
+def _policy_description(cluster: str, key: str) -> str:
+    return f"Karpenter controller of EKS cluster {cluster}: {key}"
 
 
 def _policy_json(documents: dict[str, dict[str, Any]], key: str) -> str:
@@ -38,11 +41,14 @@ def _policy_json(documents: dict[str, dict[str, Any]], key: str) -> str:
 
 
 class KarpenterControllerArgs(Spec):
-    """The Karpenter installation: chart pin, namespace, service account, controller size, tags."""
+    """Karpenter for one cluster (``cluster_name``, which may be an Output): chart pin, namespace, service account,
+    controller size, tags."""
 
+    cluster_name: ClusterName
+    """The EKS cluster Karpenter manages nodes for (e.g. ``EksCluster.cluster_name``)."""
     chart: HelmChartPin = versions.KARPENTER
     """Pinned ``oci://public.ecr.aws/karpenter/karpenter`` chart (CRDs included)."""
-    namespace: str = "kube-system"
+    namespace: str = KARPENTER_NAMESPACE
     """Namespace of the controller (the upstream getting-started default)."""
     service_account: str = "karpenter"
     """Service account bound to the controller role by Pod Identity."""
@@ -57,8 +63,8 @@ class KarpenterControllerArgs(Spec):
     """Tags on every AWS resource."""
 
     @classmethod
-    def from_spec(cls, spec: PlatformSpec) -> KarpenterControllerArgs:
-        return cls(tags=spec.environment.tags)
+    def from_spec(cls, spec: PlatformSpec, *, cluster_name: StrInput) -> KarpenterControllerArgs:
+        return cls(cluster_name=cluster_name, tags=spec.environment.tags)
 
 
 class KarpenterController(pulumi.ComponentResource):
@@ -68,7 +74,9 @@ class KarpenterController(pulumi.ComponentResource):
     ``<name>-node-access``), ``<name>-controller-role`` trusted by ``pods.eks.amazonaws.com`` with one policy per
     upstream statement group (``<name>-<group>``) and ``<name>-pod-identity``, the SQS queue ``<name>-queue``
     (+ ``<name>-queue-policy``), the EventBridge rules ``<name>-<event>`` with their targets, and the Helm chart
-    ``<name>-chart``. The kubernetes provider is inherited from ``opts``.
+    ``<name>-chart``. IAM roles, policies and the queue are auto-named from these logical names (a random suffix),
+    so two installations in one account never collide. Expects the cluster with its EKS Pod Identity agent and
+    system nodes (``EksCluster``); the AWS and Kubernetes providers come from ``opts``.
     """
 
     node_role_name: pulumi.Output[str]
@@ -81,26 +89,21 @@ class KarpenterController(pulumi.ComponentResource):
     chart: k8s.helm.v4.Chart
     """The chart (it installs the NodePool/EC2NodeClass CRDs): node pools ``depends_on`` it."""
 
-    def __init__(
-        self,
-        name: str,
-        args: KarpenterControllerArgs,
-        *,
-        cluster_name: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: KarpenterControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:KarpenterController", name, None, opts)
         self._tags = dict(args.tags)
+        self._opts = opts
         invoke = pulumi.InvokeOptions(parent=self)
         partition = aws.get_partition_output(opts=invoke)
         account_id = aws.get_caller_identity_output(opts=invoke).account_id
         region = aws.get_region_output(opts=invoke).region
-        cluster = pulumi.Output.from_input(cluster_name)
+        cluster = pulumi.Output.from_input(args.cluster_name)
+        claim(self, f"KarpenterController {name!r}", "kubernetes", "ServiceAccount", args.service_account,
+              scope=args.namespace, fix="one Karpenter per cluster")
 
         node_role, node_deps = self._node_role(name, cluster, partition)
         queue = aws.sqs.Queue(
             f"{name}-queue",
-            name=cluster,
             message_retention_seconds=QUEUE_RETENTION_S,
             sqs_managed_sse_enabled=True,
             tags=self._tags,
@@ -193,7 +196,8 @@ class KarpenterController(pulumi.ComponentResource):
         )
 
     def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, depends_on=depends_on)
+        opts: pulumi.ResourceOptions = child_opts(self, self._opts, *(depends_on or []))
+        return opts
 
     def _node_role(
         self,
@@ -203,8 +207,7 @@ class KarpenterController(pulumi.ComponentResource):
     ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
         role = aws.iam.Role(
             f"{name}-node-role",
-            name=cluster.apply(lambda c: f"{c}-karpenter-node"),
-            description="Nodes launched by Karpenter",
+            description=cluster.apply(lambda c: f"Nodes Karpenter launches for EKS cluster {c}"),
             assume_role_policy=partition.dns_suffix.apply(lambda d: json.dumps(iam.node_role_trust_policy(d))),
             tags=self._tags,
             opts=self._child(),
@@ -241,8 +244,7 @@ class KarpenterController(pulumi.ComponentResource):
     ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
         role = aws.iam.Role(
             f"{name}-controller-role",
-            name=cluster.apply(lambda c: f"{c}-karpenter"),
-            description="Karpenter controller (EKS Pod Identity)",
+            description=cluster.apply(lambda c: f"Karpenter controller of EKS cluster {c} (EKS Pod Identity)"),
             assume_role_policy=trust,
             tags=self._tags,
             opts=self._child(),
@@ -252,8 +254,7 @@ class KarpenterController(pulumi.ComponentResource):
         for key in iam.controller_policy_keys(args.zonal_shift):
             policy = aws.iam.Policy(
                 f"{name}-{key}",
-                name=cluster.apply(functools.partial(_policy_name, key=key)),
-                description=f"Karpenter controller: {key}",
+                description=cluster.apply(functools.partial(_policy_description, key=key)),
                 policy=documents.apply(functools.partial(_policy_json, key=key)),
                 tags=self._tags,
                 opts=self._child(),

@@ -7,14 +7,13 @@ leave it alone (``rules.external: []``). See https://keda.sh/docs/2.20/deploy/ (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.manifests.autoscaling import keda_chart_values
+from gpuscale.manifests.namespaces import KEDA_NAMESPACE
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin
@@ -25,7 +24,7 @@ class KedaOperatorArgs(Spec):
 
     chart: HelmChartPin = versions.KEDA
     """Pinned ``keda`` chart."""
-    namespace: str = "keda"
+    namespace: str = KEDA_NAMESPACE
     """Namespace created for the operator and its metrics API server."""
     servicemonitors: bool = True
     """Emit ServiceMonitors for KEDA itself (needs the prometheus-operator CRDs)."""
@@ -39,8 +38,8 @@ class KedaOperator(pulumi.ComponentResource):
     """The KEDA operator and external-metrics API server.
 
     Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart with the KEDA CRDs). Every
-    ScaledObject must wait for ``chart``: pass it to ``RoleAutoscaler(depends_on=...)``. Pass the Prometheus chart
-    in ``depends_on`` when ``servicemonitors`` is on (it installs the ServiceMonitor CRD).
+    ScaledObject must wait for ``chart``: put it in ``RoleAutoscaler``'s ``opts.depends_on``. With
+    ``servicemonitors`` on, prometheus-operator's CRDs must exist first (``PrometheusStack`` in ``opts.depends_on``).
     """
 
     chart: k8s.helm.v4.Chart
@@ -48,14 +47,11 @@ class KedaOperator(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Namespace KEDA runs in."""
 
-    def __init__(
-        self, name: str, args: KedaOperatorArgs, *, depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: KedaOperatorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:KedaOperator", name, None, opts)
         ns, self.chart = namespaced_chart(
-            self, name, release="keda", pin=args.chart, namespace=args.namespace,
-            values=keda_chart_values(args.servicemonitors), depends_on=depends_on,
+            self, name, f"KedaOperator {name!r}", release="keda", pin=args.chart, namespace=args.namespace,
+            values=keda_chart_values(args.servicemonitors), opts=opts,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

@@ -9,13 +9,12 @@ pin moves. Gang scheduling is KAI's job (its podgrouper makes one PodGroup per L
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
+from gpuscale.manifests.namespaces import LWS_NAMESPACE
 from gpuscale.manifests.vllm import lws_chart_values
 from gpuscale.spec.base import Spec
 from gpuscale.versions import HelmChartPin
@@ -26,7 +25,7 @@ class LwsControllerArgs(Spec):
 
     chart: HelmChartPin = versions.LWS
     """Pinned ``lws`` chart (OCI)."""
-    namespace: str = "lws-system"
+    namespace: str = LWS_NAMESPACE
     """Namespace created for the controller (the upstream default). Install it only when
     ``manifests.vllm.needs_lws(sizing)``: some model has multi-node replicas."""
 
@@ -35,7 +34,7 @@ class LwsController(pulumi.ComponentResource):
     """The LWS controller and its CRDs.
 
     Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart). Every LeaderWorkerSet must
-    wait for ``chart``: pass it to ``VllmService(depends_on=...)``.
+    wait for ``chart``: put it in ``VllmService``'s ``opts.depends_on``.
     """
 
     chart: k8s.helm.v4.Chart
@@ -43,14 +42,11 @@ class LwsController(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Namespace the controller runs in."""
 
-    def __init__(
-        self, name: str, args: LwsControllerArgs, *, depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: LwsControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:LwsController", name, None, opts)
         ns, self.chart = namespaced_chart(
-            self, name, release="lws", pin=args.chart, namespace=args.namespace, values=lws_chart_values(),
-            depends_on=depends_on,
+            self, name, f"LwsController {name!r}", release="lws", pin=args.chart, namespace=args.namespace,
+            values=lws_chart_values(), opts=opts,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

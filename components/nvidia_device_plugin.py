@@ -16,6 +16,7 @@ from pydantic import Field
 from gpuscale import versions
 from gpuscale.components.helm_release import namespaced_chart
 from gpuscale.manifests import karpenter
+from gpuscale.manifests.namespaces import DEVICE_PLUGIN_NAMESPACE
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin
@@ -26,7 +27,7 @@ class NvidiaDevicePluginArgs(Spec):
 
     chart: HelmChartPin = versions.NVIDIA_DEVICE_PLUGIN
     """Pinned ``nvidia-device-plugin`` chart."""
-    namespace: str = "nvidia-device-plugin"
+    namespace: str = DEVICE_PLUGIN_NAMESPACE
     """Namespace created for the DaemonSet."""
     skip_pools: list[str] = Field(default_factory=list)
     """GPU pools whose nodes already run a device plugin (Bottlerocket)."""
@@ -40,7 +41,8 @@ class NvidiaDevicePluginArgs(Spec):
 class NvidiaDevicePlugin(pulumi.ComponentResource):
     """The ``nvidia-device-plugin`` DaemonSet on every gpuscale GPU node.
 
-    Creates ``<name>-namespace`` and ``<name>-chart``. The kubernetes provider is inherited from ``opts``.
+    Creates ``<name>-namespace`` and ``<name>-chart``. The kubernetes provider is inherited from ``opts``. Expects
+    GPU nodes labelled ``nvidia.com/gpu.present=true`` (every ``GpuNodePool`` sets it).
     """
 
     namespace: pulumi.Output[str]
@@ -49,8 +51,8 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
     def __init__(self, name: str, args: NvidiaDevicePluginArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:NvidiaDevicePlugin", name, None, opts)
         ns, self.chart = namespaced_chart(
-            self, name, release="nvidia-device-plugin", pin=args.chart, namespace=args.namespace,
-            values=karpenter.device_plugin_values(skip_pools=args.skip_pools),
+            self, name, f"NvidiaDevicePlugin {name!r}", release="nvidia-device-plugin", pin=args.chart,
+            namespace=args.namespace, values=karpenter.device_plugin_values(skip_pools=args.skip_pools), opts=opts,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

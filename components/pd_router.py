@@ -11,15 +11,31 @@ it. Trade-offs: it is pre-1.0, and prefix-affinity state lives in each router pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpuscale.components.children import child_opts, claim
+from gpuscale.components.inputs import Namespace, lift, resolved
 from gpuscale.manifests import router, vllm
-from gpuscale.manifests.router import PdRouterArgs
+from gpuscale.manifests.router import RouterSettings
+from gpuscale.spec.base import Spec
 
-__all__ = ["PdRouter", "PdRouterArgs"]
+__all__ = ["PdRouter", "PdRouterArgs", "RouterSettings"]
+
+
+class PdRouterArgs(Spec):
+    """The router of one disaggregated model (``router``) and the namespace it runs in, which may be an Output."""
+
+    router: RouterSettings
+    """Model, replicas, timeouts (``RouterSettings.from_service(VllmServiceArgs.serving)``)."""
+    namespace: Namespace | None = None
+    """Namespace it runs in and watches; default ``router.namespace``."""
+
+
+def _part(body: dict[str, Any] | pulumi.Output[dict[str, Any]], key: str) -> Any:
+    return lift(body, lambda b: b[key])
 
 
 class PdRouter(pulumi.ComponentResource):
@@ -28,7 +44,8 @@ class PdRouter(pulumi.ComponentResource):
     Creates ``<name>-serviceaccount``, ``<name>-role`` (get/list/watch pods in the model's namespace only),
     ``<name>-rolebinding``, ``<name>-deployment`` (one replica, CPU only, on-demand), ``<name>-pdb`` (minAvailable 1),
     ``<name>-service`` (named ``<model>``: the model's entry point) and ``<name>-podmonitor`` (router metrics on port
-    29000).
+    29000). Expects the namespace, the model's prefill and decode pods (``VllmService``, which creates this router), a
+    CPU node pool and prometheus-operator's CRDs.
     """
 
     endpoint: pulumi.Output[str]
@@ -36,37 +53,40 @@ class PdRouter(pulumi.ComponentResource):
     service_name: pulumi.Output[str]
     """Name of the router's Service (the model name)."""
 
-    def __init__(
-        self, name: str, args: PdRouterArgs, *, depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PdRouterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:PdRouter", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, depends_on=list(depends_on))
-        sa = router.router_service_account_body(args)
-        account = k8s.core.v1.ServiceAccount(f"{name}-serviceaccount", metadata=sa["metadata"], opts=child)
-        role_body = router.router_role_body(args)
-        role = k8s.rbac.v1.Role(f"{name}-role", metadata=role_body["metadata"], rules=role_body["rules"], opts=child)
-        rb = router.router_role_binding_body(args)
+        model = args.router.model
+        claim(self, f"PdRouter {name!r}", "kubernetes", "Service", model,
+              scope=args.namespace if args.namespace is not None else args.router.namespace,
+              fix="one router per model and namespace")
+        settings = resolved(args.router, namespace=args.namespace)
+        sa = lift(settings, router.router_service_account_body)
+        account = k8s.core.v1.ServiceAccount(f"{name}-serviceaccount", metadata=_part(sa, "metadata"),
+                                             opts=child_opts(self, opts))
+        role_body = lift(settings, router.router_role_body)
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=_part(role_body, "metadata"), rules=_part(role_body, "rules"),
+                                opts=child_opts(self, opts))
+        rb = lift(settings, router.router_role_binding_body)
         binding = k8s.rbac.v1.RoleBinding(
-            f"{name}-rolebinding", metadata=rb["metadata"], role_ref=rb["roleRef"], subjects=rb["subjects"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[account, role, *depends_on]),
+            f"{name}-rolebinding", metadata=_part(rb, "metadata"), role_ref=_part(rb, "roleRef"),
+            subjects=_part(rb, "subjects"), opts=child_opts(self, opts, account, role),
         )
-        dep = router.router_deployment_body(args)
-        k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=dep["metadata"], spec=dep["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, *depends_on]),
-        )
-        pdb = router.router_pdb_body(args)
-        k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=pdb["metadata"], spec=pdb["spec"], opts=child)
-        svc = router.router_service_body(args)
-        service = k8s.core.v1.Service(f"{name}-service", metadata=svc["metadata"], spec=svc["spec"], opts=child)
-        pm = router.router_pod_monitor_body(args)
+        dep = lift(settings, router.router_deployment_body)
+        k8s.apps.v1.Deployment(f"{name}-deployment", metadata=_part(dep, "metadata"), spec=_part(dep, "spec"),
+                               opts=child_opts(self, opts, binding))
+        pdb = lift(settings, router.router_pdb_body)
+        k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=_part(pdb, "metadata"), spec=_part(pdb, "spec"),
+                                          opts=child_opts(self, opts))
+        svc = lift(settings, router.router_service_body)
+        service = k8s.core.v1.Service(f"{name}-service", metadata=_part(svc, "metadata"), spec=_part(svc, "spec"),
+                                      opts=child_opts(self, opts))
+        pm = lift(settings, router.router_pod_monitor_body)
         k8s.apiextensions.CustomResource(
-            f"{name}-podmonitor", api_version=pm["apiVersion"], kind=pm["kind"], metadata=pm["metadata"], spec=pm["spec"],
-            opts=child,
+            f"{name}-podmonitor", api_version="monitoring.coreos.com/v1", kind="PodMonitor",
+            metadata=_part(pm, "metadata"), spec=_part(pm, "spec"), opts=child_opts(self, opts),
         )
         self.service_name = service.metadata.name
-        self.endpoint = pulumi.Output.from_input(
-            f"http://{args.model}.{args.namespace}.svc.cluster.local:{vllm.HTTP_PORT}"
+        self.endpoint = pulumi.Output.all(service.metadata.name, service.metadata.namespace).apply(
+            lambda a: vllm.endpoint_url(a[0], a[1])
         )
         self.register_outputs({"endpoint": self.endpoint, "service_name": self.service_name})

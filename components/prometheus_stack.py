@@ -8,19 +8,19 @@ PodMonitors in the model namespaces and point ``observability.prometheus_url`` a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale import versions
-from gpuscale.components.helm_release import namespaced_chart
+from gpuscale.components.children import child_opts
+from gpuscale.components.helm_release import after_chart, namespaced_chart
 from gpuscale.manifests.autoscaling import (
     PROMETHEUS_STACK_RELEASE,
     prometheus_stack_url,
     prometheus_stack_values,
     prometheus_storage_class_body,
 )
+from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin
@@ -31,7 +31,7 @@ class PrometheusStackArgs(Spec):
 
     chart: HelmChartPin = versions.KUBE_PROMETHEUS_STACK
     """Pinned ``kube-prometheus-stack`` chart."""
-    namespace: str = "monitoring"
+    namespace: str = PROMETHEUS_STACK_NAMESPACE
     """Namespace created for the stack; the default ``observability.prometheus_url`` points here."""
     scrape_interval_s: int = 15
     """Global scrape interval (PodMonitors set their own)."""
@@ -45,8 +45,9 @@ class PrometheusStack(pulumi.ComponentResource):
     """Prometheus, prometheus-operator, its CRDs and the default exporters.
 
     Creates ``<name>-storage-class`` (gp3, EBS CSI; Prometheus' volume), ``<name>-namespace`` (Namespace) and
-    ``<name>-chart`` (``helm.sh/v4`` Chart, release ``kube-prometheus-stack``). Prometheus selects every PodMonitor/ServiceMonitor in every namespace. PodMonitors
-    must wait for ``chart``: pass it to ``VllmService(depends_on=...)``.
+    ``<name>-chart`` (``helm.sh/v4`` Chart, release ``kube-prometheus-stack``). Prometheus selects every
+    PodMonitor/ServiceMonitor in every namespace. PodMonitors must wait for ``chart`` (it installs their CRD): put it
+    in ``VllmService``'s ``opts.depends_on``.
     """
 
     chart: k8s.helm.v4.Chart
@@ -54,23 +55,23 @@ class PrometheusStack(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Namespace the stack runs in."""
     prometheus_url: pulumi.Output[str]
-    """In-cluster URL of Prometheus."""
+    """In-cluster URL of Prometheus; a consumer of it (KEDA triggers, prometheus-adapter) waits for the release."""
 
-    def __init__(
-        self, name: str, args: PrometheusStackArgs, *, depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PrometheusStackArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:PrometheusStack", name, None, opts)
         sc = prometheus_storage_class_body()
         storage = k8s.storage.v1.StorageClass(
             f"{name}-storage-class", metadata=sc["metadata"], provisioner=sc["provisioner"], parameters=sc["parameters"],
             volume_binding_mode=sc["volumeBindingMode"], reclaim_policy=sc["reclaimPolicy"],
-            allow_volume_expansion=sc["allowVolumeExpansion"], opts=pulumi.ResourceOptions(parent=self),
+            allow_volume_expansion=sc["allowVolumeExpansion"], opts=child_opts(self, opts),
         )
         ns, self.chart = namespaced_chart(
-            self, name, release=PROMETHEUS_STACK_RELEASE, pin=args.chart, namespace=args.namespace,
-            values=prometheus_stack_values(args.scrape_interval_s), depends_on=[*depends_on, storage],
+            self, name, f"PrometheusStack {name!r}", release=PROMETHEUS_STACK_RELEASE, pin=args.chart,
+            namespace=args.namespace, values=prometheus_stack_values(args.scrape_interval_s),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[storage])),
         )
         self.namespace = ns.metadata.name
-        self.prometheus_url = pulumi.Output.from_input(prometheus_stack_url(args.namespace))
+        self.prometheus_url = pulumi.Output.all(self.namespace, after_chart(self.chart, "")).apply(
+            lambda a: prometheus_stack_url(a[0])
+        )
         self.register_outputs({"namespace": self.namespace, "prometheus_url": self.prometheus_url})

@@ -1,22 +1,40 @@
-"""The team tree as KAI hierarchical Queues: one ``scheduling.run.ai/v2`` Queue per node of ``spec.teams``."""
+"""The team tree as KAI hierarchical Queues: one ``scheduling.run.ai/v2`` Queue per node of the tree."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
 
 import pulumi
 from pulumi_kubernetes.apiextensions import CustomResource
+from pydantic import Field, model_validator
 
+from gpuscale.components.children import child_opts, claim, object_name
 from gpuscale.manifests.kai import queue_body
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.teams import QueueSpec
 
 
 class QueueTreeArgs(Spec):
-    """Inputs of ``QueueTree``."""
+    """The team tree: top-level queues (departments) with their children (teams)."""
 
-    platform: PlatformSpec
-    """The validated platform spec; its ``teams`` are the tree."""
+    teams: list[QueueSpec] = Field(min_length=1)
+    """Top-level queues; each queue's ``children`` are its sub-queues. Leaves take workloads."""
+
+    @model_validator(mode="after")
+    def _unique(self) -> QueueTreeArgs:
+        repeated = sorted(n for n, c in Counter(q.name for q, _ in self.queues()).items() if c > 1)
+        if repeated:
+            raise ValueError(f"queue names must be unique across the tree (Queues are cluster-scoped); repeated: {repeated}")
+        return self
+
+    @classmethod
+    def from_spec(cls, spec: PlatformSpec) -> QueueTreeArgs:
+        return cls(teams=spec.teams)
+
+    def queues(self) -> list[tuple[QueueSpec, QueueSpec | None]]:
+        """Every queue with its parent, parents first."""
+        return [pair for top in self.teams for pair in top.walk()]
 
 
 class QueueTree(pulumi.ComponentResource):
@@ -24,7 +42,8 @@ class QueueTree(pulumi.ComponentResource):
 
     Creates ``<name>-<queue>`` (Queue, cluster-scoped, named after the queue) for every node, parents first: each
     child depends on its parent because KAI's queue webhook looks the parent up when the child is created.
-    ``depends_on`` should hold ``KaiScheduler.chart`` (CRD and webhook). See KAI ``docs/queues/README.md``.
+    Expects KAI on the cluster (``KaiScheduler``: its CRD and webhook; put ``KaiScheduler.chart`` in
+    ``opts.depends_on`` when it is in the same program). See KAI ``docs/queues/README.md``.
     """
 
     queues: dict[str, CustomResource]
@@ -34,24 +53,23 @@ class QueueTree(pulumi.ComponentResource):
     leaf_queue_names: pulumi.Output[list[str]]
     """Queues that take workloads (the ``kai.scheduler/queue`` label must name one of these)."""
 
-    def __init__(
-        self, name: str, args: QueueTreeArgs, *,
-        depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: QueueTreeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:QueueTree", name, None, opts)
         self.queues = {}
-        for queue, parent in args.platform.queues():
+        for queue, parent in args.queues():
+            claim(self, f"QueueTree {name!r}", "kubernetes", "Queue", queue.name,
+                  fix="queues are cluster-scoped: keep one tree per cluster and add teams to it")
             body = queue_body(queue, parent)
-            after = [*depends_on, self.queues[parent.name]] if parent is not None else list(depends_on)
+            after = [self.queues[parent.name]] if parent is not None else []
             self.queues[queue.name] = CustomResource(
                 f"{name}-{queue.name}",
                 api_version=body["apiVersion"],
                 kind=body["kind"],
                 metadata=body["metadata"],
                 spec=body["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+                opts=child_opts(self, opts, *after),
             )
-        self.queue_names = pulumi.Output.from_input([q.name for q, _ in args.platform.queues()])
-        self.leaf_queue_names = pulumi.Output.from_input(args.platform.leaf_queue_names())
+        self.queue_names = pulumi.Output.all(*[object_name(q) for q in self.queues.values()]).apply(list)
+        leaves = [q.name for q, _ in args.queues() if q.is_leaf]
+        self.leaf_queue_names = pulumi.Output.all(*[object_name(self.queues[n]) for n in leaves]).apply(list)
         self.register_outputs({"queue_names": self.queue_names, "leaf_queue_names": self.leaf_queue_names})

@@ -9,6 +9,7 @@ placed and emitted; one it refuses raises ``Problems``, each with the YAML path 
 from __future__ import annotations
 
 from gpuscale import crosscheck, perf, sizing, versions
+from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
@@ -43,8 +44,9 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
 
 
 def feasibility(spec: PlatformSpec) -> list[Problem]:
-    """What sizing finds impossible or unsafe: AMI releases, placement, queue quotas, gangs, KV transfer."""
-    return [*_ami_releases(spec), *_placement(spec), *_quotas(spec), *_gangs(spec), *_kv_transfer(spec)]
+    """What sizing finds impossible or unsafe: AMI releases, placement, queue quotas, gangs, KV transfer, workload
+    namespaces."""
+    return [*_ami_releases(spec), *_placement(spec), *_quotas(spec), *_gangs(spec), *_kv_transfer(spec), *_namespaces(spec)]
 
 
 def _ami_releases(spec: PlatformSpec) -> list[Problem]:
@@ -103,6 +105,15 @@ def _kv_transfer(spec: PlatformSpec) -> list[Problem]:
                 "aggregated (serving.mode: aggregated), or use a pool with more network bandwidth (EFA)"
             )))
     return problems
+
+
+def _namespaces(spec: PlatformSpec) -> list[Problem]:
+    """Model namespaces are DNS-1123 labels outside the namespaces gpuscale's controllers run in."""
+    return [
+        Problem(f"models[{i}].serving.namespace", problem)
+        for i, m in enumerate(spec.models)
+        if (problem := namespace_problem(m.serving.namespace))
+    ]
 
 
 def _shape(spec: PlatformSpec, index: int) -> sizing.ReplicaShape | None:

@@ -82,7 +82,7 @@ def check_platform(spec: PlatformSpec, sizing: PlatformSizing) -> list[Problem]:
         pool = spec.topology.pool(model.node_pool)
         taint = karpenter.gpu_taint()
         pool_labels = karpenter.gpu_node_labels(pool)
-        args = vllm.VllmServiceArgs.from_platform(spec, sizing, model.name)
+        args = vllm.ServingSettings.from_platform(spec, sizing, model.name)
         for role in model.serving.roles:
             where = f"{model.name}/{role}"
             body = vllm.workload_body(args, role)

@@ -10,6 +10,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from gpuscale.cli import plan as _plan
+from gpuscale.cli import policy as _policy
 from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
@@ -85,6 +86,7 @@ app.command("diff", cls=Command, epilog=_synth.DIFF_EXIT_CODES)(_synth.diff)
 app.command("simulate", cls=Command, epilog=EXIT_CODES_HELP)(_simulate.simulate)
 app.command("plan", cls=Command, epilog=EXIT_CODES_HELP)(_plan.plan)
 app.command("versions", cls=Command, epilog=EXIT_CODES_HELP)(_versions.versions_command)
+app.command("policy-path", cls=Command)(_policy.policy_path)
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import model_validator
 
 from gpuscale import labels, versions
+from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
 from gpuscale.sizing import QUEUE_METRIC, RATE_WINDOW, PlatformSizing, RoleSizing, ScalingSignal
 from gpuscale.spec.base import Spec
@@ -54,12 +55,12 @@ _INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
 
 
-class RoleAutoscalerArgs(Spec):
+class AutoscalerSettings(Spec):
     """One role's autoscaler: what it targets, what it reads, and the numbers sizing derived."""
 
     model: str
     """Model name (``gpuscale.io/model`` pod label)."""
-    namespace: str
+    namespace: WorkloadNamespace
     """Namespace of the model's workloads."""
     role: Role
     """The single role this autoscaler owns."""
@@ -79,7 +80,7 @@ class RoleAutoscalerArgs(Spec):
     """KEDA only: hours the role is held awake (the wake-up signal of a role that scales to zero)."""
 
     @model_validator(mode="after")
-    def _one_role(self) -> RoleAutoscalerArgs:
+    def _one_role(self) -> AutoscalerSettings:
         if self.scaling.role != self.role:
             raise ValueError(f"scaling is sized for role {self.scaling.role!r}, not {self.role!r}")
         if self.backend == "hpa" and self.scaling.min_replicas == 0:
@@ -87,7 +88,7 @@ class RoleAutoscalerArgs(Spec):
         return self
 
     @classmethod
-    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, role: Role) -> RoleAutoscalerArgs:
+    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, role: Role) -> AutoscalerSettings:
         model = next(m for m in spec.models if m.name == model_name)
         ms = sizing.model(model_name)
         return cls(
@@ -231,7 +232,7 @@ def scale_target_ref(target: WorkloadRef) -> dict[str, str]:
     return {"apiVersion": target.api_version, "kind": target.kind, "name": target.name}
 
 
-def _meta(args: RoleAutoscalerArgs, name: str) -> dict[str, Any]:
+def _meta(args: AutoscalerSettings, name: str) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": args.namespace,
@@ -239,7 +240,7 @@ def _meta(args: RoleAutoscalerArgs, name: str) -> dict[str, Any]:
     }
 
 
-def _check_target(args: RoleAutoscalerArgs) -> None:
+def _check_target(args: AutoscalerSettings) -> None:
     if args.target.name != workload_name(args.model, args.role):
         raise ValueError(
             f"autoscaler of {args.model}/{args.role} targets {args.target.name}; it must own exactly that role's "
@@ -250,7 +251,7 @@ def _check_target(args: RoleAutoscalerArgs) -> None:
 # ---------------------------------------------------------------- KEDA
 
 
-def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
+def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
     s = args.scaling
     triggers = []
     for sig in role_signals(s):
@@ -276,7 +277,7 @@ def keda_triggers(args: RoleAutoscalerArgs) -> list[dict[str, Any]]:
     return triggers
 
 
-def scaled_object_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+def scaled_object_body(args: AutoscalerSettings) -> dict[str, Any]:
     """A KEDA ScaledObject that owns one role's replicas."""
     _check_target(args)
     s = args.scaling
@@ -313,7 +314,7 @@ def adapter_metric_name(metric: str, kind: str = "gauge") -> str:
     return f"{name.removesuffix('_total')}_per_second" if kind == "rate" else name
 
 
-def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
     """An autoscaling/v2 HPA on per-pod custom metrics. The HPA reads only the pods its target selects (this role's),
     and the metric selector pins the role label as well."""
     _check_target(args)
@@ -345,7 +346,7 @@ def hpa_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
     }
 
 
-def scale_to_zero_warnings(args: RoleAutoscalerArgs) -> list[str]:
+def scale_to_zero_warnings(args: AutoscalerSettings) -> list[str]:
     """What an operator must know about a role that may scale to zero (empty when min_replicas >= 1)."""
     if args.scaling.min_replicas > 0:
         return []
@@ -363,7 +364,7 @@ def scale_to_zero_warnings(args: RoleAutoscalerArgs) -> list[str]:
     ]
 
 
-def autoscaler_body(args: RoleAutoscalerArgs) -> dict[str, Any]:
+def autoscaler_body(args: AutoscalerSettings) -> dict[str, Any]:
     return scaled_object_body(args) if args.backend == "keda" else hpa_body(args)
 
 

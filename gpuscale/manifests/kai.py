@@ -6,6 +6,7 @@ Schemas: ``scheduling.run.ai/v2`` Queue, ``kai.scheduler/v1alpha1`` Topology, ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gpuscale import labels
@@ -14,6 +15,7 @@ from gpuscale.sizing import ReplicaShape
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED, QueueSpec
+from gpuscale.spec.topology import TopologyLevel
 
 KAI_NAMESPACE = "kai-scheduler"
 """Namespace of the KAI release (upstream's install command); workloads must never run in it."""
@@ -68,36 +70,45 @@ def queue_body(queue: QueueSpec, parent: QueueSpec | None) -> dict[str, Any]:
     }
 
 
-def queue_bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
-    """One ``Queue`` per node of ``spec.teams``, parents before children (KAI's webhook needs the parent to exist)."""
-    return [queue_body(q, parent) for q, parent in spec.queues()]
+def queue_bodies(teams: Sequence[QueueSpec]) -> list[dict[str, Any]]:
+    """One ``Queue`` per node of the team tree (``spec.teams``), parents before children (KAI's webhook needs the
+    parent to exist)."""
+    return [queue_body(q, parent) for top in teams for q, parent in top.walk()]
 
 
-def topology_body(spec: PlatformSpec, pool: str) -> dict[str, Any]:
-    """The ``Topology`` of ``pool``'s level set (``topology_name``): the levels its nodes carry, coarsest first."""
-    levels: list[dict[str, str]] = []
-    for lv in spec.topology.pool_levels(pool):
+def topology_body(levels: Sequence[TopologyLevel], name: str = TOPOLOGY_NAME) -> dict[str, Any]:
+    """A ``Topology``: the levels, coarsest first, named for its level set (``kai_wiring.topology_name``; ``gpuscale``
+    holds every level of ``spec.topology.levels``)."""
+    body_levels: list[dict[str, str]] = []
+    for lv in levels:
         level = {"nodeLabel": lv.node_label}
         if lv.alias:
             level["alias"] = lv.alias
-        levels.append(level)
+        body_levels.append(level)
     return {
         "apiVersion": TOPOLOGY_API_VERSION,
         "kind": "Topology",
-        "metadata": {"name": topology_name(spec, pool), "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-        "spec": {"levels": levels},
+        "metadata": {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+        "spec": {"levels": body_levels},
     }
 
 
 def topology_bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
-    """One ``Topology`` per distinct level set among the GPU pools (``gpuscale`` first when a pool carries every level)."""
-    bodies = {body["metadata"]["name"]: body for body in (topology_body(spec, p.name) for p in spec.topology.gpu_pools)}
+    """One ``Topology`` per distinct level set among the GPU pools (``gpuscale`` first when a pool carries every level):
+    a pool's nodes must carry every level of the Topology its workloads name (``TopologySpec.pool_levels``)."""
+    bodies = {
+        body["metadata"]["name"]: body
+        for body in (topology_body(spec.topology.pool_levels(p.name), topology_name(spec, p.name)) for p in spec.topology.gpu_pools)
+    }
     return [bodies[name] for name in sorted(bodies, key=lambda n: (n != TOPOLOGY_NAME, n))]
 
 
-def kai_chart_values(spec: PlatformSpec) -> dict[str, Any]:
-    """Helm values of the pinned KAI chart: only what differs from upstream's defaults, plus what we rely on."""
-    obs = spec.observability
+def kai_chart_values(*, prometheus_url: str | None) -> dict[str, Any]:
+    """Helm values of the pinned KAI chart: only what differs from upstream's defaults, plus what we rely on.
+
+    ``prometheus_url``: a Prometheus run by prometheus-operator (KAI then creates ServiceMonitors for its components);
+    ``None`` leaves KAI's metrics unwired.
+    """
     values: dict[str, Any] = {
         # node-scale-adjuster: pending fractional-GPU demand becomes pods Karpenter can see and provision for
         "global": {"clusterAutoscaling": True},
@@ -108,12 +119,18 @@ def kai_chart_values(spec: PlatformSpec) -> dict[str, Any]:
         "defaultPriorityClasses": {"enabled": True},
         # the QueueTree component creates every queue; an unlimited default queue would let unlabelled pods bypass quotas
         "defaultQueue": {"createDefaultQueue": False},
-        "prometheus": {"enabled": obs.install_prometheus_stack},
+        "prometheus": {"enabled": prometheus_url is not None},
     }
-    if obs.install_prometheus_stack:
+    if prometheus_url is not None:
         # external Prometheus: KAI creates ServiceMonitors for its components instead of deploying its own Prometheus
-        values["prometheus"]["externalPrometheusUrl"] = obs.prometheus_url
+        values["prometheus"]["externalPrometheusUrl"] = prometheus_url
     return values
+
+
+def kai_prometheus_url(spec: PlatformSpec) -> str | None:
+    """The Prometheus KAI reports to: the platform's, when gpuscale installs prometheus-operator with it."""
+    obs = spec.observability
+    return obs.prometheus_url if obs.install_prometheus_stack else None
 
 
 def expected_podgroup(

@@ -108,10 +108,15 @@ def object_metadata(name: str) -> dict[str, Any]:
     return {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}}
 
 
-def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str]) -> dict[str, Any]:
+def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str] | None, name: str | None = None) -> dict[str, Any]:
     """The GPU NodePool: safe disruption (no terminationGracePeriod, drift only in the window), GPU taint, GPU/cpu/memory
-    limits, instance and capacity types."""
-    metadata = object_metadata(pool.name)
+    limits, instance and capacity types.
+
+    ``name`` is the NodePool's (and its EC2NodeClass's) name in the cluster, default the pool's; pods select the pool
+    by the ``gpuscale.io/node-pool`` node label, which stays the pool's name whatever the object is called.
+    """
+    name = name or pool.name
+    metadata = object_metadata(name)
     if pool.acknowledge_underutilized_consolidation_evicts_inference:
         # the policy pack accepts an unsafe GPU NodePool only when it carries the spec's acknowledgement
         metadata["annotations"] = {labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION: "true"}
@@ -123,7 +128,7 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str]) -> dict[str, Any]:
             "template": {
                 "metadata": {"labels": gpu_node_labels(pool)},
                 "spec": {
-                    "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": pool.name},
+                    "nodeClassRef": {"group": NODECLASS_GROUP, "kind": "EC2NodeClass", "name": name},
                     "requirements": [
                         {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": list(pool.instance_types)},
                         {
@@ -131,7 +136,7 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str]) -> dict[str, Any]:
                             "operator": "In",
                             "values": list(pool.capacity_types),
                         },
-                        {"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)},
+                        *zone_requirement(zones),
                     ],
                     "taints": [gpu_taint()],
                     "expireAfter": pool.expire_after,
@@ -145,6 +150,11 @@ def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str]) -> dict[str, Any]:
             },
         },
     }
+
+
+def zone_requirement(zones: list[str] | None) -> list[dict[str, Any]]:
+    """Nodes only in ``zones``; no requirement (every zone of the selected subnets) when none are given."""
+    return [{"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)}] if zones else []
 
 
 def efa_network_interfaces(efa_interfaces: int) -> list[dict[str, Any]]:
@@ -203,6 +213,14 @@ def placement_group_name(cluster_name: str, pool: GpuNodePoolSpec) -> str:
     return f"{cluster_name}-{pool.name}"
 
 
+def selector_terms(ids: list[str] | None, cluster_name: str) -> list[dict[str, Any]]:
+    """Subnet or security-group selector terms: exactly ``ids`` when given, else every one tagged
+    ``karpenter.sh/discovery: <cluster>`` (terms are ORed; an ``id`` term takes no other field)."""
+    if ids:
+        return [{"id": i} for i in ids]
+    return discovery_selector(cluster_name)
+
+
 def ec2nodeclass_body(
     pool: GpuNodePoolSpec,
     *,
@@ -210,14 +228,20 @@ def ec2nodeclass_body(
     node_role_name: str,
     root_volume_gib: int,
     tags: dict[str, str],
+    subnet_ids: list[str] | None = None,
+    security_group_ids: list[str] | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
     """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume, EFA
-    interfaces and a cluster placement group on EFA pools."""
+    interfaces and a cluster placement group on EFA pools.
+
+    Subnets and security groups are the given ids, or discovered by the cluster's ``karpenter.sh/discovery`` tag.
+    """
     spec: dict[str, Any] = {
         "amiSelectorTerms": [{"alias": pool.ami_alias}],
         "role": node_role_name,
-        "subnetSelectorTerms": discovery_selector(cluster_name),
-        "securityGroupSelectorTerms": discovery_selector(cluster_name),
+        "subnetSelectorTerms": selector_terms(subnet_ids, cluster_name),
+        "securityGroupSelectorTerms": selector_terms(security_group_ids, cluster_name),
         "metadataOptions": dict(IMDS_OPTIONS),
         "blockDeviceMappings": block_device_mappings(
             pool.ami_alias, root_volume_gib, iops=GPU_ROOT_IOPS, throughput=GPU_ROOT_THROUGHPUT_MIB_S
@@ -238,7 +262,7 @@ def ec2nodeclass_body(
     return {
         "apiVersion": EC2NODECLASS_API,
         "kind": "EC2NodeClass",
-        "metadata": object_metadata(pool.name),
+        "metadata": object_metadata(name or pool.name),
         "spec": spec,
     }
 
@@ -278,7 +302,7 @@ def cpu_node_limits(pool: CpuNodePoolSpec) -> dict[str, Any]:
     return {"cpu": pool.cpu_limit, "memory": f"{memory}Gi"}
 
 
-def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str], name: str = CPU_POOL_NAME) -> dict[str, Any]:
+def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str] | None, name: str = CPU_POOL_NAME) -> dict[str, Any]:
     """The general-purpose NodePool: no GPU taint; may repack (nothing on it holds a loaded model)."""
     return {
         "apiVersion": NODEPOOL_API,
@@ -298,7 +322,7 @@ def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str], name: str = CP
                             "operator": "In",
                             "values": list(pool.capacity_types),
                         },
-                        {"key": labels.ZONE_LABEL, "operator": "In", "values": list(zones)},
+                        *zone_requirement(zones),
                     ],
                     "expireAfter": CPU_EXPIRE_AFTER,
                 },
@@ -320,6 +344,8 @@ def cpu_ec2nodeclass_body(
     ami_alias: str,
     tags: dict[str, str],
     name: str = CPU_POOL_NAME,
+    subnet_ids: list[str] | None = None,
+    security_group_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": EC2NODECLASS_API,
@@ -328,8 +354,8 @@ def cpu_ec2nodeclass_body(
         "spec": {
             "amiSelectorTerms": [{"alias": ami_alias}],
             "role": node_role_name,
-            "subnetSelectorTerms": discovery_selector(cluster_name),
-            "securityGroupSelectorTerms": discovery_selector(cluster_name),
+            "subnetSelectorTerms": selector_terms(subnet_ids, cluster_name),
+            "securityGroupSelectorTerms": selector_terms(security_group_ids, cluster_name),
             "metadataOptions": dict(IMDS_OPTIONS),
             "blockDeviceMappings": block_device_mappings(ami_alias, CPU_ROOT_VOLUME_GIB),
             "tags": {**tags, labels.NODE_POOL_LABEL: name},

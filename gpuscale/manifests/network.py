@@ -65,9 +65,28 @@ def nat_gateway_zones(zones: list[str], stage: str) -> list[str]:
     return list(zones) if stage == "prod" else list(zones[:1])
 
 
-def kubeconfig_body(cluster_name: str, endpoint: str, certificate_authority: str, region: str) -> dict[str, Any]:
-    """A kubeconfig whose user runs ``aws eks get-token`` (IAM -> EKS access entries); it holds no secret."""
+def kubeconfig_body(
+    cluster_name: str, endpoint: str, certificate_authority: str, region: str, *,
+    role_arn: str | None = None, profile: str | None = None,
+) -> dict[str, Any]:
+    """A kubeconfig whose user runs ``aws eks get-token`` (IAM -> EKS access entries); it holds no secret.
+
+    ``role_arn`` (``--role-arn``) and ``profile`` (``AWS_PROFILE``) make the token the identity that deploys, as
+    ``aws eks update-kubeconfig --role-arn ... --profile ...`` writes them: a program that reaches AWS through an
+    assumed role or a named profile gets a token for that identity, not for whatever the shell's default is.
+    """
     user = f"{cluster_name}-aws"
+    args = ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"]
+    if role_arn:
+        args += ["--role-arn", role_arn]
+    exec_config: dict[str, Any] = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "aws",
+        "args": args,
+        "interactiveMode": "Never",
+    }
+    if profile:
+        exec_config["env"] = [{"name": "AWS_PROFILE", "value": profile}]
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -77,26 +96,5 @@ def kubeconfig_body(cluster_name: str, endpoint: str, certificate_authority: str
         "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
         "current-context": cluster_name,
         "preferences": {},
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "exec": {
-                        "apiVersion": "client.authentication.k8s.io/v1beta1",
-                        "command": "aws",
-                        "args": [
-                            "eks",
-                            "get-token",
-                            "--cluster-name",
-                            cluster_name,
-                            "--region",
-                            region,
-                            "--output",
-                            "json",
-                        ],
-                        "interactiveMode": "Never",
-                    }
-                },
-            }
-        ],
+        "users": [{"name": user, "user": {"exec": exec_config}}],
     }

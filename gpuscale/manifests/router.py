@@ -18,7 +18,8 @@ import math
 from typing import Any, Literal
 
 from gpuscale import labels, versions
-from gpuscale.manifests.vllm import HTTP_PORT, VllmServiceArgs, selector_labels
+from gpuscale.manifests.namespaces import WorkloadNamespace
+from gpuscale.manifests.vllm import HTTP_PORT, ServingSettings, selector_labels
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 
@@ -30,12 +31,12 @@ DECODE_POLICY = "power_of_two"
 """Decode: the less loaded of two random decode pods (research 2.1 recommendation)."""
 
 
-class PdRouterArgs(Spec):
+class RouterSettings(Spec):
     """The router of one disaggregated model."""
 
     model: str
     """Model name; the router's Service is ``<model>``, the client entry point."""
-    namespace: str
+    namespace: WorkloadNamespace
     """Namespace it watches (and runs in)."""
     replicas: Literal[1] = 1
     """One router: its cache-aware prefix state is in process, so a second replica would halve prefix-cache hits."""
@@ -47,13 +48,13 @@ class PdRouterArgs(Spec):
     """Multi-node replicas: route only to LWS leaders (workers serve no HTTP)."""
 
     @classmethod
-    def from_service(cls, args: VllmServiceArgs) -> PdRouterArgs:
+    def from_service(cls, args: ServingSettings) -> RouterSettings:
         m = args.model
         if m.serving.mode != "disaggregated":
             raise ValueError(f"model {m.name} is served {m.serving.mode}; only disaggregated serving needs a P/D router")
         return cls(
             model=m.name,
-            namespace=m.serving.namespace,
+            namespace=args.namespace,
             request_timeout_s=math.ceil(m.slo.request_timeout_s),
             worker_startup_timeout_s=math.ceil(args.sizing.cold_start.total_s),
             leaders_only=args.shape.multi_node,
@@ -80,14 +81,14 @@ def router_selector(model: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm-router", "app.kubernetes.io/instance": model}
 
 
-def role_selector_args(args: PdRouterArgs, role: Role) -> list[str]:
+def role_selector_args(args: RouterSettings, role: Role) -> list[str]:
     sel = selector_labels(args.model, role)
     if args.leaders_only:
         sel[labels.LWS_WORKER_INDEX_LABEL] = "0"
     return [f"{k}={v}" for k, v in sel.items()]
 
 
-def router_args(args: PdRouterArgs) -> list[str]:
+def router_args(args: RouterSettings) -> list[str]:
     return [
         "--host", "0.0.0.0",
         "--port", str(HTTP_PORT),
@@ -107,11 +108,11 @@ def router_args(args: PdRouterArgs) -> list[str]:
     ]
 
 
-def _meta(args: PdRouterArgs, name: str) -> dict[str, Any]:
+def _meta(args: RouterSettings, name: str) -> dict[str, Any]:
     return {"name": name, "namespace": args.namespace, "labels": router_labels(args.model)}
 
 
-def router_deployment_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_deployment_body(args: RouterSettings) -> dict[str, Any]:
     """CPU only: no GPU toleration or node selector, so it lands on the general-purpose pool."""
     probe = {"port": "http"}
     container = {
@@ -154,7 +155,7 @@ def router_deployment_body(args: PdRouterArgs) -> dict[str, Any]:
     }
 
 
-def router_service_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_service_body(args: RouterSettings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -167,11 +168,11 @@ def router_service_body(args: PdRouterArgs) -> dict[str, Any]:
     }
 
 
-def router_service_account_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_service_account_body(args: RouterSettings) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(args, router_name(args.model))}
 
 
-def router_role_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_role_body(args: RouterSettings) -> dict[str, Any]:
     """Least privilege: read pods in this one namespace (a namespaced Role, not the upstream example's ClusterRole)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -181,7 +182,7 @@ def router_role_body(args: PdRouterArgs) -> dict[str, Any]:
     }
 
 
-def router_role_binding_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_role_binding_body(args: RouterSettings) -> dict[str, Any]:
     name = router_name(args.model)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -192,7 +193,7 @@ def router_role_binding_body(args: PdRouterArgs) -> dict[str, Any]:
     }
 
 
-def router_pod_monitor_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_pod_monitor_body(args: RouterSettings) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
@@ -205,7 +206,7 @@ def router_pod_monitor_body(args: PdRouterArgs) -> dict[str, Any]:
     }
 
 
-def router_pdb_body(args: PdRouterArgs) -> dict[str, Any]:
+def router_pdb_body(args: RouterSettings) -> dict[str, Any]:
     """No voluntary eviction (drain, drift, consolidation) takes the only router: it moves by a surge rollout."""
     return {
         "apiVersion": "policy/v1",
@@ -215,7 +216,7 @@ def router_pdb_body(args: PdRouterArgs) -> dict[str, Any]:
     }
 
 
-def router_objects(args: PdRouterArgs) -> list[dict[str, Any]]:
+def router_objects(args: RouterSettings) -> list[dict[str, Any]]:
     """Every object of the router, in apply order (RBAC before the pods that use it)."""
     return [
         router_service_account_body(args),

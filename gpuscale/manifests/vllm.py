@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from gpuscale import labels, versions
 from gpuscale.manifests.kai_wiring import KaiPodWiring, kai_pod_wiring
 from gpuscale.manifests.karpenter import efa_devices_per_pod
+from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.sizing import ModelSizing, PlatformSizing, ReplicaShape
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
@@ -70,19 +71,30 @@ class DrainTiming(Spec):
     """Pod ``terminationGracePeriodSeconds`` = preStop + shutdown timeout + engine exit margin."""
 
 
-class VllmServiceArgs(Spec):
-    """Everything one model's serving layer needs, derived once from the ``PlatformSpec`` and its sizing."""
+class ServingSettings(Spec):
+    """Everything one model's serving layer needs, as plain values: the model, its sizing and its KAI wiring.
+
+    ``namespace``, ``image`` and ``instance`` default to the model's ``serving.namespace``, ``serving.image`` and the
+    sized instance type. ``gpuscale.components.VllmService`` builds one with its resolved Inputs (e.g. a namespace that
+    is another resource's Output) and hands it to the builders below.
+    """
 
     model: ModelDeployment
-    """The served model (name, weights, serving mode, SLO, namespace, node pool)."""
+    """The served model (name, weights, serving mode, SLO, node pool)."""
     sizing: ModelSizing
     """Its derived numbers: replica shape, cold start, per-role autoscaler settings."""
     wiring: dict[Role, KaiPodWiring]
     """Layer 2 KAI wiring per role (scheduler, leaf queue, priority class, topology, affinity)."""
-    instance: GpuInstanceType
-    """Instance type the replica is sized for; pod CPU/memory requests are a share of it."""
-    aws_region: str
-    """Region for the S3 streamer's AWS SDK client."""
+    namespace: WorkloadNamespace = Field(
+        default_factory=lambda data: data["model"].serving.namespace, validate_default=True,
+    )
+    """Namespace of every object (default ``model.serving.namespace``)."""
+    image: str = Field(default_factory=lambda data: data["model"].serving.image)
+    """vLLM image (default ``model.serving.image``, the pinned release)."""
+    instance: GpuInstanceType = Field(default_factory=lambda data: CATALOGUE[data["sizing"].shape.instance_type])
+    """Instance type the replica is sized for; pod CPU/memory requests are a share of it (default the sized one)."""
+    aws_region: str | None = None
+    """Region for the S3 streamer's AWS SDK client (``AWS_REGION``); needed for ``s3://`` weights only."""
     scrape_interval_s: int = 15
     """PodMonitor scrape interval (``observability.scrape_interval_s``)."""
     tags: dict[str, str] = Field(default_factory=dict)
@@ -91,7 +103,7 @@ class VllmServiceArgs(Spec):
     """``vpc.amazonaws.com/efa`` devices per pod (its share of the node's EFA interfaces); 0 off EFA pools."""
 
     @model_validator(mode="after")
-    def _consistent(self) -> VllmServiceArgs:
+    def _consistent(self) -> ServingSettings:
         if self.sizing.model != self.model.name:
             raise ValueError(f"sizing is for model {self.sizing.model!r}, not {self.model.name!r}")
         missing = [r for r in self.model.serving.roles if r not in self.wiring]
@@ -102,14 +114,13 @@ class VllmServiceArgs(Spec):
         return self
 
     @classmethod
-    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str) -> VllmServiceArgs:
+    def from_platform(cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str) -> ServingSettings:
         model = next(m for m in spec.models if m.name == model_name)
         ms = sizing.model(model_name)
         return cls(
             model=model,
             sizing=ms,
-            wiring={role: kai_pod_wiring(spec, model, role, ms.shape) for role in model.serving.roles},
-            instance=CATALOGUE[ms.shape.instance_type],
+            wiring=kai_role_wiring(spec, model, ms.shape),
             aws_region=spec.environment.aws_region,
             scrape_interval_s=spec.observability.scrape_interval_s,
             tags=spec.environment.tags,
@@ -117,12 +128,13 @@ class VllmServiceArgs(Spec):
         )
 
     @property
-    def namespace(self) -> str:
-        return self.model.serving.namespace
-
-    @property
     def shape(self) -> ReplicaShape:
         return self.sizing.shape
+
+
+def kai_role_wiring(spec: PlatformSpec, model: ModelDeployment, shape: ReplicaShape) -> dict[Role, KaiPodWiring]:
+    """The KAI wiring of each of the model's roles."""
+    return {role: kai_pod_wiring(spec, model, role, shape) for role in model.serving.roles}
 
 
 # ---------------------------------------------------------------- names and labels
@@ -143,9 +155,9 @@ def service_account_name(model: str) -> str:
     return f"{model}-vllm"
 
 
-def endpoint_url(model: ModelDeployment) -> str:
-    """In-cluster URL clients call (the aggregated Service or the P/D router's)."""
-    return f"http://{model.name}.{model.serving.namespace}.svc.cluster.local:{HTTP_PORT}"
+def endpoint_url(service: str, namespace: str) -> str:
+    """In-cluster URL of a model's entry-point Service (the aggregated Service or the P/D router's)."""
+    return f"http://{service}.{namespace}.svc.cluster.local:{HTTP_PORT}"
 
 
 def selector_labels(model: str, role: Role) -> dict[str, str]:
@@ -256,7 +268,7 @@ def kv_transfer_config(role: Role, efa: bool = False) -> dict[str, Any] | None:
     return config
 
 
-def vllm_args(args: VllmServiceArgs, role: Role, node_rank: int | str | None = None) -> list[str]:
+def vllm_args(args: ServingSettings, role: Role, node_rank: int | str | None = None) -> list[str]:
     """``vllm serve`` arguments for one role, every number from sizing and the spec.
 
     ``node_rank`` is set for the pods of a multi-node replica: ``0`` for the LWS leader, ``$(LWS_WORKER_INDEX)``
@@ -295,13 +307,13 @@ def vllm_args(args: VllmServiceArgs, role: Role, node_rank: int | str | None = N
     return out
 
 
-def vllm_env(args: VllmServiceArgs, role: Role) -> list[dict[str, Any]]:
+def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     m = args.model
     env: list[dict[str, Any]] = []
     if m.weights.hf_token_secret is not None:
         ref = m.weights.hf_token_secret
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
-    if m.weights.scheme == "s3":
+    if m.weights.scheme == "s3" and args.aws_region:
         env.append({"name": "AWS_REGION", "value": args.aws_region})
     if role != "aggregated":
         # the decode side dials the prefill pod's advertised host; localhost (the default) only works on one machine
@@ -317,7 +329,7 @@ def gpu_quantity(shape: ReplicaShape) -> dict[str, str]:
     return {labels.GPU_RESOURCE: str(shape.gpus_per_pod)}
 
 
-def resources(args: VllmServiceArgs) -> dict[str, Any]:
+def resources(args: ServingSettings) -> dict[str, Any]:
     """GPU requests = limits = GPUs per pod; CPU and memory a share of the node, requested but not limited (a CPU
     limit throttles tokenisation; a memory limit would count /dev/shm and streamer buffers and OOM-kill a load)."""
     share = args.shape.gpus_per_pod / args.instance.gpus_per_node
@@ -361,14 +373,14 @@ def container_security_context(efa: bool = False) -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": caps}
 
 
-def vllm_container(args: VllmServiceArgs, role: Role, pod: Literal["single", "leader", "worker"]) -> dict[str, Any]:
+def vllm_container(args: ServingSettings, role: Role, pod: Literal["single", "leader", "worker"]) -> dict[str, Any]:
     """The vLLM container of one pod. Workers of a multi-node group run engine ranks only: no HTTP port, no probes,
     and a longer preStop so they outlive the leader's drain (SIGTERM to a worker would kill in-flight requests)."""
     drain = drain_timing(args.model)
     rank: int | str | None = None if pod == "single" else (0 if pod == "leader" else "$(LWS_WORKER_INDEX)")
     container: dict[str, Any] = {
         "name": "vllm",
-        "image": versions.VLLM.ref,
+        "image": args.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["vllm", "serve"],
         "args": vllm_args(args, role, rank),
@@ -390,7 +402,7 @@ def vllm_container(args: VllmServiceArgs, role: Role, pod: Literal["single", "le
     return container
 
 
-def volumes(args: VllmServiceArgs) -> list[dict[str, Any]]:
+def volumes(args: ServingSettings) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
         # NCCL and vLLM's multiprocessing queues use /dev/shm; the runtime default (64 MiB) is far too small
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_size_gib(args.shape)}Gi"}},
@@ -403,7 +415,7 @@ def volumes(args: VllmServiceArgs) -> list[dict[str, Any]]:
     return out
 
 
-def volume_mounts(args: VllmServiceArgs) -> list[dict[str, Any]]:
+def volume_mounts(args: ServingSettings) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     if args.model.weights.scheme == "pvc":
         out.append({"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True})
@@ -425,18 +437,18 @@ def gpu_toleration() -> dict[str, str]:
     }
 
 
-def pod_labels(args: VllmServiceArgs, role: Role) -> dict[str, str]:
+def pod_labels(args: ServingSettings, role: Role) -> dict[str, str]:
     wiring = args.wiring[role]
     return {**common_labels(args.model.name, role), **wiring.pod_labels, **selector_labels(args.model.name, role)}
 
 
-def pod_annotations(args: VllmServiceArgs, role: Role) -> dict[str, str]:
+def pod_annotations(args: ServingSettings, role: Role) -> dict[str, str]:
     # no karpenter.sh/do-not-disrupt: it would block drift (AMI rollouts) on every node with a serving pod forever;
     # the role's PDB holds its ready floor instead, and GPU pools consolidate only empty nodes
     return dict(args.wiring[role].pod_annotations)
 
 
-def pod_template(args: VllmServiceArgs, role: Role, pod: Literal["single", "leader", "worker"] = "single") -> dict[str, Any]:
+def pod_template(args: ServingSettings, role: Role, pod: Literal["single", "leader", "worker"] = "single") -> dict[str, Any]:
     wiring = args.wiring[role]
     drain = drain_timing(args.model)
     grace = drain.termination_grace_period_s + (drain.prestop_sleep_s if pod == "worker" else 0)
@@ -457,7 +469,7 @@ def pod_template(args: VllmServiceArgs, role: Role, pod: Literal["single", "lead
     return {"metadata": {"labels": pod_labels(args, role), "annotations": pod_annotations(args, role)}, "spec": spec}
 
 
-def object_meta(args: VllmServiceArgs, name: str, role: Role, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+def object_meta(args: ServingSettings, name: str, role: Role, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": args.namespace,
@@ -465,7 +477,7 @@ def object_meta(args: VllmServiceArgs, name: str, role: Role, extra_labels: dict
     }
 
 
-def workload_meta(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def workload_meta(args: ServingSettings, role: Role) -> dict[str, Any]:
     """Deployment/LWS metadata: KAI's podgrouper reads queue, preemptibility and topology from this top owner."""
     wiring = args.wiring[role]
     meta = object_meta(args, workload_name(args.model.name, role), role, wiring.workload_labels)
@@ -474,7 +486,7 @@ def workload_meta(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
     return meta
 
 
-def deployment_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def deployment_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     """A single-pod-replica role. ``replicas`` is left unset: the role's autoscaler owns it."""
     if args.shape.multi_node:
         raise ValueError(f"model {args.model.name}: a {args.shape.pods}-pod replica needs a LeaderWorkerSet, not a Deployment")
@@ -493,7 +505,7 @@ def deployment_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
     }
 
 
-def leader_worker_set_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def leader_worker_set_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     """A multi-node role: one LWS group per replica, ``size`` = pods (one pod per node). KAI's podgrouper makes one
     PodGroup per group with ``minMember = size``, so a replica starts whole or not at all. ``replicas`` stays unset."""
     if not args.shape.multi_node:
@@ -517,11 +529,11 @@ def leader_worker_set_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
     }
 
 
-def workload_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def workload_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     return leader_worker_set_body(args, role) if args.shape.multi_node else deployment_body(args, role)
 
 
-def serving_selector(args: VllmServiceArgs, role: Role) -> dict[str, str]:
+def serving_selector(args: ServingSettings, role: Role) -> dict[str, str]:
     """Pods that answer HTTP for a role: all of them, or only LWS leaders (workers run engine ranks only)."""
     sel = selector_labels(args.model.name, role)
     if args.shape.multi_node:
@@ -529,7 +541,7 @@ def serving_selector(args: VllmServiceArgs, role: Role) -> dict[str, str]:
     return sel
 
 
-def service_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def service_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -542,7 +554,7 @@ def service_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
     }
 
 
-def pdb_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def pdb_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     """The role's ready floor (``RoleSizing.pdb_min_available``, in pods: replicas x pods per replica): a drain or a
     drift evicts a pod only while the other replicas keep the floor, so a role with a warm minimum is never evicted to
     zero (with one replica, its node waits until the autoscaler adds a second). A role that may scale to zero gets
@@ -562,7 +574,7 @@ def pdb_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
     }
 
 
-def pod_monitor_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
+def pod_monitor_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     """Scrapes ``/metrics`` of the role's serving pods. ``podTargetLabels`` copies the model and role pod labels onto
     every series (as ``gpuscale_io_model`` / ``gpuscale_io_role``), which is what autoscaler queries select on."""
     return {
@@ -577,7 +589,7 @@ def pod_monitor_body(args: VllmServiceArgs, role: Role) -> dict[str, Any]:
     }
 
 
-def service_account_body(args: VllmServiceArgs) -> dict[str, Any]:
+def service_account_body(args: ServingSettings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -590,7 +602,7 @@ def service_account_body(args: VllmServiceArgs) -> dict[str, Any]:
     }
 
 
-def role_objects(args: VllmServiceArgs, role: Role) -> list[dict[str, Any]]:
+def role_objects(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     """Every Kubernetes object of one role, in apply order."""
     return [workload_body(args, role), service_body(args, role), pdb_body(args, role), pod_monitor_body(args, role)]
 

@@ -35,14 +35,15 @@ MIN_GPU_CONSOLIDATE_AFTER_S = 3600.0
 DEFAULT_PROD_STACKS: tuple[str, ...] = ("prod", "production", "prod-*", "*-prod", "*.prod", "*/prod")
 """Stack-name patterns treated as production when the pack has no ``prodStacks`` config."""
 
-_GPU_REQUIREMENT_KEYS = frozenset({
-    "karpenter.k8s.aws/instance-gpu-count",
-    "karpenter.k8s.aws/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-manufacturer",
-    "karpenter.k8s.aws/instance-gpu-memory",
-})
+GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
+GPU_MEMORY_LABEL = "karpenter.k8s.aws/instance-gpu-memory"
+GPU_NAME_LABELS = frozenset({"karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer"})
+"""Karpenter sets these only on instance types with GPUs (``DoesNotExist`` on the others)."""
+_NUMERIC_GPU_LABELS = frozenset({GPU_COUNT_LABEL, GPU_MEMORY_LABEL})
+_BY_TYPE_LABELS = frozenset({"node.kubernetes.io/instance-type", "karpenter.k8s.aws/instance-family"})
 _GPU_INSTANCE = re.compile(r"^(p\d|g\d|gr\d)")
 """EC2 GPU families (p3..p6, g4dn..g7e, gr6); Graviton CPU types carry the ``g`` as a suffix (m7g), not a prefix."""
+_GPU_CATEGORIES = frozenset({"p", "g", "gr"})
 
 _BANNED_METRICS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_MEM_COPY_UTIL", re.I),
@@ -72,23 +73,63 @@ class StackViolation:
 
 
 def nodepool_selects_gpus(spec: Mapping[str, Any]) -> bool:
-    """Whether a NodePool ``spec`` launches GPU nodes: GPU requirements, GPU instance types, the GPU taint or limit."""
-    template = _map(_map(spec.get("template")).get("spec"))
-    for req in _seq(template.get("requirements")):
+    """Whether a NodePool ``spec`` launches GPU nodes: a requirement that admits GPU instance types (any operator:
+    ``In``, ``NotIn ["0"]``, ``Exists``, ``Gt``/``Gte``/``Lt``/``Lte`` on the ``instance-gpu-*`` labels; GPU instance
+    types, families or categories), the GPU taint, the ``nvidia.com/gpu.present`` node label, or a GPU limit."""
+    template = _map(spec.get("template"))
+    template_spec = _map(template.get("spec"))
+    for req in _seq(template_spec.get("requirements")):
         req = _map(req)
-        key, op, values = req.get("key"), req.get("operator"), [str(v) for v in _seq(req.get("values"))]
-        no_gpu = key == "karpenter.k8s.aws/instance-gpu-count" and op == "In" and values == ["0"]
-        if key in _GPU_REQUIREMENT_KEYS and op in ("In", "Exists", "Gt", "Gte") and not no_gpu:
+        values = [str(v) for v in _seq(req.get("values"))]
+        if requirement_admits_gpus(str(req.get("key", "")), str(req.get("operator", "")), values):
             return True
-        by_type = key in ("node.kubernetes.io/instance-type", "karpenter.k8s.aws/instance-family") and op == "In"
-        if by_type and values and all(_GPU_INSTANCE.match(v) for v in values):
-            return True
-        if key == "karpenter.k8s.aws/instance-category" and op == "In" and values and set(values) <= {"p", "g"}:
-            return True
-    taints = [_map(t).get("key") for t in _seq(template.get("taints"))]
-    if labels.GPU_TAINT_KEY in taints:
+    if labels.GPU_TAINT_KEY in [_map(t).get("key") for t in _seq(template_spec.get("taints"))]:
+        return True
+    if str(_map(_map(template.get("metadata")).get("labels")).get(labels.GPU_PRESENT_LABEL, "")).lower() == "true":
         return True
     return labels.GPU_RESOURCE in _map(spec.get("limits"))
+
+
+def requirement_admits_gpus(key: str, op: str, values: Sequence[str]) -> bool:
+    """Whether one NodePool requirement lets Karpenter pick a GPU instance type for it.
+
+    The ``instance-gpu-*`` labels exist only on GPU types, so ``Exists``, ``NotIn`` and ``In`` any GPU value admit
+    GPUs and ``DoesNotExist`` does not; numeric operators admit GPUs when their range holds a positive count or size.
+    By type, family or category: any GPU one listed with ``In`` (a mixed list still launches GPU nodes).
+    """
+    if key in _NUMERIC_GPU_LABELS or key in GPU_NAME_LABELS:
+        if op in ("Exists", "NotIn"):
+            return True
+        if op == "In":
+            return any(key in GPU_NAME_LABELS or _positive_or_unknown(v) for v in values)
+        if op in ("Gt", "Gte", "Lt", "Lte") and key in _NUMERIC_GPU_LABELS and values:
+            return _range_has_positive(op, values[0])
+        return False
+    if key == labels.GPU_PRESENT_LABEL:
+        return op == "Exists" or (op == "In" and "true" in [v.lower() for v in values])
+    if op != "In":
+        return False
+    if key in _BY_TYPE_LABELS:
+        return any(_GPU_INSTANCE.match(v) for v in values)
+    if key == "karpenter.k8s.aws/instance-category":
+        return bool(_GPU_CATEGORIES & set(values))
+    return False
+
+
+def _positive_or_unknown(value: str) -> bool:
+    try:
+        return int(value) > 0
+    except ValueError:
+        return True  # not a number Karpenter could match: assume the worst
+
+
+def _range_has_positive(op: str, bound: str) -> bool:
+    try:
+        n = int(bound)
+    except ValueError:
+        return True
+    # Gt/Gte always include positive values; Lt n admits 1..n-1, Lte n admits 1..n
+    return op in ("Gt", "Gte") or (op == "Lt" and n > 1) or (op == "Lte" and n >= 1)
 
 
 def gpu_nodepool_consolidation(resource_type: str, props: Mapping[str, Any]) -> list[str]:

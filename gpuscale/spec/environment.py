@@ -69,7 +69,7 @@ class NewVpcSpec(Spec):
 
 
 class ExistingSubnetsSpec(Spec):
-    """Use subnets that already exist (tagged for Karpenter discovery by gpuscale)."""
+    """Use subnets that already exist; gpuscale's node pools select them by id."""
 
     vpc_id: str = Field(pattern=r"^vpc-[0-9a-f]+$")
     """Existing VPC id."""

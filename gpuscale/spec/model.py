@@ -17,6 +17,20 @@ Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 KvPrecision = Literal["bf16", "fp16", "fp8"]
 Role = Literal["aggregated", "prefill", "decode"]
 
+IMAGE_REF = r"[a-z0-9][a-z0-9._/-]*(:[0-9]+/[a-z0-9._/-]+)?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?"
+"""A container image reference: ``[registry[:port]/]repository[:tag][@sha256:digest]``."""
+
+
+def image_ref(image: str) -> str:
+    """``image`` if it is a container image reference, else a ``ValueError`` that shows the valid forms."""
+    if not re.fullmatch(IMAGE_REF, image):
+        raise ValueError(
+            f"{image!r} is not a container image reference: use [registry[:port]/]repository[:tag][@sha256:digest], "
+            f"e.g. {versions.VLLM.ref}"
+        )
+    return image
+
+
 PRECISION_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 """Bytes per parameter (or per KV element) of each precision."""
 
@@ -246,7 +260,15 @@ class ServingSpec(Spec):
     max_num_seqs: int | None = Field(default=None, gt=0, le=1_000_000)
     """Cap on concurrent sequences (``--max-num-seqs``); default the vLLM one for the GPU."""
     namespace: Namespace = "inference"
-    """Kubernetes namespace of the model's workloads (an RFC 1123 label)."""
+    """Kubernetes namespace of the model's workloads (an RFC 1123 label, not one of gpuscale's controllers')."""
+    image: str = versions.VLLM.ref
+    """vLLM container image; default the pinned ``vllm/vllm-openai`` release. Flags and metric names are verified
+    against that release, so an override should be the same vLLM version (a mirror or a patched build)."""
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, image: str) -> str:
+        return image_ref(image)
 
     @property
     def roles(self) -> tuple[Role, ...]:

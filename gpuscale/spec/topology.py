@@ -308,7 +308,25 @@ class TopologyLevel(Spec):
     """Short name used in placement annotations."""
 
 
-def _default_levels() -> list[TopologyLevel]:
+def level_problem(levels: list[TopologyLevel]) -> str | None:
+    """Why KAI's Topology would refuse these levels (coarsest first), or None (``KaiTopologyArgs`` checks the same)."""
+    labels = [lv.node_label for lv in levels]
+    if len(set(labels)) != len(labels):
+        return f"levels node_label values must be unique: {labels}"
+    if "kubernetes.io/hostname" in labels[:-1]:
+        return "levels: kubernetes.io/hostname may only be the last (finest) level"
+    # KAI's Topology webhook: aliases are unique and never equal to a nodeLabel (placements accept either)
+    aliases = [lv.alias for lv in levels if lv.alias is not None]
+    dupes = sorted({a for a in aliases if aliases.count(a) > 1})
+    if dupes:
+        return f"levels: aliases must be unique; repeated: {dupes}"
+    clash = sorted(a for a in aliases if a in set(labels))
+    if clash:
+        return f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias"
+    return None
+
+
+def default_levels() -> list[TopologyLevel]:
     return [
         TopologyLevel(node_label="topology.kubernetes.io/zone", alias="zone"),
         TopologyLevel(node_label="topology.k8s.aws/network-node-layer-1", alias="spine"),
@@ -349,7 +367,7 @@ class TopologySpec(Spec):
     """GPU node pools."""
     cpu_pool: CpuNodePoolSpec = CpuNodePoolSpec()
     """General-purpose node pool."""
-    levels: list[TopologyLevel] = Field(default_factory=_default_levels, min_length=1, max_length=16)
+    levels: list[TopologyLevel] = Field(default_factory=default_levels, min_length=1, max_length=16)
     """KAI topology levels, coarsest first; ``kubernetes.io/hostname`` may only be last."""
     provisioning: ProvisioningSpec = ProvisioningSpec()
     """Node provisioning latency."""
@@ -368,11 +386,9 @@ class TopologySpec(Spec):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise at("gpu_pools", f"gpu_pools names must be unique; repeated: {dupes}")
-        labels = [lv.node_label for lv in self.levels]
-        if len(set(labels)) != len(labels):
-            raise at("levels", f"levels node_label values must be unique: {labels}")
-        if "kubernetes.io/hostname" in labels[:-1]:
-            raise at("levels", "levels: kubernetes.io/hostname may only be the last (finest) level")
+        problem = level_problem(self.levels)
+        if problem:
+            raise at("levels", problem)
         for j, p in enumerate(self.gpu_pools):
             if p.placement_zone is not None and p.placement_zone not in self.zones:
                 raise at(f"gpu_pools[{j}].placement_zone",
@@ -383,19 +399,6 @@ class TopologySpec(Spec):
         """Zones pool ``name`` launches in: all of ``zones``, or the one of its cluster placement group."""
         pool = self.pool(name)
         return [pool.placement_zone or self.zones[0]] if pool.cluster_placement else list(self.zones)
-
-    @model_validator(mode="after")
-    def _level_aliases(self) -> TopologySpec:
-        # KAI's Topology webhook: aliases are unique and never equal to a nodeLabel (placements accept either)
-        labels = {lv.node_label for lv in self.levels}
-        aliases = [lv.alias for lv in self.levels if lv.alias is not None]
-        dupes = sorted({a for a in aliases if aliases.count(a) > 1})
-        if dupes:
-            raise at("levels", f"levels: aliases must be unique; repeated: {dupes}")
-        clash = sorted(a for a in aliases if a in labels)
-        if clash:
-            raise at("levels", f"levels: alias {clash} equals a node_label; placements would be ambiguous, pick another alias")
-        return self
 
     def pool(self, name: str) -> GpuNodePoolSpec:
         for p in self.gpu_pools:

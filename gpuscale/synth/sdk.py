@@ -48,6 +48,7 @@ def check_sdk() -> None:
             ("pulumi.runtime.settings.SETTINGS.rpc_manager", _settings.SETTINGS, "rpc_manager"),
             ("pulumi.runtime.settings.SETTINGS.outputs", _settings.SETTINGS, "outputs"),
             ("pulumi.runtime.settings.get_root_resource", _settings, "get_root_resource"),
+            ("pulumi.runtime.settings.get_monitor", _settings, "get_monitor"),
             ("pulumi.runtime.config.CONFIG", _config, "CONFIG"),
             ("pulumi.runtime.config.get_config_env", _config, "get_config_env"),
         ) if not hasattr(holder, attr)
@@ -57,6 +58,11 @@ def check_sdk() -> None:
             f"pulumi {'.'.join(map(str, found))} is outside the range the offline synth was checked against "
             f"(>={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]})" + (f"; missing: {', '.join(missing)}" if missing else "")
         )
+
+
+def program_run() -> object:
+    """An object that lives exactly as long as one program run: the resource monitor (each mocked run has its own)."""
+    return _settings.get_monitor()
 
 
 def reset_runtime() -> None:

@@ -1,20 +1,24 @@
-"""EksCluster under Pulumi mocks: network, encrypted control plane, access, system nodes, add-ons, provider."""
+"""EksCluster under Pulumi mocks: network, encrypted control plane, access, system nodes, add-ons, provider, kubeconfig."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
+import pulumi
+import pulumi_aws as aws
 import pytest
+from pydantic import ValidationError
 
 from gpuscale import labels
-from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
-from gpuscale.spec.environment import ExistingSubnetsSpec
+from gpuscale.components import EksCluster, EksClusterArgs, ExistingSubnets, NameClash
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.synth.mocks import RecordedResource
+from tests.components.support import Records, capture, named, of_type, one, run, stack_config
+from tests.specs import environment, small_spec
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+ADMIN = "arn:aws:iam::123456789012:role/platform-admins"
+TAGS = {"team": "ml-platform", "cost-center": "inference"}
 # resources whose AWS API has no tags argument
 UNTAGGABLE = {
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
@@ -24,50 +28,38 @@ UNTAGGABLE = {
     "aws:ec2/tag:Tag",
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
 }
+OUTPUTS = ("cluster_name", "cluster_arn", "endpoint", "kubeconfig", "node_security_group_id", "private_subnet_ids")
 
-Run = Callable[..., list[RecordedResource]]
+
+def prod_spec() -> PlatformSpec:
+    env = {**environment(name="p", stage="prod"), "endpoint_public_access": False, "public_access_cidrs": [],
+           "admin_principal_arns": [ADMIN], "tags": TAGS, "networking": {"vpc_cidr": "10.40.0.0/16"}}
+    return small_spec(environment=env, topology={
+        "zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
+        "gpu_pools": [{"name": "l40s", "instance_types": ["g6e.xlarge"], "gpu_limit": 16}],
+    })
 
 
-def build(run_pulumi: Run, args: EksClusterArgs) -> tuple[list[RecordedResource], dict[str, Any]]:
+def build(args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> tuple[Records, dict[str, Any]]:
     outputs: dict[str, Any] = {}
 
     def program() -> None:
-        c = EksCluster("eks", args)
-        for attr in (
-            "cluster_name",
-            "cluster_arn",
-            "endpoint",
-            "kubeconfig",
-            "node_security_group_id",
-            "private_subnet_ids",
-        ):
-            getattr(c, attr).apply(lambda v, attr=attr: outputs.__setitem__(attr, v))
-        outputs["provider_type"] = type(c.provider).__name__
+        c = EksCluster("eks", args, opts=opts)
+        for attr in OUTPUTS:
+            capture(outputs, attr, getattr(c, attr))
 
-    return run_pulumi(program, region=args.environment.aws_region), outputs
+    return run(program), outputs
 
 
-def of_type(records: list[RecordedResource], typ: str) -> list[RecordedResource]:
-    return [r for r in records if r.type == "aws:" + typ or r.type == typ]
+@pytest.fixture(scope="module")
+def prod() -> tuple[Records, dict[str, Any]]:
+    return build(EksClusterArgs.from_spec(prod_spec(), cluster_name="inference-p"))
 
 
-def one(records: list[RecordedResource], typ: str) -> RecordedResource:
-    (r,) = of_type(records, typ)
-    return r
-
-
-@pytest.fixture
-def prod(run_pulumi: Run, prod_spec: PlatformSpec) -> tuple[list[RecordedResource], dict[str, Any]]:
-    return build(run_pulumi, EksClusterArgs.from_spec(prod_spec))
-
-
-def test_control_plane_is_encrypted_private_and_api_authenticated(
-    prod: tuple[list[RecordedResource], dict[str, Any]],
-) -> None:
+def test_control_plane_is_encrypted_private_and_api_authenticated(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
-    cluster = one(records, "eks/cluster:Cluster").inputs
-    key = one(records, "kms/key:Key")
-    assert cluster["name"] == "gpuscale-prod" and cluster["version"] == "1.36"
+    cluster = one(records, "aws:eks/cluster:Cluster").inputs
+    assert cluster["name"] == "inference-p" and cluster["version"] == "1.33"
     assert cluster["accessConfig"]["authenticationMode"] == "API"
     # pulumi up runs outside the new VPC: public endpoint for the declared CI CIDR only, private for the nodes
     assert cluster["vpcConfig"]["endpointPrivateAccess"] is True
@@ -75,162 +67,201 @@ def test_control_plane_is_encrypted_private_and_api_authenticated(
     assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24"]
     assert cluster["encryptionConfig"]["resources"] == ["secrets"]
     assert cluster["encryptionConfig"]["provider"]["keyArn"].startswith("arn:aws:kms:us-east-1:")
-    assert key.inputs["enableKeyRotation"] is True
+    assert one(records, "aws:kms/key:Key").inputs["enableKeyRotation"] is True
+    assert one(records, "aws:kms/alias:Alias").inputs["name"] == "alias/inference-p-secrets"
     assert cluster["bootstrapSelfManagedAddons"] is False
     assert cluster["deletionProtection"] is True
     assert {"audit", "authenticator"} <= set(cluster["enabledClusterLogTypes"])
 
 
-def test_cluster_role_may_only_use_its_own_key(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
+def test_iam_roles_are_auto_named_so_two_clusters_never_share_one(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
-    (role,) = [r for r in of_type(records, "iam/role:Role") if r.name == "eks-cluster-role"]
+    roles = of_type(records, "aws:iam/role:Role")
+    assert len(roles) == 2 and all("name" not in r.inputs for r in roles)  # Pulumi appends a random suffix
+    role = named(records, "eks-cluster-role")
     assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {"Service": "eks.amazonaws.com"}
-    policy = json.loads(one(records, "iam/rolePolicy:RolePolicy").inputs["policy"])
-    cluster = one(records, "eks/cluster:Cluster").inputs
+    policy = json.loads(one(records, "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    cluster = one(records, "aws:eks/cluster:Cluster").inputs
     assert policy["Statement"][0]["Resource"] == cluster["encryptionConfig"]["provider"]["keyArn"]
 
 
 def test_new_vpc_private_subnets_are_discoverable_and_prod_has_a_nat_per_zone(
-    prod: tuple[list[RecordedResource], dict[str, Any]],
+    prod: tuple[Records, dict[str, Any]],
 ) -> None:
     records, outputs = prod
-    subnets = of_type(records, "ec2/subnet:Subnet")
+    subnets = of_type(records, "aws:ec2/subnet:Subnet")
     private = [s for s in subnets if "-private-" in s.name]
     public = [s for s in subnets if "-public-" in s.name]
     assert sorted(s.inputs["availabilityZone"] for s in private) == ["us-east-1a", "us-east-1b", "us-east-1c"]
     assert len(public) == 3
-    assert all(s.inputs["tags"][labels.KARPENTER_DISCOVERY_TAG] == "gpuscale-prod" for s in private)
+    assert all(s.inputs["tags"][labels.KARPENTER_DISCOVERY_TAG] == "inference-p" for s in private)
     assert not any(labels.KARPENTER_DISCOVERY_TAG in s.inputs["tags"] for s in public)
     assert not any(s.inputs.get("mapPublicIpOnLaunch") for s in public)
-    assert len(of_type(records, "ec2/natGateway:NatGateway")) == 3
-    assert one(records, "ec2/vpc:Vpc").inputs["cidrBlock"] == "10.40.0.0/16"
-    cluster = one(records, "eks/cluster:Cluster").inputs
+    assert len(of_type(records, "aws:ec2/natGateway:NatGateway")) == 3
+    assert one(records, "aws:ec2/vpc:Vpc").inputs["cidrBlock"] == "10.40.0.0/16"
+    cluster = one(records, "aws:eks/cluster:Cluster").inputs
     assert sorted(cluster["vpcConfig"]["subnetIds"]) == sorted(outputs["private_subnet_ids"])
     assert len(outputs["private_subnet_ids"]) == 3
 
 
-def test_dev_public_endpoint_is_limited_to_its_cidrs_and_uses_one_nat(run_pulumi: Run, dev_spec: PlatformSpec) -> None:
-    records, _ = build(run_pulumi, EksClusterArgs.from_spec(dev_spec))
-    vpc_config = one(records, "eks/cluster:Cluster").inputs["vpcConfig"]
-    assert vpc_config["endpointPublicAccess"] is True
-    assert vpc_config["endpointPrivateAccess"] is True
-    assert vpc_config["publicAccessCidrs"] == ["203.0.113.0/24"]
-    assert len(of_type(records, "ec2/natGateway:NatGateway")) == 1
-    assert len(of_type(records, "ec2/routeTable:RouteTable")) == 1 + 2  # public + one per private subnet
-    assert one(records, "eks/cluster:Cluster").inputs["deletionProtection"] is False
+def test_dev_public_endpoint_is_limited_to_its_cidrs_and_uses_one_nat() -> None:
+    records, _ = build(EksClusterArgs.from_spec(small_spec(), cluster_name="dev-c"))
+    cluster = one(records, "aws:eks/cluster:Cluster").inputs
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is True
+    assert cluster["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24"]
+    assert len(of_type(records, "aws:ec2/natGateway:NatGateway")) == 1
+    assert len(of_type(records, "aws:ec2/routeTable:RouteTable")) == 1 + 2  # public + one per private subnet
+    assert cluster["deletionProtection"] is False
 
 
-def test_existing_subnets_are_tagged_not_created(run_pulumi: Run, dev_spec: PlatformSpec) -> None:
-    env = dev_spec.environment.model_copy(
-        update={
-            "networking": ExistingSubnetsSpec(
-                vpc_id="vpc-0abc",
-                private_subnet_ids=["subnet-0a", "subnet-0b"],
-            )
-        }
-    )
-    records, outputs = build(run_pulumi, EksClusterArgs(environment=env, zones=dev_spec.topology.zones))
-    assert not of_type(records, "ec2/vpc:Vpc") and not of_type(records, "ec2/subnet:Subnet")
-    tagged = {t.inputs["resourceId"]: t.inputs for t in of_type(records, "ec2/tag:Tag")}
-    assert tagged["subnet-0a"]["key"] == tagged["subnet-0b"]["key"] == labels.KARPENTER_DISCOVERY_TAG
-    assert tagged["subnet-0a"]["value"] == "gpuscale-dev"
-    assert outputs["private_subnet_ids"] == ["subnet-0a", "subnet-0b"]
+def test_existing_subnets_may_be_an_output_list_and_are_used_as_given() -> None:
+    """A network stack's subnets (here: Subnets of this program, as an Output of a list) need no VPC and no tags."""
+    outputs: dict[str, Any] = {}
+
+    def program() -> None:
+        subnets = [aws.ec2.Subnet(f"net-{z}", vpc_id="vpc-0a", cidr_block=f"10.0.{i}.0/24") for i, z in enumerate("ab")]
+        ids = pulumi.Output.all(*[s.id for s in subnets])
+        c = EksCluster("eks", EksClusterArgs(cluster_name="c", zones=["us-east-1a"], stage="dev",
+                                             network=ExistingSubnets(private_subnet_ids=ids)))
+        capture(outputs, "ids", ids)
+        capture(outputs, "private_subnet_ids", c.private_subnet_ids)
+
+    records = run(program)
+    assert not of_type(records, "aws:ec2/vpc:Vpc")
+    assert [t.name for t in of_type(records, "aws:ec2/tag:Tag")] == ["eks-node-sg-discovery"]  # subnets: not ours
+    assert outputs["private_subnet_ids"] == outputs["ids"]
+    cluster = one(records, "aws:eks/cluster:Cluster")
+    assert cluster.inputs["vpcConfig"]["subnetIds"] == outputs["ids"]
+    assert named(records, "net-a").urn in cluster.dependencies
+    assert one(records, "aws:eks/nodeGroup:NodeGroup").inputs["subnetIds"] == outputs["ids"]
 
 
-def test_node_security_group_is_tagged_for_karpenter(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
-    records, outputs = prod
-    (tag,) = [t for t in of_type(records, "ec2/tag:Tag") if t.name == "eks-node-sg-discovery"]
-    assert tag.inputs == {
-        "resourceId": outputs["node_security_group_id"],
-        "key": "karpenter.sh/discovery",
-        "value": "gpuscale-prod",
-    }
+def test_admin_principals_may_be_outputs_when_named() -> None:
+    def program() -> None:
+        admins = aws.iam.Role("ops", assume_role_policy="{}")
+        EksCluster("eks", EksClusterArgs(cluster_name="c", zones=["us-east-1a"], stage="dev",
+                                         admin_principal_arns={"ops": admins.arn}))
+
+    records = run(program)
+    entry = named(records, "eks-admin-ops")
+    assert entry.inputs["principalArn"] == "arn:aws:iam::123456789012:role/ops"
+    assert named(records, "ops").urn in entry.dependencies
+    with pytest.raises(ValidationError, match=r"needs a name for its access entry; pass \{name: arn\}"):
+        EksClusterArgs(cluster_name="c", zones=["a"], admin_principal_arns=[pulumi.Output.from_input(ADMIN)])
+    with pytest.raises(ValidationError, match="not an IAM role or user ARN"):
+        EksClusterArgs(cluster_name="c", zones=["a"], admin_principal_arns=["platform-admins"])
 
 
-def test_admins_get_access_entries_with_cluster_admin_policy(
-    prod: tuple[list[RecordedResource], dict[str, Any]],
-) -> None:
+def test_admins_get_access_entries_with_cluster_admin_policy(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
-    entry = one(records, "eks/accessEntry:AccessEntry").inputs
-    assoc = one(records, "eks/accessPolicyAssociation:AccessPolicyAssociation").inputs
-    assert entry["principalArn"] == assoc["principalArn"] == "arn:aws:iam::123456789012:role/platform-admins"
-    assert entry["type"] == "STANDARD"
+    entry = one(records, "aws:eks/accessEntry:AccessEntry")
+    assoc = one(records, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation").inputs
+    assert entry.inputs["principalArn"] == assoc["principalArn"] == ADMIN
+    assert entry.inputs["type"] == "STANDARD"
+    assert entry.name.startswith("eks-admin-") and len(entry.name) == len("eks-admin-") + 8  # keyed by the ARN's hash
     assert assoc["policyArn"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
     assert assoc["accessScope"] == {"type": "cluster"}
 
 
-def test_system_node_group_is_on_demand_tainted_and_imdsv2_only(
-    prod: tuple[list[RecordedResource], dict[str, Any]],
-) -> None:
+def test_node_security_group_is_tagged_for_karpenter(prod: tuple[Records, dict[str, Any]]) -> None:
     records, outputs = prod
-    ng = one(records, "eks/nodeGroup:NodeGroup").inputs
+    tag = named(records, "eks-node-sg-discovery")
+    assert tag.inputs == {"resourceId": outputs["node_security_group_id"], "key": "karpenter.sh/discovery",
+                          "value": "inference-p"}
+
+
+def test_system_node_group_is_on_demand_tainted_and_imdsv2_only(prod: tuple[Records, dict[str, Any]]) -> None:
+    records, outputs = prod
+    ng = one(records, "aws:eks/nodeGroup:NodeGroup").inputs
     assert ng["capacityType"] == "ON_DEMAND"
     assert ng["labels"] == {labels.SYSTEM_NODE_LABEL: labels.SYSTEM_NODE_ROLE}
     assert ng["taints"] == [{"key": "CriticalAddonsOnly", "value": "true", "effect": "NO_SCHEDULE"}]
     assert ng["scalingConfig"]["minSize"] >= 2
     assert sorted(ng["subnetIds"]) == sorted(outputs["private_subnet_ids"])
-    lt = one(records, "ec2/launchTemplate:LaunchTemplate")
+    lt = one(records, "aws:ec2/launchTemplate:LaunchTemplate")
     assert ng["launchTemplate"]["id"].startswith(lt.name)
     assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
     assert lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1
     assert lt.inputs["blockDeviceMappings"][0]["ebs"]["encrypted"] == "true"
 
 
-def test_core_addons_versions_and_ordering(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
+def test_core_addons_versions_and_ordering(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
-    addons = {a.inputs["addonName"]: a for a in of_type(records, "eks/addon:Addon")}
-    assert set(addons) == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "aws-ebs-csi-driver"}
+    addons = {a.inputs["addonName"]: a for a in of_type(records, "aws:eks/addon:Addon")}
+    assert set(addons) == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns"}
     assert all(a.inputs["addonVersion"] == "v0.0.0-synth" for a in addons.values())  # from getAddonVersion
-    node_group = one(records, "eks/nodeGroup:NodeGroup")
-    # networking and Pod Identity before any node; CoreDNS once nodes exist
+    node_group = one(records, "aws:eks/nodeGroup:NodeGroup")
     assert {addons[n].urn for n in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")} <= set(node_group.dependencies)
     assert node_group.urn in addons["coredns"].dependencies
 
 
-def test_ebs_csi_driver_gets_its_own_pod_identity_role(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
-    # Prometheus keeps its TSDB on an EBS volume; EKS installs no CSI driver or default StorageClass itself
-    records, _ = prod
-    (addon,) = [a for a in of_type(records, "eks/addon:Addon") if a.inputs["addonName"] == "aws-ebs-csi-driver"]
-    role = next(r for r in records if r.name == "eks-ebs-csi-role")
-    (assoc,) = addon.inputs["podIdentityAssociations"]
-    assert assoc["serviceAccount"] == "ebs-csi-controller-sa"
-    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
-    assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "ebs-csi-controller-sa"
-    attach = next(r for r in records if r.name == "eks-ebs-csi-policy")
-    assert attach.inputs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+def kubeconfig_user(records: Records) -> dict[str, Any]:
+    provider = one(records, "pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"][SECRET_SIG]  # marked secret
+    exec_config: dict[str, Any] = json.loads(provider.inputs["kubeconfig"]["value"])["users"][0]["user"]["exec"]
+    return exec_config
 
 
 def test_kubernetes_provider_uses_a_secret_exec_kubeconfig_and_waits_for_nodes(
-    prod: tuple[list[RecordedResource], dict[str, Any]],
+    prod: tuple[Records, dict[str, Any]],
 ) -> None:
     records, outputs = prod
     provider = one(records, "pulumi:providers:kubernetes")
-    kubeconfig = provider.inputs["kubeconfig"]
-    assert kubeconfig[SECRET_SIG]  # marked secret
-    doc = json.loads(kubeconfig["value"])
-    assert doc["users"][0]["user"]["exec"]["args"][:4] == ["eks", "get-token", "--cluster-name", "gpuscale-prod"]
+    doc = json.loads(provider.inputs["kubeconfig"]["value"])
+    assert doc["users"][0]["user"]["exec"]["args"] == [
+        "eks", "get-token", "--cluster-name", "inference-p", "--region", "us-east-1", "--output", "json",
+    ]
+    assert "env" not in doc["users"][0]["user"]["exec"]  # no profile anywhere: the default credential chain
     assert doc["clusters"][0]["cluster"]["server"] == outputs["endpoint"]
     assert json.loads(outputs["kubeconfig"]) == doc
-    assert one(records, "eks/nodeGroup:NodeGroup").urn in provider.dependencies
-    assert outputs["provider_type"] == "Provider"
+    assert one(records, "aws:eks/nodeGroup:NodeGroup").urn in provider.dependencies
 
 
-def test_outputs_and_children(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
+def test_kubeconfig_carries_the_deploying_role_and_profile() -> None:
+    args = EksClusterArgs(cluster_name="c", zones=["us-east-1a"], stage="dev",
+                          kubeconfig_role_arn="arn:aws:iam::123456789012:role/deployer", kubeconfig_profile="ops")
+    exec_config = kubeconfig_user(build(args)[0])
+    assert exec_config["args"][-2:] == ["--role-arn", "arn:aws:iam::123456789012:role/deployer"]
+    assert exec_config["env"] == [{"name": "AWS_PROFILE", "value": "ops"}]
+
+
+def test_kubeconfig_profile_defaults_to_the_aws_providers_then_the_stack_config() -> None:
+    plain = EksClusterArgs(cluster_name="c", zones=["us-east-1a"], stage="dev")
+
+    def with_provider() -> None:
+        mine = aws.Provider("mine", region="us-east-1", profile="team-b")
+        EksCluster("eks", plain, opts=pulumi.ResourceOptions(provider=mine))
+
+    assert kubeconfig_user(run(with_provider))["env"] == [{"name": "AWS_PROFILE", "value": "team-b"}]
+    with stack_config({"aws:profile": "from-config"}):
+        records, _ = build(plain)
+    assert kubeconfig_user(records)["env"] == [{"name": "AWS_PROFILE", "value": "from-config"}]
+
+
+def test_two_clusters_of_one_name_on_one_provider_are_refused() -> None:
+    args = EksClusterArgs(cluster_name="c", zones=["us-east-1a"], stage="dev")
+
+    def twice() -> None:
+        EksCluster("a", args)
+        EksCluster("b", args)
+
+    with pytest.raises(NameClash, match="EksCluster 'b' would create EKS cluster c, which EksCluster 'a' already"):
+        run(twice)
+
+
+def test_outputs_and_children(prod: tuple[Records, dict[str, Any]]) -> None:
     records, outputs = prod
-    (component,) = [r for r in records if r.type == "gpuscale:index:EksCluster"]
-    assert outputs["cluster_name"] == "gpuscale-prod"
-    assert outputs["cluster_arn"] == "arn:aws:eks:us-east-1:123456789012:cluster/gpuscale-prod"
+    component = one(records, "gpuscale:index:EksCluster")
+    assert outputs["cluster_name"] == "inference-p"
+    assert outputs["cluster_arn"] == "arn:aws:eks:us-east-1:123456789012:cluster/inference-p"
     assert outputs["node_security_group_id"].startswith("sg-")
     children = [r for r in records if r is not component]
-    assert all(r.parent_urn == component.urn for r in children)
-    assert all(r.name.startswith("eks-") for r in children)
+    assert all(r.parent_urn == component.urn and r.name.startswith("eks-") for r in children)
 
 
-def test_spec_tags_on_every_taggable_aws_resource(prod: tuple[list[RecordedResource], dict[str, Any]]) -> None:
+def test_spec_tags_on_every_taggable_aws_resource(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
     taggable = [r for r in records if r.type.startswith("aws:") and r.type not in UNTAGGABLE]
     assert len(taggable) > 20
     for r in taggable:
-        assert {"team": "ml-platform", "cost-center": "inference-prod"}.items() <= r.inputs.get("tags", {}).items(), (
-            r.name
-        )
+        assert TAGS.items() <= r.inputs.get("tags", {}).items(), r.name

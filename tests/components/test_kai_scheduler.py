@@ -1,84 +1,76 @@
-"""KaiScheduler under Pulumi mocks: the pinned chart in its own namespace, with the values that matter."""
+"""KaiScheduler under Pulumi mocks: the pinned chart in its own namespace, without the whole platform spec."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import pytest
+import pulumi
 
 from gpuscale import versions
-from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
-from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
-from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
+from gpuscale.components import KaiScheduler, KaiSchedulerArgs, PrometheusStack, PrometheusStackArgs
 from gpuscale.manifests.kai import KAI_NAMESPACE, kai_chart_values
-from gpuscale.spec.platform import PlatformSpec
-from gpuscale.synth.mocks import RecordedResource
+from tests.components.support import Records, capture, consumer, named, one, run, stand_in
+from tests.specs import small_spec
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 
 
-def build(run_pulumi: Callable[..., list[RecordedResource]], spec: PlatformSpec) -> tuple[list[RecordedResource], dict[str, Any]]:
+def build(args: KaiSchedulerArgs) -> tuple[Records, dict[str, Any]]:
     outputs: dict[str, Any] = {}
 
     def program() -> None:
-        kai = KaiScheduler("kai", KaiSchedulerArgs(platform=spec))
-        kai.namespace.apply(lambda v: outputs.__setitem__("namespace", v))
-        kai.chart_version.apply(lambda v: outputs.__setitem__("chart_version", v))
-        outputs["chart"] = kai.chart
+        prom = stand_in("prometheus-chart")
+        kai = KaiScheduler("kai", args, opts=pulumi.ResourceOptions(depends_on=[prom]))
+        capture(outputs, "namespace", kai.namespace)
+        capture(outputs, "chart_version", kai.chart_version)
+        consumer("reads-namespace", kai.namespace)
+        consumer("reads-version", kai.chart_version)
 
-    return run_pulumi(program), outputs
+    return run(program), outputs
 
 
-def test_chart_is_pinned_and_installed_in_its_namespace(run_pulumi, prod_spec: PlatformSpec) -> None:  # type: ignore[no-untyped-def]
-    records, outputs = build(run_pulumi, prod_spec)
-    (component,) = [r for r in records if r.type == "gpuscale:index:KaiScheduler"]
-    (ns,) = [r for r in records if r.type == "kubernetes:core/v1:Namespace"]
-    (chart,) = [r for r in records if r.type == CHART]
+def test_chart_is_pinned_and_installed_in_its_namespace() -> None:
+    records, outputs = build(KaiSchedulerArgs())
+    ns, chart = one(records, "kubernetes:core/v1:Namespace"), one(records, CHART)
     assert (ns.name, chart.name) == ("kai-namespace", "kai-chart")
-    assert ns.parent_urn == chart.parent_urn == component.urn
+    assert ns.parent_urn == chart.parent_urn == one(records, "gpuscale:index:KaiScheduler").urn
     assert ns.inputs["metadata"]["name"] == KAI_NAMESPACE == "kai-scheduler"
-    assert chart.inputs["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
-    assert chart.inputs["version"] == versions.KAI_SCHEDULER.version == "v0.17.0"  # v0.20.x are retracted
+    assert chart.inputs["chart"] == versions.KAI_SCHEDULER.chart
+    assert chart.inputs["version"] == versions.KAI_SCHEDULER.version
     assert chart.inputs["namespace"] == KAI_NAMESPACE and chart.inputs["name"] == "kai-scheduler"
-    assert ns.urn in chart.dependencies  # the namespace exists before the release installs into it
-    assert outputs["namespace"] == KAI_NAMESPACE and outputs["chart_version"] == "v0.17.0"
-    assert outputs["chart"] is not None
+    assert ns.urn in chart.dependencies
+    assert named(records, "prometheus-chart").urn in chart.dependencies  # opts.depends_on reaches the release
+    assert outputs == {"namespace": KAI_NAMESPACE, "chart_version": versions.KAI_SCHEDULER.version}
 
 
-def test_chart_values_are_the_builders(run_pulumi, prod_spec: PlatformSpec) -> None:  # type: ignore[no-untyped-def]
-    records, _ = build(run_pulumi, prod_spec)
-    (chart,) = [r for r in records if r.type == CHART]
-    values = chart.inputs["values"]
-    assert values == kai_chart_values(prod_spec)
+def test_outputs_come_from_the_namespace_and_the_release() -> None:
+    records, _ = build(KaiSchedulerArgs())
+    assert one(records, "kubernetes:core/v1:Namespace").urn in named(records, "reads-namespace").dependencies
+    assert one(records, CHART).urn in named(records, "reads-version").dependencies
+
+
+def test_without_prometheus_the_metrics_are_not_wired() -> None:
+    records, _ = build(KaiSchedulerArgs())
+    values = one(records, CHART).inputs["values"]
+    assert values == kai_chart_values(prometheus_url=None)
+    assert values["prometheus"] == {"enabled": False}
     assert values["global"]["clusterAutoscaling"] is True  # Karpenter sees pending fractional-GPU demand
-    assert values["scheduler"]["placementStrategy"] == "binpack"
     assert values["defaultQueue"]["createDefaultQueue"] is False  # QueueTree owns every queue
-    assert values["defaultPriorityClasses"]["enabled"] is True  # the wiring uses inference / train
-    assert values["prometheus"]["enabled"] is True
-    assert values["prometheus"]["externalPrometheusUrl"] == prod_spec.observability.prometheus_url
 
 
-@pytest.mark.parametrize("name", ["dev", "staging", "prod"])
-def test_every_stack_gets_one_release(run_pulumi, stack_specs: dict[str, PlatformSpec], name: str) -> None:  # type: ignore[no-untyped-def]
-    records, _ = build(run_pulumi, stack_specs[name])
-    assert [r.type for r in records].count(CHART) == 1
-
-
-@pytest.mark.parametrize("name", ["dev", "staging", "prod"])
-def test_layer2_builds_with_every_custom_resource_after_the_chart(  # type: ignore[no-untyped-def]
-    run_pulumi, stack_specs: dict[str, PlatformSpec], name: str,
-) -> None:
-    spec = stack_specs[name]
-
+def test_prometheus_url_may_be_the_stacks_output() -> None:
     def program() -> None:
-        kai = KaiScheduler("kai", KaiSchedulerArgs(platform=spec))
-        QueueTree("queues", QueueTreeArgs(platform=spec), depends_on=[kai.chart])
-        KaiTopology("topology", KaiTopologyArgs(platform=spec), depends_on=[kai.chart])
+        prom = PrometheusStack("prom", PrometheusStackArgs())
+        KaiScheduler("kai", KaiSchedulerArgs(prometheus_url=prom.prometheus_url))
 
-    records = run_pulumi(program)
-    (chart,) = [r for r in records if r.type == CHART]
-    custom = [r for r in records if r.type.startswith(("kubernetes:scheduling.run.ai/", "kubernetes:kai.scheduler/"))]
-    kinds = sorted(r.type.rsplit(":", 1)[-1] for r in custom)
-    assert kinds == ["Queue"] * len(spec.queues()) + ["Topology"]
-    assert all(chart.urn in r.dependencies for r in custom)
+    records = run(program)
+    chart = named(records, "kai-chart")
+    assert chart.inputs["values"]["prometheus"] == {
+        "enabled": True, "externalPrometheusUrl": "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"}
+    assert named(records, "prom-chart").urn in chart.dependencies
+
+
+def test_from_spec_follows_the_observability_settings() -> None:
+    assert KaiSchedulerArgs.from_spec(small_spec()).prometheus_url == small_spec().observability.prometheus_url
+    own = small_spec(observability={"install_prometheus_stack": False, "prometheus_url": "http://prom.example:9090"})
+    assert KaiSchedulerArgs.from_spec(own).prometheus_url is None

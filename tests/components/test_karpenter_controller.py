@@ -6,16 +6,23 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 import pytest
 
 from gpuscale import versions
+from gpuscale.components import NameClash
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
 from gpuscale.manifests import iam
-from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.mocks import RecordedResource
+from tests.components.support import named as named_in
+from tests.components.support import run
+from tests.specs import environment, small_spec
 
 Run = Callable[..., list[RecordedResource]]
-CLUSTER = "gpuscale-prod"
+CLUSTER = "team-a"
+TAGS = {"team": "ml-platform", "cost-center": "inference-prod"}
 CHART = "kubernetes:helm.sh/v4:Chart"
 OUTPUTS = (
     "node_role_name",
@@ -30,7 +37,7 @@ def build(run_pulumi: Run, args: KarpenterControllerArgs) -> tuple[list[Recorded
     outputs: dict[str, Any] = {}
 
     def program() -> None:
-        k = KarpenterController("karpenter", args, cluster_name=CLUSTER)
+        k = KarpenterController("karpenter", args)
         for attr in OUTPUTS:
             getattr(k, attr).apply(lambda v, attr=attr: outputs.__setitem__(attr, v))
         outputs["chart_type"] = type(k.chart).__name__
@@ -48,8 +55,9 @@ def named(records: list[RecordedResource], name: str) -> RecordedResource:
 
 
 @pytest.fixture
-def built(run_pulumi: Run, prod_spec: PlatformSpec) -> tuple[list[RecordedResource], dict[str, Any]]:
-    return build(run_pulumi, KarpenterControllerArgs.from_spec(prod_spec))
+def built(run_pulumi: Run) -> tuple[list[RecordedResource], dict[str, Any]]:
+    spec = small_spec(environment={**environment(), "tags": TAGS})
+    return build(run_pulumi, KarpenterControllerArgs.from_spec(spec, cluster_name=CLUSTER))
 
 
 def test_node_role_trusts_ec2_has_the_four_policies_and_an_ec2_linux_access_entry(
@@ -57,7 +65,8 @@ def test_node_role_trusts_ec2_has_the_four_policies_and_an_ec2_linux_access_entr
 ) -> None:
     records, outputs = built
     role = named(records, "karpenter-node-role")
-    assert role.inputs["name"] == outputs["node_role_name"] == f"{CLUSTER}-karpenter-node"
+    assert "name" not in role.inputs  # auto-named: two installations in one account never collide
+    assert outputs["node_role_name"] == "karpenter-node-role"  # the mocks name it after the logical name
     assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
     attached = {
         r.inputs["policyArn"].rsplit("/", 1)[-1]
@@ -114,7 +123,7 @@ def test_controller_policies_are_least_privilege_and_wired_to_role_and_queue(
     attached = {
         r.inputs["policyArn"]
         for r in of_type(records, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-        if r.inputs["role"] == f"{CLUSTER}-karpenter"
+        if r.inputs["role"] == "karpenter-controller-role"
     }
     assert len(attached) == len(policies)
 
@@ -122,7 +131,7 @@ def test_controller_policies_are_least_privilege_and_wired_to_role_and_queue(
 def test_interruption_queue_and_its_rules(built: tuple[list[RecordedResource], dict[str, Any]]) -> None:
     records, outputs = built
     (queue,) = of_type(records, "aws:sqs/queue:Queue")
-    assert queue.inputs["name"] == outputs["interruption_queue_name"] == CLUSTER
+    assert "name" not in queue.inputs and outputs["interruption_queue_name"] == "karpenter-queue"
     assert queue.inputs["messageRetentionSeconds"] == 300
     assert queue.inputs["sqsManagedSseEnabled"] is True
     (policy,) = of_type(records, "aws:sqs/queuePolicy:QueuePolicy")
@@ -176,12 +185,43 @@ def test_children_are_parented_and_tagged(built: tuple[list[RecordedResource], d
             "aws:eks/accessEntry:AccessEntry",
             "aws:eks/podIdentityAssociation:PodIdentityAssociation",
         ):
-            assert r.inputs["tags"] == {"team": "ml-platform", "cost-center": "inference-prod"}, r.name
+            assert r.inputs["tags"] == TAGS, r.name
 
 
 def test_zonal_shift_adds_its_read_only_policy_and_setting(run_pulumi: Run) -> None:
-    records, _ = build(run_pulumi, KarpenterControllerArgs(zonal_shift=True))
+    records, _ = build(run_pulumi, KarpenterControllerArgs(cluster_name=CLUSTER, zonal_shift=True))
     names = {r.name for r in of_type(records, "aws:iam/policy:Policy")}
     assert "karpenter-zonal-shift" in names
     (chart,) = of_type(records, CHART)
     assert chart.inputs["values"]["settings"]["enableZonalShift"] is True
+
+
+def test_the_cluster_name_may_be_an_output_and_every_aws_name_is_unique_per_installation() -> None:
+    """Two controllers (two clusters) in one account: the cluster name from a resource, no physical-name clash."""
+
+    def program() -> None:
+        for name in ("a", "b"):
+            cluster = aws.eks.Cluster(f"cluster-{name}", name=f"team-{name}", role_arn="arn:aws:iam::123456789012:role/x",
+                                      vpc_config=aws.eks.ClusterVpcConfigArgs(subnet_ids=["subnet-0a"]))
+            on_cluster = pulumi.ResourceOptions(provider=k8s.Provider(f"k8s-{name}", kubeconfig="{}"))
+            KarpenterController(f"karpenter-{name}", KarpenterControllerArgs(cluster_name=cluster.name), opts=on_cluster)
+
+    records = run(program)
+    chart = named_in(records, "karpenter-b-chart")
+    assert chart.inputs["values"]["settings"]["clusterName"] == "team-b"
+    assert named_in(records, "cluster-b").urn in chart.dependencies
+    explicit = [r.inputs["name"] for r in records if r.type.startswith("aws:") and "name" in r.inputs
+                and r.type != "aws:eks/cluster:Cluster"]
+    assert explicit == []  # IAM roles, policies and queues are auto-named from unique logical names
+    scoped = {json.loads(r.inputs["policy"])["Statement"][0]["Resource"] for r in records
+              if r.type == "aws:iam/policy:Policy" and r.name.endswith("eks-integration")}
+    assert scoped == {f"arn:aws:eks:us-east-1:123456789012:cluster/team-{n}" for n in "ab"}
+
+
+def test_two_controllers_on_one_cluster_are_refused() -> None:
+    def twice() -> None:
+        KarpenterController("a", KarpenterControllerArgs(cluster_name=CLUSTER))
+        KarpenterController("b", KarpenterControllerArgs(cluster_name=CLUSTER))
+
+    with pytest.raises(NameClash, match="one Karpenter per cluster"):
+        run(twice)

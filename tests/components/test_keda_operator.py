@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import pulumi_kubernetes as k8s
+import pulumi
 
 from gpuscale import versions
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.manifests.autoscaling import keda_chart_values
-from gpuscale.spec.platform import PlatformSpec
-from gpuscale.synth.mocks import RecordedResource
-
-Run = Callable[..., list[RecordedResource]]
+from tests.components.support import run, stand_in
+from tests.specs import small_spec
 
 
-def test_chart_is_pinned(run_pulumi: Run, prod_spec: PlatformSpec) -> None:
-    args = KedaOperatorArgs.from_spec(prod_spec)
+def test_chart_is_pinned() -> None:
+    args = KedaOperatorArgs.from_spec(small_spec())
 
     def program() -> None:
-        prom = k8s.core.v1.Namespace("prom-stand-in", metadata={"name": "prom-stand-in"})
-        KedaOperator("keda", args, depends_on=[prom])
+        prom = stand_in("prom-stand-in")
+        KedaOperator("keda", args, opts=pulumi.ResourceOptions(depends_on=[prom]))
 
-    records = run_pulumi(program)
+    records = run(program)
     (chart,) = [r for r in records if r.type == "kubernetes:helm.sh/v4:Chart"]
     (ns,) = [r for r in records if r.name == "keda-namespace"]
     (prom,) = [r for r in records if r.name == "prom-stand-in"]
@@ -35,9 +31,7 @@ def test_chart_is_pinned(run_pulumi: Run, prod_spec: PlatformSpec) -> None:
     assert chart.inputs["values"]["crds"]["install"] is True  # ScaledObject CRD comes with the chart
 
 
-def test_servicemonitors_follow_the_prometheus_stack(raw_stack) -> None:  # type: ignore[no-untyped-def]
-    from gpuscale.stackfile import validate_config
-
-    raw = raw_stack("dev")
-    raw["observability"] = {"install_prometheus_stack": False, "prometheus_url": "http://prom.example:9090"}
-    assert KedaOperatorArgs.from_spec(validate_config(raw, "t")).servicemonitors is False
+def test_servicemonitors_follow_the_prometheus_stack() -> None:
+    own = small_spec(observability={"install_prometheus_stack": False, "prometheus_url": "http://prom.example:9090"})
+    assert KedaOperatorArgs.from_spec(own).servicemonitors is False
+    assert KedaOperatorArgs.from_spec(small_spec()).servicemonitors is True

@@ -10,18 +10,24 @@ import pytest
 from gpuscale import labels, versions
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 from gpuscale.manifests import router
-from gpuscale.manifests.vllm import VllmServiceArgs
+from gpuscale.manifests.router import RouterSettings
+from gpuscale.manifests.vllm import ServingSettings
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.stackfile import validate_config
 from gpuscale.synth.mocks import RecordedResource
 from tests.conftest import requires_shared
+from tests.specs import model, pd_spec, small_spec
 
 Run = Callable[..., list[RecordedResource]]
 
 
-def prod_router_args(spec: PlatformSpec) -> PdRouterArgs:
-    return PdRouterArgs.from_service(VllmServiceArgs.from_platform(spec, size_platform(spec), "llama-70b-fp8"))
+def prod_router_args(spec: PlatformSpec) -> RouterSettings:
+    return RouterSettings.from_service(ServingSettings.from_platform(spec, size_platform(spec), "m70b"))
+
+
+@pytest.fixture
+def prod_spec() -> PlatformSpec:
+    return pd_spec()
 
 
 def after(args: list[str], name: str) -> list[str]:
@@ -39,20 +45,20 @@ def test_router_discovers_each_role_by_label(prod_spec: PlatformSpec) -> None:
     a = prod_router_args(prod_spec)
     args = router.router_args(a)
     assert "--service-discovery" in args and "--vllm-pd-disaggregation" in args
-    assert after(args, "--prefill-selector") == [f"{labels.MODEL_LABEL}=llama-70b-fp8", f"{labels.ROLE_LABEL}=prefill"]
-    assert after(args, "--decode-selector") == [f"{labels.MODEL_LABEL}=llama-70b-fp8", f"{labels.ROLE_LABEL}=decode"]
+    assert after(args, "--prefill-selector") == [f"{labels.MODEL_LABEL}=m70b", f"{labels.ROLE_LABEL}=prefill"]
+    assert after(args, "--decode-selector") == [f"{labels.MODEL_LABEL}=m70b", f"{labels.ROLE_LABEL}=decode"]
     assert after(args, "--service-discovery-namespace") == ["inference"]
     assert after(args, "--service-discovery-port") == ["8000"]
     assert after(args, "--kv-connector") == ["nixl"]
-    assert after(args, "--request-timeout-secs") == ["120"]  # the SLO's request timeout
+    assert after(args, "--request-timeout-secs") == ["60"]  # the SLO request timeout of tests/specs.model()
     assert int(after(args, "--worker-startup-timeout-secs")[0]) >= size_platform(prod_spec).models[0].cold_start.total_s
     assert after(args, "--prometheus-host") == ["0.0.0.0"]
     assert a.replicas == 1  # one router: cache-aware prefix state is per process
 
 
-def test_multi_node_roles_route_to_leaders_only(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+def test_multi_node_roles_route_to_leaders_only() -> None:
     # a P/D replica never spans nodes (vLLM's NIXL decode side refuses PP > 1), but the router builder keeps the switch
-    a = prod_router_args(validate_config(raw_stack("prod"), "t")).model_copy(update={"leaders_only": True})
+    a = prod_router_args(pd_spec()).model_copy(update={"leaders_only": True})
     assert f"{labels.LWS_WORKER_INDEX_LABEL}=0" in after(router.router_args(a), "--decode-selector")
 
 
@@ -76,22 +82,23 @@ def test_rbac_is_namespaced_read_only_pods(prod_spec: PlatformSpec) -> None:
     role, binding = router.router_role_body(a), router.router_role_binding_body(a)
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "inference"
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "llama-70b-fp8-router"}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "llama-70b-fp8-router", "namespace": "inference"}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "m70b-router"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "m70b-router", "namespace": "inference"}]
     dep = router.router_deployment_body(a)
-    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "llama-70b-fp8-router"
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "m70b-router"
 
 
 def test_service_is_the_model_entry_point(prod_spec: PlatformSpec) -> None:
     svc = router.router_service_body(prod_router_args(prod_spec))
-    assert svc["metadata"]["name"] == "llama-70b-fp8"
-    assert svc["spec"]["selector"] == router.router_selector("llama-70b-fp8")
+    assert svc["metadata"]["name"] == "m70b"
+    assert svc["spec"]["selector"] == router.router_selector("m70b")
 
 
-def test_aggregated_models_have_no_router(prod_spec: PlatformSpec) -> None:
-    args = VllmServiceArgs.from_platform(prod_spec, size_platform(prod_spec), "search-8b")
+def test_aggregated_models_have_no_router() -> None:
+    spec = small_spec(models=[model()])
+    args = ServingSettings.from_platform(spec, size_platform(spec), "m8b")
     with pytest.raises(ValueError, match="only disaggregated serving needs a P/D router"):
-        PdRouterArgs.from_service(args)
+        RouterSettings.from_service(args)
 
 
 def test_component_wires_every_object(run_pulumi: Run, prod_spec: PlatformSpec) -> None:
@@ -99,7 +106,7 @@ def test_component_wires_every_object(run_pulumi: Run, prod_spec: PlatformSpec) 
     outputs: dict[str, Any] = {}
 
     def program() -> None:
-        r = PdRouter("llama-router", a)
+        r = PdRouter("llama-router", PdRouterArgs(router=a))
         r.endpoint.apply(lambda v: outputs.__setitem__("endpoint", v))
         r.service_name.apply(lambda v: outputs.__setitem__("service", v))
 
@@ -116,7 +123,7 @@ def test_component_wires_every_object(run_pulumi: Run, prod_spec: PlatformSpec) 
     dep = children["llama-router-deployment"]
     assert children["llama-router-rolebinding"].urn in dep.dependencies  # RBAC before discovery starts
     assert dep.inputs["spec"]["template"]["spec"]["containers"][0]["args"] == router.router_args(a)
-    assert outputs == {"endpoint": "http://llama-70b-fp8.inference.svc.cluster.local:8000", "service": "llama-70b-fp8"}
+    assert outputs == {"endpoint": "http://m70b.inference.svc.cluster.local:8000", "service": "m70b"}
 
 
 @requires_shared

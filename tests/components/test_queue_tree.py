@@ -1,68 +1,84 @@
-"""QueueTree under Pulumi mocks: one Queue per team node, parents first, wired after the KAI chart."""
+"""QueueTree under Pulumi mocks: one Queue per team node, parents first, from the teams alone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pulumi
 import pytest
+from pydantic import ValidationError
 
-from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
+from gpuscale.components import NameClash, QueueTree, QueueTreeArgs
 from gpuscale.manifests.kai import queue_bodies
-from gpuscale.spec.platform import PlatformSpec
-from gpuscale.synth.mocks import RecordedResource
+from gpuscale.spec.teams import QueueSpec
+from tests.components.support import Records, capture, consumer, named, of_type, run, stand_in
+from tests.specs import pd_spec
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+TEAMS = [
+    QueueSpec(name="inference", gpu_quota=8, children=[QueueSpec(name="chat", gpu_quota=6), QueueSpec(name="search", gpu_quota=2)]),
+    QueueSpec(name="research", children=[QueueSpec(name="training", preemptible=True)]),
+]
 
 
-def build(run_pulumi: Callable[..., list[RecordedResource]], spec: PlatformSpec) -> tuple[list[RecordedResource], dict[str, Any]]:
+def build(args: QueueTreeArgs) -> tuple[Records, dict[str, Any]]:
     outputs: dict[str, Any] = {}
 
     def program() -> None:
-        # a stand-in for KaiScheduler.chart: the resource every Queue must wait for
-        chart = pulumi.CustomResource("test:index:Chart", "kai-chart", {})
-        tree = QueueTree("queues", QueueTreeArgs(platform=spec), depends_on=[chart])
-        tree.queue_names.apply(lambda v: outputs.__setitem__("queue_names", v))
-        tree.leaf_queue_names.apply(lambda v: outputs.__setitem__("leaf_queue_names", v))
+        chart = stand_in("kai-chart")  # stands for KaiScheduler.chart: every Queue must wait for it
+        tree = QueueTree("queues", args, opts=pulumi.ResourceOptions(depends_on=[chart]))
+        capture(outputs, "queue_names", tree.queue_names)
+        capture(outputs, "leaf_queue_names", tree.leaf_queue_names)
+        consumer("reads-leaves", tree.leaf_queue_names)
 
-    return run_pulumi(program), outputs
+    return run(program), outputs
 
 
-def test_prod_tree_emits_one_queue_per_node_parents_first(run_pulumi, prod_spec: PlatformSpec) -> None:  # type: ignore[no-untyped-def]
-    records, outputs = build(run_pulumi, prod_spec)
-    (component,) = [r for r in records if r.type == "gpuscale:index:QueueTree"]
-    queues = [r for r in records if r.type == QUEUE]
-    # logical names from the component name; creation order is enforced by depends_on (next test)
+def test_the_teams_alone_make_one_queue_per_node() -> None:
+    records, outputs = build(QueueTreeArgs(teams=TEAMS))
+    component = named(records, "queues")
+    queues = of_type(records, QUEUE)
     assert sorted(r.name for r in queues) == sorted(f"queues-{n}" for n in ("inference", "chat", "search", "research", "training"))
     assert all(r.parent_urn == component.urn and r.custom for r in queues)
     by_name = {r.inputs["metadata"]["name"]: r for r in queues}
-    for body in queue_bodies(prod_spec):
-        rec = by_name[body["metadata"]["name"]]
-        assert rec.inputs["spec"] == body["spec"]
-        assert rec.inputs["metadata"] == body["metadata"]
+    for body in queue_bodies(TEAMS):
+        assert by_name[body["metadata"]["name"]].inputs["spec"] == body["spec"]
+        assert by_name[body["metadata"]["name"]].inputs["metadata"] == body["metadata"]
     assert outputs == {
         "queue_names": ["inference", "chat", "search", "research", "training"],
         "leaf_queue_names": ["chat", "search", "training"],
     }
 
 
-def test_children_wait_for_their_parent_and_every_queue_for_the_chart(run_pulumi, prod_spec: PlatformSpec) -> None:  # type: ignore[no-untyped-def]
-    records, _ = build(run_pulumi, prod_spec)
-    (chart,) = [r for r in records if r.name == "kai-chart"]
-    urn = {r.inputs["metadata"]["name"]: r.urn for r in records if r.type == QUEUE}
-    deps = {r.inputs["metadata"]["name"]: set(r.dependencies) for r in records if r.type == QUEUE}
-    assert all(chart.urn in d for d in deps.values())
+def test_names_come_from_the_queues_so_consumers_wait_for_them() -> None:
+    records, _ = build(QueueTreeArgs(teams=TEAMS))
+    deps = set(named(records, "reads-leaves").dependencies)
+    assert {named(records, f"queues-{q}").urn for q in ("chat", "search", "training")} <= deps
+
+
+def test_children_wait_for_their_parent_and_every_queue_for_the_chart() -> None:
+    records, _ = build(QueueTreeArgs(teams=TEAMS))
+    chart = named(records, "kai-chart").urn
+    urn = {r.inputs["metadata"]["name"]: r.urn for r in of_type(records, QUEUE)}
+    deps = {r.inputs["metadata"]["name"]: set(r.dependencies) for r in of_type(records, QUEUE)}
+    assert all(chart in d for d in deps.values())
     assert urn["inference"] in deps["chat"] and urn["inference"] in deps["search"]
     assert urn["research"] in deps["training"]
-    assert deps["inference"] == {chart.urn} and deps["research"] == {chart.urn}
+    assert deps["inference"] == {chart} and deps["research"] == {chart}
 
 
-@pytest.mark.parametrize("name", ["dev", "staging", "prod"])
-def test_every_stack_builds_its_tree(run_pulumi, stack_specs: dict[str, PlatformSpec], name: str) -> None:  # type: ignore[no-untyped-def]
-    spec = stack_specs[name]
-    records, outputs = build(run_pulumi, spec)
-    names = [r.inputs["metadata"]["name"] for r in records if r.type == QUEUE]
-    assert sorted(names) == sorted(q.name for q, _ in spec.queues())
-    assert outputs["leaf_queue_names"] == spec.leaf_queue_names()
-    assert all(m.queue in outputs["leaf_queue_names"] for m in spec.models)
+def test_from_spec_takes_the_spec_teams() -> None:
+    spec = pd_spec()
+    assert QueueTreeArgs.from_spec(spec).queues() == spec.queues()
+
+
+def test_repeated_names_and_a_second_tree_on_one_cluster_are_refused() -> None:
+    with pytest.raises(ValidationError, match=r"queue names must be unique .*\['chat'\]"):
+        QueueTreeArgs(teams=[*TEAMS, QueueSpec(name="chat")])
+
+    def twice() -> None:
+        QueueTree("a", QueueTreeArgs(teams=TEAMS))
+        QueueTree("b", QueueTreeArgs(teams=TEAMS))
+
+    with pytest.raises(NameClash, match="QueueTree 'b' would create Queue inference"):
+        run(twice)

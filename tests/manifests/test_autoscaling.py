@@ -10,7 +10,7 @@ import pytest
 
 from gpuscale import labels, versions
 from gpuscale.manifests import autoscaling as au
-from gpuscale.manifests.autoscaling import RoleAutoscalerArgs
+from gpuscale.manifests.autoscaling import AutoscalerSettings
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config
@@ -18,17 +18,17 @@ from tests.conftest import STACKS, requires_shared
 from tests.specs import multi_node_aggregated
 
 
-def role_args(spec: PlatformSpec, model: str, role: str) -> RoleAutoscalerArgs:
-    return RoleAutoscalerArgs.from_platform(spec, size_platform(spec), model, role)  # type: ignore[arg-type]
+def role_args(spec: PlatformSpec, model: str, role: str) -> AutoscalerSettings:
+    return AutoscalerSettings.from_platform(spec, size_platform(spec), model, role)  # type: ignore[arg-type]
 
 
-def all_role_args(stack_specs: dict[str, PlatformSpec]) -> list[tuple[str, RoleAutoscalerArgs]]:
+def all_role_args(stack_specs: dict[str, PlatformSpec]) -> list[tuple[str, AutoscalerSettings]]:
     out = []
     for name in STACKS:
         spec = stack_specs[name]
         sizing = size_platform(spec)
         for m in spec.models:
-            out += [(name, RoleAutoscalerArgs.from_platform(spec, sizing, m.name, r)) for r in m.serving.roles]
+            out += [(name, AutoscalerSettings.from_platform(spec, sizing, m.name, r)) for r in m.serving.roles]
     return out
 
 
@@ -244,10 +244,10 @@ def test_a_rate_query_over_both_roles_is_refused() -> None:
 def test_args_refuse_a_foreign_role_or_target(prod_spec: PlatformSpec) -> None:
     a = role_args(prod_spec, "llama-70b-fp8", "prefill")
     with pytest.raises(ValueError, match="sized for role"):
-        RoleAutoscalerArgs(**{**a.__dict__, "role": "decode"})
+        AutoscalerSettings(**{**a.__dict__, "role": "decode"})
     other = a.target.model_copy(update={"name": "llama-70b-fp8-decode"})
     with pytest.raises(ValueError, match="one autoscaler per role"):
-        au.scaled_object_body(RoleAutoscalerArgs(**{**a.__dict__, "target": other}))
+        au.scaled_object_body(AutoscalerSettings(**{**a.__dict__, "target": other}))
 
 
 # ---------------------------------------------------------------- HPA backend (staging)

@@ -11,6 +11,7 @@ from gpuscale.manifests.kai import (
     MB_PER_GIB,
     expected_podgroup,
     kai_chart_values,
+    kai_prometheus_url,
     queue_bodies,
     topology_bodies,
     topology_body,
@@ -51,7 +52,7 @@ def three_level_spec(raw_stack) -> PlatformSpec:  # type: ignore[no-untyped-def]
 
 
 def test_prod_queue_tree_field_by_field(prod_spec: PlatformSpec) -> None:
-    bodies = queue_bodies(prod_spec)
+    bodies = queue_bodies(prod_spec.teams)
     assert [b["metadata"]["name"] for b in bodies] == ["inference", "chat", "search", "research", "training"]
     assert all(b["apiVersion"] == "scheduling.run.ai/v2" and b["kind"] == "Queue" for b in bodies)
     q = by_name(bodies)
@@ -77,7 +78,7 @@ def test_prod_queue_tree_field_by_field(prod_spec: PlatformSpec) -> None:
 
 def test_three_level_tree_links_every_level(raw_stack) -> None:  # type: ignore[no-untyped-def]
     spec = three_level_spec(raw_stack)
-    bodies = queue_bodies(spec)
+    bodies = queue_bodies(spec.teams)
     names = [b["metadata"]["name"] for b in bodies]
     assert names == ["products", "assistants", "chat", "voice", "search", "research", "training"]
     parents = {b["metadata"]["name"]: b["spec"].get("parentQueue") for b in bodies}
@@ -96,7 +97,7 @@ def test_three_level_tree_links_every_level(raw_stack) -> None:  # type: ignore[
 
 
 def test_topology_levels_come_from_the_spec(prod_spec: PlatformSpec, raw_stack) -> None:  # type: ignore[no-untyped-def]
-    body = topology_body(prod_spec, "h100")
+    body = topology_body(prod_spec.topology.levels)
     assert (body["apiVersion"], body["kind"], body["metadata"]["name"]) == ("kai.scheduler/v1alpha1", "Topology", TOPOLOGY_NAME)
     assert body["spec"]["levels"] == [
         {"nodeLabel": "topology.kubernetes.io/zone", "alias": "zone"},
@@ -107,12 +108,12 @@ def test_topology_levels_come_from_the_spec(prod_spec: PlatformSpec, raw_stack) 
     ]
     raw = raw_stack("prod")
     raw["topology"]["levels"] = [{"node_label": "topology.kubernetes.io/zone"}, {"node_label": "kubernetes.io/hostname"}]
-    custom = topology_body(validate_config(raw, "test"), "h100")
+    custom = topology_body(validate_config(raw, "test").topology.levels)
     assert custom["spec"]["levels"] == [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "kubernetes.io/hostname"}]
 
 
 def test_chart_values_that_matter(prod_spec: PlatformSpec) -> None:
-    values = kai_chart_values(prod_spec)
+    values = kai_chart_values(prometheus_url=kai_prometheus_url(prod_spec))
     assert values["global"]["clusterAutoscaling"] is True
     assert values["scheduler"]["placementStrategy"] == "binpack"
     assert values["podgrouper"]["queueLabelKey"] == labels.KAI_QUEUE_LABEL
@@ -124,7 +125,7 @@ def test_chart_values_that_matter(prod_spec: PlatformSpec) -> None:
 def test_no_prometheus_stack_means_no_kai_service_monitors(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("dev")
     raw["observability"] = {"install_prometheus_stack": False}
-    assert kai_chart_values(validate_config(raw, "test"))["prometheus"] == {"enabled": False}
+    assert kai_chart_values(prometheus_url=kai_prometheus_url(validate_config(raw, "test")))["prometheus"] == {"enabled": False}
 
 
 def test_chart_is_pinned_to_a_valid_release() -> None:
@@ -175,7 +176,7 @@ def test_every_queue_topology_and_podgroup_is_schema_valid(
     stack_specs: dict[str, PlatformSpec], raw_stack, name: str,  # type: ignore[no-untyped-def]
 ) -> None:
     spec = {"gang": gang_spec, "three-level": lambda: three_level_spec(raw_stack)}.get(name, lambda: stack_specs[name])()
-    assert_valid(*queue_bodies(spec), *topology_bodies(spec), *_all_podgroups(spec))
+    assert_valid(*queue_bodies(spec.teams), *topology_bodies(spec), *_all_podgroups(spec))
 
 
 @requires_shared
@@ -183,9 +184,9 @@ def test_the_schema_check_bites(prod_spec: PlatformSpec) -> None:
     pg = _all_podgroups(prod_spec)[0]
     pg["spec"]["minMember"] = 0  # v0.17.0's CRD: minimum 1
     assert validate_object(pg)
-    topo = topology_body(prod_spec, "h100")
+    topo = topology_body(prod_spec.topology.levels)
     topo["spec"]["levels"] = [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "topology.kubernetes.io/zone"}]
     assert any("hostname" in p for p in validate_object(topo))  # CEL: hostname only as the last level
-    queue = queue_bodies(prod_spec)[0]
+    queue = queue_bodies(prod_spec.teams)[0]
     queue["spec"]["resources"]["gpu"]["guaranteed"] = 1
     assert validate_object(queue)

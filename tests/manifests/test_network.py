@@ -73,3 +73,12 @@ def test_kubeconfig_uses_short_lived_tokens_and_holds_no_credential() -> None:
         "certificate-authority-data": "Q0E=",
     }
     assert kc["current-context"] == "gpuscale-dev"
+
+
+def test_kubeconfig_carries_the_role_and_profile_it_is_given() -> None:
+    plain = network.kubeconfig_body("c", "https://x", "Y2E=", "eu-west-1")["users"][0]["user"]["exec"]
+    assert "--role-arn" not in plain["args"] and "env" not in plain
+    given = network.kubeconfig_body("c", "https://x", "Y2E=", "eu-west-1", role_arn="arn:aws:iam::123456789012:role/d",
+                                    profile="ops")["users"][0]["user"]["exec"]
+    assert given["args"][-2:] == ["--role-arn", "arn:aws:iam::123456789012:role/d"]
+    assert given["env"] == [{"name": "AWS_PROFILE", "value": "ops"}]

@@ -11,7 +11,7 @@ import pytest
 
 from gpuscale import labels, versions
 from gpuscale.manifests import iam, karpenter, vllm
-from gpuscale.manifests.vllm import VllmServiceArgs
+from gpuscale.manifests.vllm import ServingSettings
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
@@ -19,16 +19,16 @@ from tests.conftest import STACKS, requires_shared
 from tests.specs import multi_node_aggregated
 
 
-def service_args(spec: PlatformSpec, model: str) -> VllmServiceArgs:
-    return VllmServiceArgs.from_platform(spec, size_platform(spec), model)
+def service_args(spec: PlatformSpec, model: str) -> ServingSettings:
+    return ServingSettings.from_platform(spec, size_platform(spec), model)
 
 
-def all_args(stack_specs: dict[str, PlatformSpec]) -> list[tuple[str, VllmServiceArgs]]:
+def all_args(stack_specs: dict[str, PlatformSpec]) -> list[tuple[str, ServingSettings]]:
     out = []
     for name in STACKS:
         spec = stack_specs[name]
         sizing = size_platform(spec)
-        out += [(name, VllmServiceArgs.from_platform(spec, sizing, m.name)) for m in spec.models]
+        out += [(name, ServingSettings.from_platform(spec, sizing, m.name)) for m in spec.models]
     return out
 
 
@@ -309,7 +309,7 @@ def test_services_pdbs_and_pod_monitors(prod_spec: PlatformSpec) -> None:
     assert names == {"llama-70b-fp8-prefill", "llama-70b-fp8-decode"}
     # the aggregated model's Service is its entry point under the model name
     assert vllm.service_body(service_args(prod_spec, "search-8b"), "aggregated")["metadata"]["name"] == "search-8b"
-    assert vllm.endpoint_url(prod_spec.models[0]) == "http://llama-70b-fp8.inference.svc.cluster.local:8000"
+    assert vllm.endpoint_url("llama-70b-fp8", "inference") == "http://llama-70b-fp8.inference.svc.cluster.local:8000"
 
 
 # ---------------------------------------------------------------- multi-node
@@ -360,9 +360,9 @@ def test_single_node_replica_is_never_a_leader_worker_set(prod_spec: PlatformSpe
 def test_args_refuse_inconsistent_pieces(prod_spec: PlatformSpec, dev_spec: PlatformSpec) -> None:
     a = service_args(prod_spec, "llama-70b-fp8")
     with pytest.raises(ValueError, match="missing role"):
-        VllmServiceArgs(**{**a.__dict__, "wiring": {"prefill": a.wiring["prefill"]}})
+        ServingSettings(**{**a.__dict__, "wiring": {"prefill": a.wiring["prefill"]}})
     with pytest.raises(ValueError, match="sizing is for model"):
-        VllmServiceArgs(**{**a.__dict__, "sizing": size_platform(dev_spec).models[0]})
+        ServingSettings(**{**a.__dict__, "sizing": size_platform(dev_spec).models[0]})
 
 
 def test_lws_chart_values_pin_the_image() -> None:
@@ -374,7 +374,7 @@ def test_lws_chart_values_pin_the_image() -> None:
 # ---------------------------------------------------------------- schemas
 
 
-def every_object(a: VllmServiceArgs) -> list[dict[str, Any]]:
+def every_object(a: ServingSettings) -> list[dict[str, Any]]:
     objs = [vllm.service_account_body(a)]
     for role in a.model.serving.roles:
         objs += vllm.role_objects(a, role)

@@ -1,4 +1,4 @@
-"""The CrossGuard pack in policy/: every rule is wired, and the callbacks report what the rules find.
+"""The CrossGuard pack shipped in gpuscale/policy/pack/: every rule is wired, and the callbacks report what the rules find.
 
 Constructing a ``PolicyPack`` starts the analyzer's gRPC server and blocks, so the pack module builds it only when
 the engine runs it as ``__main__``; here it is imported under another name and its policies are called directly,
@@ -10,6 +10,9 @@ from __future__ import annotations
 import copy
 import importlib.util
 import re
+import subprocess
+import sys
+import tomllib
 from types import ModuleType
 from typing import Any
 
@@ -25,12 +28,12 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
-from gpuscale.policy import rules
+from gpuscale.policy import pack_dir, rules
 from gpuscale.synth.render import synthesize
 from tests.conftest import REPO
 from tests.synth.programs import Knobs, platform_program
 
-PACK_DIR = REPO / "policy"
+PACK_DIR = pack_dir()
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +75,16 @@ def test_the_pack_lists_every_rule(pack: ModuleType) -> None:
     assert re.match(r"^[a-zA-Z0-9-_.]{1,100}$", pack.PACK_NAME)
 
 
-def test_pack_project_files() -> None:
+def test_pack_project_files_ship_with_the_package() -> None:
+    assert PACK_DIR == REPO / "gpuscale" / "policy" / "pack"
     doc = yaml.safe_load((PACK_DIR / "PulumiPolicy.yaml").read_text())
-    assert doc["runtime"]["name"] == "python"
+    assert doc["runtime"] == "python"  # the python3 on PATH: no virtualenv outside the installed package
     assert re.match(r"^\d+\.\d+\.\d+$", doc["version"])
-    assert (PACK_DIR / doc["runtime"]["options"]["virtualenv"]).resolve() == (REPO / ".venv").resolve()
-    reqs = (PACK_DIR / "requirements.txt").read_text()
-    assert "pulumi-policy" in reqs and "-e .." in reqs
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert doc["version"] == project["project"]["version"]
+    assert any(d.startswith("pulumi-policy") for d in project["project"]["optional-dependencies"]["policy"])
+    shipped = project["tool"]["setuptools"]["package-data"]["gpuscale.policy"]
+    assert sorted(shipped) == sorted(f"pack/{p.name}" for p in PACK_DIR.iterdir() if p.is_file())
 
 
 @pytest.mark.parametrize("name", sorted(rules.RESOURCE_RULES))
@@ -159,6 +165,18 @@ def test_unknown_fields_no_rule_reads_do_not_block_the_policies(pack: ModuleType
         run_resource(policy(pack, "autoscaler-metric"), rtype, props)
 
 
-def test_policy_dir_is_not_a_python_package_collision() -> None:
-    # `policy/` holds only the pack; the importable rules are gpuscale.policy
+def test_the_pack_dir_is_not_a_package_and_the_old_one_is_gone() -> None:
+    # the pack runs as a directory (`python -m pulumi.policy <dir>`); the importable rules are gpuscale.policy
     assert not (PACK_DIR / "__init__.py").exists()
+    assert not (REPO / "policy").exists()
+
+
+def test_the_commands_print_the_pack_dir() -> None:
+    from typer.testing import CliRunner
+
+    from gpuscale.cli import app
+
+    result = CliRunner().invoke(app, ["policy-path"])
+    assert result.exit_code == 0 and result.output.strip() == str(PACK_DIR)
+    lean = subprocess.run([sys.executable, "-m", "gpuscale.policy"], capture_output=True, text=True, check=True)
+    assert lean.stdout.strip() == str(PACK_DIR)

@@ -109,6 +109,43 @@ def test_nodepool_selects_gpus(template: dict[str, Any], limits: dict[str, Any],
     assert rules.nodepool_selects_gpus({"template": {"spec": template}, "limits": limits}) is gpu
 
 
+@pytest.mark.parametrize(
+    ("key", "operator", "values", "gpu"),
+    [
+        # the evasion: NotIn ["0"] admits every instance type with GPUs (and, like DoesNotExist, the ones without)
+        ("karpenter.k8s.aws/instance-gpu-count", "NotIn", ["0"], True),
+        ("karpenter.k8s.aws/instance-gpu-count", "Gt", ["0"], True),
+        ("karpenter.k8s.aws/instance-gpu-count", "Gte", ["1"], True),
+        ("karpenter.k8s.aws/instance-gpu-count", "Lt", ["2"], True),
+        ("karpenter.k8s.aws/instance-gpu-count", "Lt", ["1"], False),
+        ("karpenter.k8s.aws/instance-gpu-count", "Lte", ["0"], False),
+        ("karpenter.k8s.aws/instance-gpu-count", "In", ["0", "8"], True),
+        ("karpenter.k8s.aws/instance-gpu-count", "Exists", [], True),
+        ("karpenter.k8s.aws/instance-gpu-count", "DoesNotExist", [], False),
+        ("karpenter.k8s.aws/instance-gpu-memory", "Gt", ["40000"], True),
+        ("karpenter.k8s.aws/instance-gpu-name", "Exists", [], True),
+        ("karpenter.k8s.aws/instance-gpu-name", "NotIn", ["t4"], True),
+        ("karpenter.k8s.aws/instance-gpu-manufacturer", "In", ["nvidia"], True),
+        ("karpenter.k8s.aws/instance-family", "In", ["m7i", "g6e"], True),  # one GPU family is enough
+        ("node.kubernetes.io/instance-type", "In", ["m7i.large", "p5.48xlarge"], True),
+        ("node.kubernetes.io/instance-type", "NotIn", ["p5.48xlarge"], False),
+        ("karpenter.k8s.aws/instance-category", "In", ["c", "gr"], True),
+        ("karpenter.k8s.aws/instance-category", "In", ["c", "m", "r"], False),
+        ("nvidia.com/gpu.present", "In", ["true"], True),
+    ],
+)
+def test_every_operator_form_that_admits_gpus_is_a_gpu_pool(key: str, operator: str, values: list[str], gpu: bool) -> None:
+    assert rules.requirement_admits_gpus(key, operator, values) is gpu
+    body = gpu_pool({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"})
+    body["spec"]["template"]["spec"]["requirements"] = [{"key": key, "operator": operator, "values": values}]
+    assert bool(rules.gpu_nodepool_consolidation(rules.NODEPOOL, body)) is gpu
+
+
+def test_the_gpu_present_node_label_makes_a_gpu_pool() -> None:
+    spec = {"template": {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}, "spec": {}}}
+    assert rules.nodepool_selects_gpus(spec) is True
+
+
 # --- autoscaler metric and scope ------------------------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
-"""gpuscale CrossGuard policy pack: ``pulumi preview --policy-pack policy``.
+"""gpuscale CrossGuard policy pack: ``pulumi preview --policy-pack "$(gpuscale policy-path)"``.
 
 Every policy calls a pure rule from ``gpuscale.policy.rules`` (tested directly, and run offline by
-``gpuscale synth``); this file only adapts them to the policy SDK. It applies to any Pulumi program, so users who
+``gpuscale synth``); this file only adapts them to the policy SDK. It ships inside the package
+(``gpuscale/policy/pack/``) and needs the ``policy`` extra (``pip install 'gpuscale[policy]'``). It applies to any Pulumi program, so users who
 import our components into their own programs, or write their own manifests, get the same guardrails. Kubernetes
 objects inside ``helm.v4.Chart`` are separate resources to CrossGuard, so chart-rendered NodePools and
 ScaledObjects are checked too.
