@@ -49,7 +49,7 @@ class EksClusterArgs(Spec):
     """Availability zones; a new VPC gets one private and one public subnet in each."""
     network: NewVpcSpec | ExistingSubnets = NewVpcSpec()
     """A new VPC (``vpc_cidr``) or existing subnets (``private_subnet_ids``)."""
-    kubernetes_version: str = "1.33"
+    kubernetes_version: str = versions.DEFAULT_KUBERNETES_VERSION
     """EKS Kubernetes minor version (one of ``versions.SUPPORTED_KUBERNETES_VERSIONS``)."""
     stage: Literal["dev", "staging", "prod"] = "prod"
     """Lifecycle stage: prod gets deletion protection and one NAT gateway per zone."""
@@ -504,7 +504,6 @@ class EksCluster(pulumi.ComponentResource):
         namespace, service_account = iam.EBS_CSI_SERVICE_ACCOUNT
         role = aws.iam.Role(
             f"{name}-ebs-csi-role",
-            name=f"{args.cluster_name}-ebs-csi",
             assume_role_policy=pulumi.Output.all(partition, region, account, cluster.name).apply(
                 lambda a: json.dumps(iam.pod_identity_trust_policy(
                     partition=a[0], region=a[1], account_id=a[2], cluster_name=a[3],

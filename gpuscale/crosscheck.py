@@ -51,7 +51,7 @@ def _ceilings(spec: PlatformSpec, sizing: PlatformSizing) -> list[Problem]:
         if used <= bound.gpus:
             continue
         explicit = [k for k in bound.roles if spec.models[index[k[0]]].autoscaling.role(k[1]).max_replicas is not None]
-        key = explicit[0] if explicit else bound.roles[0]
+        key = max(explicit, key=lambda k: gpus_of[k]) if explicit else bound.roles[0]  # the largest explicit ceiling
         problems.append(Problem(
             f"models[{index[key[0]]}].autoscaling.{key[1]}.max_replicas" if explicit else _bound_path(spec, bound),
             f"max_replicas {' + '.join(terms[k] for k in bound.roles)} = {used} GPUs exceed {bound.label}; "
