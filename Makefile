@@ -16,6 +16,9 @@ $(VENV)/.installed: pyproject.toml
 
 # The dev plan is committed; every other stack's plan has its own git-ignored folder, so no run overwrites the dev plan.
 PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outputs/$(STACK)/skill-gpu-autoscaler-plan.md)
+# The committed dev plan must not depend on whether Go is installed, so it leaves out the real KAI Scheduler's verdict
+# (`gpuscale schedule --stack dev`); every other stack's plan quotes it when Go is there.
+PLAN_SCHEDULE = $(if $(filter dev,$(STACK)),--no-schedule,)
 
 # The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
 # The scenarios come from the simulator's registry (`gpuscale simulate --plan-scenarios`), not from a list here.
@@ -26,7 +29,7 @@ plan: $(VENV)/.installed
 		echo "simulating $$sc (up to a few minutes)..."; \
 		$(BIN)/gpuscale simulate --stack $(STACK) --scenario $$sc --json out/$(STACK)/sim/$$sc.json || exit 1; \
 	done
-	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT)
+	$(BIN)/gpuscale plan --stack $(STACK) --synth out/$(STACK)/synth --sim-dir out/$(STACK)/sim --out $(PLAN_OUT) $(PLAN_SCHEDULE)
 
 # actionlint checks the PR workflow in the tests; built from the Go module proxy when Go is there, skipped otherwise
 ACTIONLINT_VERSION := v1.7.12

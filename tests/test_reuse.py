@@ -43,6 +43,8 @@ for path in sys.argv[1:]:
     ]
 pack = runpy.run_path(str(pack_dir()), run_name="gpuscale_policy_pack")  # as `python -m pulumi.policy <dir>`, no server
 out["policies"] = sorted(p.name for p in pack["POLICIES"])
+from gpuscale.schedule.binary import source_files
+out["go_module"] = [p.name for p in source_files()]
 print(json.dumps(out))
 """
 
@@ -143,3 +145,5 @@ def test_the_wheel_serves_the_examples_and_the_policy_pack(venv: Path, tmp_path:
     assert path.startswith(str(venv)) and Path(path, "__main__.py").is_file()
     pack = yaml.safe_load(Path(path, "PulumiPolicy.yaml").read_text())
     assert pack["runtime"] == "python"  # no virtualenv pointing back into a checkout
+    # `gpuscale schedule` can build its Go program from the wheel
+    assert {"go.mod", "go.sum", "main.go"} <= set(result["go_module"])

@@ -11,6 +11,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from gpuscale.cli import plan as _plan
 from gpuscale.cli import policy as _policy
+from gpuscale.cli import schedule as _schedule
 from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import validate as _validate
@@ -52,7 +53,7 @@ class Group(TyperGroup):
 
 app = typer.Typer(
     name="gpuscale",
-    help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan.",
+    help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan, schedule.",
     epilog="Every command takes --stack NAME (stacks/Pulumi.NAME.yaml) or --stack-file PATH. " + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -76,7 +77,7 @@ def _root(
         bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
     ] = False,
 ) -> None:
-    """GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan."""
+    """GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, plan, schedule."""
 
 
 app.command("validate", cls=Command, epilog=EXIT_CODES_HELP)(_validate.validate)
@@ -87,6 +88,7 @@ app.command("simulate", cls=Command, epilog=EXIT_CODES_HELP)(_simulate.simulate)
 app.command("plan", cls=Command, epilog=EXIT_CODES_HELP)(_plan.plan)
 app.command("versions", cls=Command, epilog=EXIT_CODES_HELP)(_versions.versions_command)
 app.command("policy-path", cls=Command)(_policy.policy_path)
+app.command("schedule", cls=Command, epilog=_schedule.SCHEDULE_EXIT_CODES)(_schedule.schedule)
 
 
 def main() -> None:

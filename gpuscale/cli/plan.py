@@ -24,9 +24,11 @@ from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import (
     Evidence,
     EvidenceError,
+    ScheduleEvidence,
     manifests_from_synth_dir,
     node_manifests,
     run_simulations,
+    schedule_evidence,
 )
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
 from gpuscale.sim import ScenarioError, ScenarioResult
@@ -69,6 +71,11 @@ def plan(
         typer.Option("--sim-duration-s", help="Shorter simulations (default per scenario).", callback=positive_finite,
                      show_default=False),
     ] = None,
+    schedule: Annotated[
+        bool,
+        typer.Option("--schedule/--no-schedule", help="Quote what the real KAI Scheduler leaves Pending at peak "
+                     "(`gpuscale schedule`; needs Go, builds it on first use)."),
+    ] = True,
 ) -> None:
     """Design the three-layer autoscaling setup for a stack: inputs, sizing, layers, cold start, simulation, checklist.
 
@@ -84,7 +91,7 @@ def plan(
         fail([f"--synth {synth_dir}: not a `gpuscale synth` output (no manifests/ folder)"])
     sizing = checked_sizing(spec, source_of(stack, stack_file))
     try:
-        objects = _manifests(spec, name, synth_dir)
+        objects, charts = _manifests(spec, name, synth_dir)
         simulate = _Simulations()
         simulations = run_simulations(
             spec, stack=name, image_dir=target.parent / image_prefix, image_prefix=image_prefix, sim_dir=sim_dir,
@@ -97,23 +104,31 @@ def plan(
         fail([str(exc)])
     except OSError as exc:
         fail([f"--out {target}: cannot write the plan's images ({exc.strerror or exc})"])
-    text = render_plan(build_context(name, spec, sizing), Evidence(node_manifests=node_manifests(objects), simulations=simulations))
+    scheduled = ScheduleEvidence()
+    if schedule:
+        with step("asking the KAI Scheduler what stays Pending at peak (gpuscale schedule)", "scheduled"):
+            scheduled = schedule_evidence(spec, sizing, objects, charts)
+    evidence = Evidence(node_manifests=node_manifests(objects), simulations=simulations, schedule=scheduled)
+    text = render_plan(build_context(name, spec, sizing), evidence)
     write_text(target, text, "--out")
     say(f"wrote {target} ({len(text.splitlines())} lines) and {target.parent / image_prefix}/")
 
 
-def _manifests(spec: Any, name: str, synth_dir: Path | None) -> list[dict[str, Any]]:
+def _manifests(
+    spec: Any, name: str, synth_dir: Path | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | Path]:
+    """The synth's Kubernetes objects, and its Helm charts (or ``synth_dir``, read only if KAI is asked)."""
     if synth_dir is not None:
         objects = manifests_from_synth_dir(synth_dir)
         say(f"reused the synth in {synth_dir}", stderr=True)
-        return objects
+        return objects, synth_dir
     from gpuscale.cli.synth import print_warnings
     from gpuscale.synth.render import synth_spec
 
     with step(f"synthesizing {name} (Pulumi program under mocks)", f"synthesized {name}"):
         result = synth_spec(spec, stack=name)
     print_warnings(result)
-    return [obj for _, obj in result.kubernetes_objects()]
+    return [obj for _, obj in result.kubernetes_objects()], result.charts()
 
 
 class _Simulations:

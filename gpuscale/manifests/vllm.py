@@ -42,8 +42,6 @@ HF_CACHE_MOUNT = "/root/.cache/huggingface"
 """``HF_HOME`` of the vllm/vllm-openai image (runs as root)."""
 HOST_SHARE = 0.8
 """Fraction of a node's vCPU and memory (per GPU share) a replica requests; the rest is kubelet and DaemonSets."""
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-"""Extended resource the AWS EFA device plugin advertises (one per EFA interface; each is exclusive to one pod)."""
 NIXL_EFA_BACKENDS = ["LIBFABRIC"]
 """NIXL backends on EFA pools: ``kv_connector_extra_config.backends`` (vLLM v0.33.0 ``nixl/base_worker.py`` reads it,
 default ``["UCX"]``); NIXL's ``LIBFABRIC`` plugin (ai-dynamo/nixl ``src/plugins/libfabric``) picks libfabric's ``efa``
@@ -337,7 +335,7 @@ def resources(args: ServingSettings) -> dict[str, Any]:
     mem = max(4, math.floor(args.instance.memory_gib * share * HOST_SHARE))
     devices = gpu_quantity(args.shape)
     if args.efa_devices:
-        devices[EFA_RESOURCE] = str(args.efa_devices)  # extended resources: requests = limits
+        devices[labels.EFA_RESOURCE] = str(args.efa_devices)  # extended resources: requests = limits
     return {"requests": {"cpu": str(cpu), "memory": f"{mem}Gi", **devices}, "limits": dict(devices)}
 
 

@@ -10,9 +10,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gpuscale.schedule.report import ScheduleReport, shorten
 from gpuscale.sim import PolicyResult, ScenarioResult
 from gpuscale.sim.plots import write_plots
 from gpuscale.sim.scenarios import definition, plan_scenarios
+from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 
@@ -120,10 +122,32 @@ class SimSection(Spec):
         return self.rows[self.policies.index(policy)][self.header.index(COLUMNS[column][0])]
 
 
+class PendingRole(Spec):
+    """A role whose replicas the real KAI Scheduler leaves Pending, with its reasons quoted."""
+
+    model: str
+    role: str
+    pending: int
+    requested: int
+    reasons: list[str]
+
+
+class ScheduleEvidence(Spec):
+    """What ``gpuscale schedule`` found for the stack at peak replicas (the real KAI Scheduler's verdict)."""
+
+    computed: bool = False
+    note: str = ("not computed (`gpuscale plan --no-schedule`; `make plan` leaves it out of the committed dev plan, so "
+                 "that plan is the same on every machine)")
+    """How it was computed (scheduler version, nodes), or why it was not."""
+    pending: list[PendingRole] = []
+
+
 class Evidence(Spec):
     node_manifests: list[ManifestExcerpt]
     simulations: list[SimSection]
     """Every plan scenario, in ``plan_scenarios()`` order."""
+    schedule: ScheduleEvidence = ScheduleEvidence()
+    """What the real KAI Scheduler leaves Pending at peak (``gpuscale schedule``), or why it was not asked."""
 
     def section(self, name: str) -> list[SimSection]:
         """The scenarios quoted in one part of the plan (templates never name scenarios)."""
@@ -223,3 +247,34 @@ def manifests_from_synth_dir(path: Path) -> list[dict[str, Any]]:
             raise EvidenceError(f"{f}: an object without kind or metadata.name; re-run the synth or drop --synth")
         out += objects
     return out
+
+
+def schedule_evidence(
+    spec: PlatformSpec, sizing: PlatformSizing, objects: list[dict[str, Any]], charts: list[dict[str, Any]] | Path,
+) -> ScheduleEvidence:
+    """Run the real KAI Scheduler over the stack at peak replicas; say why not when Go or the build is missing.
+    ``charts``: the synth's chart list, or the ``gpuscale synth`` output directory to read it from."""
+    from gpuscale.schedule.binary import BuildError, GoUnavailableError
+    from gpuscale.schedule.replay import ReplayError
+    from gpuscale.schedule.snapshot import SnapshotError
+    from gpuscale.schedule.stack import charts_from_synth_dir, schedule_level
+
+    try:
+        chart_list = charts_from_synth_dir(charts) if isinstance(charts, Path) else charts
+        report = schedule_level(spec, sizing, objects, chart_list, "peak").report
+    except (GoUnavailableError, BuildError, ReplayError, SnapshotError) as exc:
+        return ScheduleEvidence(computed=False, note=f"not computed: {str(exc).splitlines()[0]}")
+    return evidence_from_report(report)
+
+
+def evidence_from_report(report: ScheduleReport) -> ScheduleEvidence:
+    pools = ", ".join(f"{n} x {it} ({p})" for p, (it, n) in sorted(report.nodes_per_pool.items()))
+    return ScheduleEvidence(
+        computed=True,
+        note=f"KAI Scheduler {report.kai_version} over {pools}, {report.sessions} scheduling sessions",
+        pending=[
+            PendingRole(model=r.model, role=r.role, pending=r.pending, requested=r.requested,
+                        reasons=[shorten(m) for m in r.reasons])
+            for r in report.roles if r.pending
+        ],
+    )

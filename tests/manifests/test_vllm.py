@@ -82,7 +82,7 @@ def test_every_stack_args_match_sizing(stack_specs: dict[str, PlatformSpec]) -> 
             assert float(flag(args, "--gpu-memory-utilization")) == a.model.serving.gpu_memory_utilization
             devices = {labels.GPU_RESOURCE: str(shape.gpus_per_pod)}
             if a.efa_devices:  # EFA pools: the pod's share of the node's EFA interfaces
-                devices[vllm.EFA_RESOURCE] = str(a.efa_devices)
+                devices[labels.EFA_RESOURCE] = str(a.efa_devices)
             # devices only: no CPU throttling, no memory OOM-kill on load
             assert c["resources"]["limits"] == devices
             assert {k: v for k, v in c["resources"]["requests"].items() if k in devices} == devices
@@ -328,7 +328,7 @@ def test_multi_node_replica_is_a_leader_worker_set_of_size_pods(raw_stack: Calla
     leader, worker = container(body, "leaderTemplate"), container(body, "workerTemplate")
     for c in (leader, worker):
         # one pod per 8-GPU node, with all 32 of its EFA devices
-        assert c["resources"]["limits"] == {labels.GPU_RESOURCE: "8", vllm.EFA_RESOURCE: "32"}
+        assert c["resources"]["limits"] == {labels.GPU_RESOURCE: "8", labels.EFA_RESOURCE: "32"}
         assert flag(c["args"], "--nnodes") == "2" and flag(c["args"], "--master-addr") == "$(LWS_LEADER_ADDRESS)"
         assert flag(c["args"], "--tensor-parallel-size") == "8" and flag(c["args"], "--pipeline-parallel-size") == "2"
     assert flag(leader["args"], "--node-rank") == "0" and "--headless" not in leader["args"]
