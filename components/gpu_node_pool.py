@@ -139,7 +139,8 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("gpuscale:index:GpuNodePool", name, None, opts)
         pool = args.pool
         volume_gib = args.volume_gib or 0  # validated: never None here
-        for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool)]:
+        for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool),
+                        *karpenter.network_layer_warnings(pool)]:
             pulumi.log.warn(warning, resource=self)
         if pool.cluster_placement:
             group = aws.ec2.PlacementGroup(

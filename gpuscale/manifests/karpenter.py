@@ -294,6 +294,20 @@ def capacity_warnings(pool: GpuNodePoolSpec) -> list[str]:
     return []
 
 
+def network_layer_warnings(pool: GpuNodePoolSpec) -> list[str]:
+    """A pool mixing instance types with different EC2 network layer counts: which layers its KAI Topology keeps."""
+    layers = {it.name: it.network_node_layers for it in pool.instances}
+    if len(set(layers.values())) <= 1:
+        return []
+    kept = min(layers.values())
+    return [
+        f"GPU pool {pool.name} mixes instance types with different EC2 network layers "
+        f"({', '.join(f'{name}: {n}' for name, n in layers.items())}): its KAI Topology keeps the {kept} layer(s) "
+        "every one of them carries, so nodes of each type stay schedulable, but replicas are packed under a network "
+        "switch on those layers only; split the pool by instance type to keep the finer layers"
+    ]
+
+
 # --------------------------------------------------------------------------------------------- CPU pool
 
 

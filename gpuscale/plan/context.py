@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuscale import labels
+from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
 from gpuscale.spec.base import Spec, duration_seconds
@@ -32,6 +33,8 @@ class PoolRow(Spec):
     """EFA devices per node (``-`` off EFA pools)."""
     kai_topology: str
     """The KAI Topology the pool's workloads name (its level set)."""
+    network_layers_note: str = ""
+    """Set when the pool mixes instance types with different EC2 network layers: which layers its Topology keeps."""
 
 
 class ModelRow(Spec):
@@ -202,6 +205,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
             placement=f"cluster placement group in {topo.pool_zones(p.name)[0]}" if p.cluster_placement else "all zones",
             efa=str(min(i.efa_interfaces for i in p.instances)) if p.efa else "-",
             kai_topology=topology_name(spec, p.name),
+            network_layers_note=" ".join(karpenter.network_layer_warnings(p)),
         )
         for p in topo.gpu_pools
     ]

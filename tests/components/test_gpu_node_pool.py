@@ -171,6 +171,16 @@ def test_acknowledged_unsafe_pool_is_emitted_with_a_warning(caplog: pytest.LogCa
     assert any("shorter than the slowest cold start" in m for m in messages)
 
 
+def test_a_pool_mixing_network_layer_counts_says_which_layers_its_topology_keeps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pool = GpuNodePoolSpec(name="mixed", instance_types=["p5.48xlarge", "p5.4xlarge"], gpu_limit=16)
+    with caplog.at_level(logging.WARNING):
+        build(GpuNodePoolArgs(pool=pool, cluster_name="c", node_role_name="r", root_volume_gib=100, stage="dev"))
+    (message,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "mixed" in r.getMessage()]
+    assert "p5.48xlarge: 3, p5.4xlarge: 0" in message and "keeps the 0 layer(s)" in message
+
+
 def test_safe_pool_logs_no_warning(caplog: pytest.LogCaptureFixture) -> None:
     spec = small_spec()
     with caplog.at_level(logging.WARNING):

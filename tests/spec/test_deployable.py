@@ -10,7 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from gpuscale import checks, sizing
-from gpuscale.manifests import kai_wiring
+from gpuscale.manifests import kai_wiring, karpenter
+from gpuscale.plan.context import build_context
+from gpuscale.plan.evidence import Evidence
+from gpuscale.plan.render import environment as plan_templates
 from gpuscale.problems import Problems
 from gpuscale.spec.platform import PlatformSpec
 from tests.specs import LLAMA_8B, environment, model, pd_raw, small_raw
@@ -240,9 +243,18 @@ def test_pools_without_network_layer_labels_never_name_a_topology_with_them() ->
 
 def test_a_mixed_pool_uses_the_layers_all_of_its_types_carry() -> None:
     # p5.48xlarge carries three network layers, p5.4xlarge none: the pool's Topology keeps none of them
-    spec = _pools(["p5.48xlarge", "p5.4xlarge"])
+    spec = _pools(["p5.48xlarge", "p5.4xlarge"], ["g6e.xlarge", "g6e.2xlarge"])
     assert spec.topology.pool_network_layers("p0") == {"p5.48xlarge": 3, "p5.4xlarge": 0}
     assert kai_wiring.topology_name(spec, "p0") == "gpuscale-0-network-layers"
+    # and says which: the synth warning and the plan name each type's layers and what the Topology keeps
+    (warning,) = karpenter.network_layer_warnings(spec.topology.pool("p0"))
+    assert "(p5.48xlarge: 3, p5.4xlarge: 0)" in warning and "keeps the 0 layer(s)" in warning
+    assert karpenter.network_layer_warnings(spec.topology.pool("p1")) == []
+    rows = {p.name: p for p in build_context("t", spec, sizing.size_platform(spec)).pools}
+    assert rows["p0"].network_layers_note == warning and rows["p1"].network_layers_note == ""
+    layer1 = plan_templates().get_template("plan_layer1.md.j2").render(
+        c=build_context("t", spec, sizing.size_platform(spec)), e=Evidence(node_manifests=[], simulations=[]))
+    assert layer1.count(warning) == 1
 
 
 def test_wiring_names_the_pool_s_topology() -> None:
