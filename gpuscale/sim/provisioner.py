@@ -6,8 +6,9 @@ Three sources of node events, all through ``disrupt(node, reason, grace_s)``:
 * spot interruptions: each spot node draws its interruption time from an exponential at the configured rate; on the
   two-minute notice Karpenter cordons and drains the node (replacement capacity is asked for at once);
 * drift (``Variant.drift``): every node drifts at once; one at a time (the budget) Karpenter launches a replacement, waits
-  for it, and drains the old node, either only while the PDBs allow it (no ``terminationGracePeriod``) or regardless of
-  them once the grace period forces it.
+  for it, and drains the old node: without ``terminationGracePeriod`` a node is a candidate while each of its pods' PDBs
+  allows a disruption, and its pods are evicted one at a time as their PDBs allow (the eviction API); with one, the
+  pods are deleted regardless once the grace period forces it.
 """
 
 from __future__ import annotations
@@ -185,18 +186,16 @@ class NodeLayer:
         self.run.log("drift", f"{len(self.drifted)} GPU node(s) drifted")
         self._drift_poll()
 
-    def _pdb_allows(self, node: Node) -> bool:
+    def _evictable(self, rep: Replica) -> bool:
+        """Whether the eviction API lets ``rep`` go now: its role's PDB keeps ``ready_floor`` ready replicas."""
         drift = self.run.variant.drift
         assert drift is not None
-        on_node: dict[str, int] = {}
-        for rep in {id(r): r for r, _ in self.pods_on(node)}.values():
-            if rep in rep.role.ready:
-                on_node[rep.role.name] = on_node.get(rep.role.name, 0) + 1
-        for rep, _ in self.pods_on(node):
-            floor = drift.ready_floor.get(rep.role.name, 0)
-            if len(rep.role.ready) - on_node.get(rep.role.name, 0) < floor:
-                return False
-        return True
+        return len(rep.role.ready) - (1 if rep in rep.role.ready else 0) >= drift.ready_floor.get(rep.role.name, 0)
+
+    def _pdb_allows(self, node: Node) -> bool:
+        """Karpenter's candidate check (``pdb.Limits.CanEvictPods``): every PDB covering a pod on the node allows at
+        least one disruption; the pods are then evicted one at a time, each as its PDB allows (``_drift_evict``)."""
+        return all(self._evictable(rep) for rep, _ in self.pods_on(node))
 
     def _drift_poll(self) -> None:
         run = self.run
@@ -225,16 +224,36 @@ class NodeLayer:
         run = self.run
         drift = run.variant.drift
         assert drift is not None
+        node.cordoned = True  # Karpenter's disrupted taint: nothing new lands here
         if drift.force_after_s is None:
-            if not self._pdb_allows(node):  # a role fell to its floor meanwhile: wait for it
-                run.env.after(drift.poll_s, self._drift_drain, node)
-                return
-            self.disrupt(node, LossReason.EVICTION, drift.drain_grace_s)
-            run.env.after(drift.drain_grace_s, self._drift_done)  # the node counts against the budget until it is gone
+            self._drift_evict(node)
         else:
             # the grace period counts from the drain; do-not-disrupt pods keep serving until it forces them out
-            node.cordoned = True
             run.env.after(drift.force_after_s, self._drift_force, node)
+
+    def _drift_evict(self, node: Node) -> None:
+        """Evict the node's pods one at a time, each once its PDB allows (the replacement pod of the last one is ready
+        elsewhere, on the replacement node); the node goes once it is empty and the last pods' grace has passed."""
+        run = self.run
+        drift = run.variant.drift
+        assert drift is not None
+        evicted = False
+        for rep in list({id(r): r for r, _ in self.pods_on(node)}.values()):
+            if self._evictable(rep):
+                run.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} (drift)")
+                run.replicas.evict(rep, LossReason.EVICTION, drift.drain_grace_s)
+                evicted = True
+        if evicted:
+            run.scheduler.schedule()
+            run.accounting.gpu_change()
+        if self.pods_on(node):
+            run.env.after(drift.poll_s, self._drift_evict, node)
+        else:
+            run.env.after(drift.drain_grace_s, self._drift_gone, node)
+
+    def _drift_gone(self, node: Node) -> None:
+        self._remove(node)
+        self._drift_done()
 
     def _drift_force(self, node: Node) -> None:
         node.cordoned = False  # disrupt() skips cordoned nodes: this is the forced deletion
