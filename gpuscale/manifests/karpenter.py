@@ -443,6 +443,10 @@ def device_plugin_values(*, skip_pools: list[str] | None = None) -> dict[str, An
         "priorityClassName": "system-node-critical",
         "gfd": {"enabled": False},
         "nfd": {"enabled": False},
+        # MOFED would mount every /dev/infiniband/uverbs* into GPU pods, including the EFA devices the EFA device plugin
+        # hands out one pod at a time. v0.20.0 leaves it off (chart value null, so no MOFED_ENABLED env); the EKS user
+        # guide says newer plugins default it on, so say it (upstream-facts-2.md B4).
+        "mofedEnabled": False,
     }
 
 

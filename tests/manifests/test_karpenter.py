@@ -259,6 +259,8 @@ def test_device_plugin_selects_the_label_our_nodepools_set_and_tolerates_their_t
         for t in v["tolerations"]
     )
     assert "NotIn" not in repr(karpenter.device_plugin_values())
+    # GPU pods must not get every uverbs device: the EFA devices belong to the EFA device plugin, one pod each
+    assert v["mofedEnabled"] is False
 
 
 # ------------------------------------------------------------------------------------------------ schemas
