@@ -21,6 +21,7 @@ from gpuscale.components.children import child_opts
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
+from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.inputs import NonEmpty, StrInput
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
@@ -92,7 +93,8 @@ class InferencePlatform(pulumi.ComponentResource):
     ``<name>-efa-device-plugin`` (when a pool has ``efa: true``),
     ``<name>-prometheus`` (optional), ``<name>-kai``, ``<name>-queues``, ``<name>-topology``, ``<name>-lws`` and
     ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, and per model
-    ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler).
+    ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
+    (FrontDoor) for a model with a front door.
 
     Your AWS provider (``opts.provider`` / ``opts.providers``, or one inherited from a parent) is used as it is: its
     region, credentials and assumed roles. Without one, gpuscale creates one in ``environment.aws_region`` that
@@ -204,6 +206,12 @@ class InferencePlatform(pulumi.ComponentResource):
                 opts=on_cluster(namespace, *serving_deps),
             )
             endpoints[model.name] = service.endpoint
+            if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
+                door = FrontDoor(
+                    f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
+                    opts=on_cluster(namespace, *service.workloads.values(), *monitoring),
+                )
+                endpoints[model.name] = door.endpoint
             for role in model.serving.roles:
                 RoleAutoscaler(
                     f"{name}-{model.name}-{role}",

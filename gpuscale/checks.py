@@ -9,6 +9,7 @@ placed and emitted; one it refuses raises ``Problems``, each with the YAML path 
 from __future__ import annotations
 
 from gpuscale import crosscheck, perf, sizing, versions
+from gpuscale.first_answer import first_answer_problems
 from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
@@ -37,7 +38,8 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
     except sizing.SizingError as exc:  # feasibility checked every shape; this is a model sizing cannot place
         index = next((i for i, m in enumerate(spec.models) if f"model {m.name}:" in str(exc)), None)
         raise Problems([Problem(f"models[{index}].{exc.path}" if index is not None else "models", str(exc))]) from None
-    problems = [*_peak_is_carried(spec, sized), *crosscheck.check_platform(spec, sized)]
+    answers = {m.model: m.front_door.first_answer for m in sized.models if m.front_door is not None}
+    problems = [*_peak_is_carried(spec, sized), *first_answer_problems(spec, answers), *crosscheck.check_platform(spec, sized)]
     if problems:
         raise Problems(problems)
     return sized
@@ -143,7 +145,7 @@ def _placement(spec: PlatformSpec) -> list[Problem]:
                 "over PCIe/network. Use TP <= the domain with pipeline_parallel_size for the rest, or set "
                 "allow_tensor_parallel_over_pcie: true",
             ))
-        cold = sizing.cold_start(m, spec.topology.provisioning)
+        cold = sizing.cold_start(spec, m)
         if pool.consolidate_after_s < cold.total_s and not pool.acknowledge_underutilized_consolidation_evicts_inference:
             problems.append(Problem(
                 f"topology.gpu_pools[{_pool_index(spec, pool.name)}].consolidate_after",

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from gpuscale import perf
+from gpuscale.first_answer import ColdStart, FrontDoorSizing, first_answer, front_door_sizing
+from gpuscale.first_answer import cold_start as stage_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec
 from gpuscale.spec.teams import UNLIMITED, QueueSpec
-from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
+from gpuscale.spec.topology import GpuNodePoolSpec
 
 if TYPE_CHECKING:
     from gpuscale.spec.platform import PlatformSpec
@@ -51,7 +53,7 @@ leaves a rate; the simulator measures the same window."""
 ITL_HEADROOM = 0.8
 """Decode batches are sized so the step time is 80% of the ITL p99 target."""
 VLLM_IMAGE_GIB = 30
-"""Uncompressed vllm/vllm-openai image plus layers being extracted (perf-model.md 4.2: 28.6 GB)."""
+"""Uncompressed vllm/vllm-openai image plus layers being extracted (perf-model.md 4.2: 28.6 GB); the disk it needs."""
 DEFAULT_MAX_NUM_SEQS = 256
 """vLLM's ``max_num_seqs`` default on A100-class parts; H100/H200 get 1024 (perf-model.md 2.3)."""
 CRITICAL_MIN_REPLICAS = 2
@@ -137,25 +139,6 @@ class ReplicaShape(Spec):
     @property
     def multi_node(self) -> bool:
         return self.pods > 1
-
-
-class ColdStart(Spec):
-    """The chain a new replica waits through on a fresh node, seconds."""
-
-    node_s: float
-    gpu_ready_s: float
-    image_pull_s: float
-    weights_s: float
-    engine_init_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.node_s + self.gpu_ready_s + self.image_pull_s + self.weights_s + self.engine_init_s
-
-    @property
-    def warm_node_s(self) -> float:
-        """A replica on a node that is already up with the image cached."""
-        return self.weights_s + self.engine_init_s
 
 
 class ScalingSignal(Spec):
@@ -250,6 +233,8 @@ class ModelSizing(Spec):
     gpu_hours_per_day_peak: float
     """GPU-hours per day if the peak replica count ran all day."""
     warm_pool: bool = Field(description="critical SLO keeps at least one warm replica per role")
+    front_door: FrontDoorSizing | None = None
+    """Hold limit, queue bound, ``Retry-After`` and the first answer from zero, when the model has a front door."""
 
     def role(self, role: Role) -> RoleSizing:
         for r in self.roles:
@@ -447,14 +432,11 @@ def _instance(pool: GpuNodePoolSpec, shape: ReplicaShape) -> GpuInstanceType:
     raise KeyError(shape.instance_type)
 
 
-def cold_start(model: ModelDeployment, provisioning: ProvisioningSpec) -> ColdStart:
-    return ColdStart(
-        node_s=provisioning.node_ready_s[1],
-        gpu_ready_s=provisioning.gpu_ready_s,
-        image_pull_s=provisioning.image_pull_s,
-        weights_s=round(weights_gib(model) / model.weights.throughput_gib_s, 1),
-        engine_init_s=provisioning.engine_init_s,
-    )
+def cold_start(spec: PlatformSpec, model: ModelDeployment) -> ColdStart:
+    """Each stage of the model's cold start on a fresh node of its sized instance type (``gpuscale.first_answer``)."""
+    pool = spec.topology.pool(model.node_pool)
+    inst = _instance(pool, replica_shape(model, pool))
+    return stage_cold_start(model, pool, spec.topology.provisioning, inst, weights_gib(model))
 
 
 def mean_decode_context(model: ModelDeployment) -> float:
@@ -600,6 +582,18 @@ def decode_kv_target(model: ModelDeployment, decode_batch: int, kv_tokens: int) 
     return round(max(KV_TARGET_FLOOR, min(KV_TARGET_UTILISATION, used)), 2)
 
 
+def replicas_per_rps(model: ModelDeployment, role: Role, prefill_tps: float, decode_tps: float) -> float:
+    """Replicas of ``role`` one request per second needs at the target utilisations: its prompt at 70% of the prefill
+    rate (prefill), its output at 70% of the ITL batch's token rate (decode), or both (aggregated)."""
+    w = model.workload
+    prefill = w.prompt_tokens.mean / (prefill_tps * PREFILL_TARGET_UTILISATION)
+    if decode_tps <= 0:  # not even one sequence meets the ITL target: one sequence per replica
+        decode = w.output_tokens.mean * model.slo.itl_p99_s
+    else:
+        decode = w.output_tokens.mean / (decode_tps * DECODE_TARGET_UTILISATION)
+    return {"prefill": prefill, "decode": decode, "aggregated": prefill + decode}[role]
+
+
 def _role_sizing(
     model: ModelDeployment, role: Role, prefill_tps: float,
     decode_batch: int, kv_tokens: int, decode_tps: float, cold: ColdStart,
@@ -608,20 +602,8 @@ def _role_sizing(
     sets it)."""
     w, s = model.workload, model.autoscaling.role(role)
 
-    def prefill_replicas(rps: float) -> float:
-        return rps * w.prompt_tokens.mean / (prefill_tps * PREFILL_TARGET_UTILISATION)
-
-    def decode_replicas(rps: float) -> float:
-        if decode_tps <= 0:  # not even one sequence meets the ITL target: one sequence per replica
-            return rps * w.output_tokens.mean * model.slo.itl_p99_s
-        return rps * w.output_tokens.mean / (decode_tps * DECODE_TARGET_UTILISATION)
-
     def fractional(rps: float) -> float:
-        if role == "prefill":
-            return prefill_replicas(rps)
-        if role == "decode":
-            return decode_replicas(rps)
-        return prefill_replicas(rps) + decode_replicas(rps)
+        return rps * replicas_per_rps(model, role, prefill_tps, decode_tps)
 
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
@@ -635,7 +617,9 @@ def _role_sizing(
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=s.max_replicas if s.max_replicas is not None else max(min_r, 1),
         pdb_min_available=pdb_min_available(min_r), scale_down_stabilization_s=stabilization,
-        polling_interval_s=s.polling_interval_s, cooldown_s=s.cooldown_s,
+        # behind a front door the door's queue is polled faster (it starts the cold start) and the model sleeps as a whole
+        polling_interval_s=min(s.polling_interval_s, model.front_door.poll_s) if model.has_front_door else s.polling_interval_s,
+        cooldown_s=model.front_door.idle_window_s if model.has_front_door else s.cooldown_s,
         activation_threshold=s.activation_threshold if s.activation_threshold is not None else 0.0,
     )
 
@@ -721,7 +705,7 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     ctx = mean_decode_context(model)
     step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
     decode_tps = round(batch / step, 1) if batch else 0.0
-    cold = cold_start(model, spec.topology.provisioning)
+    cold = stage_cold_start(model, pool, spec.topology.provisioning, inst, weights_gib(model))
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
     for role in role_names:
@@ -731,6 +715,12 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     peak_gpus = sum(r.replicas_at_peak for r in roles) * shape.gpus
     # the warm minimum runs even when traffic needs fewer replicas
     base_gpus = max(base_gpus, sum(r.min_replicas for r in roles) * shape.gpus)
+    door: FrontDoorSizing | None = None
+    if model.has_front_door:
+        answer = first_answer(model, pool, spec.topology.provisioning, cold)
+        # the slowest role sets the requests per second one set of replicas serves
+        per_set = 1.0 / max(replicas_per_rps(model, r, prefill_tps, decode_tps) for r in role_names)
+        door = front_door_sizing(model, answer, per_set)
     return ModelSizing(
         model=model.name,
         weights_gib=round(weights_gib(model), 2),
@@ -753,6 +743,7 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         gpu_hours_per_day_base=float(base_gpus * 24),
         gpu_hours_per_day_peak=float(peak_gpus * 24),
         warm_pool=model.slo.criticality == "critical",
+        front_door=door,
     )
 
 

@@ -86,6 +86,25 @@ KUBE_PROMETHEUS_STACK = HelmChartPin(
     ),
 )
 
+LLM_D_ROUTER = HelmChartPin(
+    chart="oci://ghcr.io/llm-d/charts/llm-d-router-standalone",
+    version="v0.10.0",
+    upstream_release=(
+        "llm-d/llm-d-router v0.10.0 (71f4f099, 2026-08-17): hack/push-chart.sh packages config/charts/"
+        "llm-d-router-standalone with the git tag as the chart version and pushes it to oci://ghcr.io/llm-d/charts"
+    ),
+)
+LLM_D_ROUTER_EPP = ImagePin(
+    repository="ghcr.io/llm-d/llm-d-router-endpoint-picker",
+    tag="v0.10.0",
+    upstream_release="llm-d/llm-d-router v0.10.0: the release image hack/push-chart.sh writes into the chart's values",
+)
+LLM_D_ROUTER_ENVOY = ImagePin(
+    repository="docker.io/envoyproxy/envoy",
+    tag="distroless-v1.33.2",
+    upstream_release="the Envoy of llm-d-router-standalone v0.10.0's envoy preset (values.yaml router.proxy.presets.envoy)",
+)
+
 VLLM = ImagePin(
     repository="vllm/vllm-openai",
     tag="v0.33.0",
@@ -136,8 +155,12 @@ ALL_CHARTS: Mapping[str, HelmChartPin] = {
     "prometheus-adapter": PROMETHEUS_ADAPTER,
     "kube-prometheus-stack": KUBE_PROMETHEUS_STACK,
     "aws-efa-k8s-device-plugin": AWS_EFA_DEVICE_PLUGIN,
+    "llm-d-router-standalone": LLM_D_ROUTER,
 }
-ALL_IMAGES: Mapping[str, ImagePin] = {"vllm": VLLM, "vllm-router": VLLM_ROUTER}
+ALL_IMAGES: Mapping[str, ImagePin] = {
+    "vllm": VLLM, "vllm-router": VLLM_ROUTER, "llm-d-router-endpoint-picker": LLM_D_ROUTER_EPP,
+    "envoy": LLM_D_ROUTER_ENVOY,
+}
 
 EKS_STANDARD_SUPPORT_ENDS: Mapping[str, datetime.date] = {
     "1.34": datetime.date(2026, 12, 2),

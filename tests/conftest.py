@@ -11,6 +11,7 @@ import pytest
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import load_stack_file, read_stack_config
 from gpuscale.synth.mocks import RecordedResource, run_program
+from gpuscale.synth.render import SynthResult, synth_spec
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -36,6 +37,12 @@ def stack_path(name: str) -> Path:
 @pytest.fixture(scope="session")
 def stack_specs() -> dict[str, PlatformSpec]:
     return {name: load_stack_file(stack_path(name)) for name in STACKS}
+
+
+@pytest.fixture(scope="session")
+def stack_synths(stack_specs: dict[str, PlatformSpec]) -> dict[str, SynthResult]:
+    """Each shipped stack synthesized once per test process (the synth and plan tests read the same output)."""
+    return {name: synth_spec(spec, stack=name) for name, spec in stack_specs.items()}
 
 
 @pytest.fixture

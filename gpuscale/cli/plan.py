@@ -32,7 +32,7 @@ from gpuscale.plan.evidence import (
 )
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
 from gpuscale.sim import ScenarioError, ScenarioResult
-from gpuscale.sim.scenarios import plan_scenarios
+from gpuscale.sim.scenarios import plan_runs, plan_scenarios
 
 COMMITTED_PLAN_STACK = "dev"
 """The stack whose plan is committed at ``outputs/skill-gpu-autoscaler-plan.md``."""
@@ -98,8 +98,9 @@ def plan(
             duration_s=sim_duration_s, simulate=simulate,
         )
         for scenario in plan_scenarios():
-            if scenario not in simulate.ran and sim_dir is not None:
-                say(f"reused {sim_dir / f'{scenario}.json'}", stderr=True)
+            for model, stem in plan_runs(spec, scenario):
+                if (scenario, model) not in simulate.ran and sim_dir is not None:
+                    say(f"reused {sim_dir / f'{stem}.json'}", stderr=True)
     except (ScenarioError, EvidenceError) as exc:
         fail([str(exc)])
     except OSError as exc:
@@ -135,11 +136,12 @@ class _Simulations:
     """The simulator behind a progress step per scenario; remembers which scenarios ran (the rest were reused)."""
 
     def __init__(self) -> None:
-        self.ran: list[str] = []
+        self.ran: list[tuple[str, str | None]] = []
 
     def __call__(self, spec: Any, scenario: str, **kw: Any) -> ScenarioResult:
         from gpuscale.sim import simulate
 
-        self.ran.append(scenario)
-        with step(f"simulating {scenario} ({len(self.ran)} of up to {len(plan_scenarios())})", f"simulated {scenario}"):
+        self.ran.append((scenario, kw.get("model")))
+        what = f"{scenario} on {kw['model']}" if kw.get("model") else scenario
+        with step(f"simulating {what} ({len(self.ran)} of up to {len(plan_scenarios())})", f"simulated {what}"):
             return simulate(spec, scenario, **kw)

@@ -26,7 +26,7 @@ from gpuscale.cli.common import (
 )
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
-from gpuscale.sim.scenarios import ScenarioError, build_scenario, plan_scenarios, scenario_names
+from gpuscale.sim.scenarios import ScenarioError, build_scenario, plan_runs, plan_scenarios, scenario_names
 from gpuscale.sim.traffic import TraceError, TraceTraffic
 from gpuscale.sizing import SizingError
 
@@ -97,11 +97,19 @@ def simulate(
     list_scenarios: Annotated[
         bool, typer.Option("--list", help="Print every scenario and exit; with --stack/--stack-file, each with its policies.")
     ] = False,
-    list_plan: Annotated[bool, typer.Option("--plan-scenarios", help="Print the scenarios the plan quotes, in order, and exit.")] = False,
+    list_plan: Annotated[
+        bool,
+        typer.Option("--plan-scenarios", help="Print the scenarios the plan quotes, in order, and exit; with "
+                     "--stack/--stack-file, one line per run the plan quotes: scenario, model, JSON file stem."),
+    ] = False,
 ) -> None:
     """Simulate the three autoscaling layers on a scenario or a trace; print the policy comparison."""
     if list_plan:
-        print("\n".join(plan_scenarios()))
+        if stack is None and stack_file is None:
+            print("\n".join(plan_scenarios()))
+            return
+        spec = spec_from_options(stack, stack_file)
+        print("\n".join(f"{sc} {m} {stem}" for sc in plan_scenarios() for m, stem in plan_runs(spec, sc)))
         return
     if list_scenarios:
         _list(stack, stack_file, model)

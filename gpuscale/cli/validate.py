@@ -45,6 +45,8 @@ def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     say(f"Leaf queues: {', '.join(spec.leaf_queue_names())}")
     console.print(sizing_table(sizing))
     console.print(role_table(sizing))
+    if any(m.front_door is not None for m in sizing.models):
+        console.print(front_door_table(sizing))
     say("valid", style="green")
 
 
@@ -74,6 +76,22 @@ def role_table(sizing: PlatformSizing) -> Table:
             target = " / ".join(f"{x.target:g}" for x in r.signals)
             t.add_row(m.model, r.role, metric, target, f"{r.replicas_at_base}/{r.replicas_at_peak}",
                       str(r.min_replicas), str(r.max_replicas), str(r.scale_down_stabilization_s))
+    return t
+
+
+def front_door_table(sizing: PlatformSizing) -> Table:
+    t = Table(title="Front door (holds requests while the model wakes from zero)")
+    for col in ("model", "first answer from zero s", "request timeout s", "stage to speed up", "hold limit s",
+                "queue bound", "held per replica", "Retry-After s", "idle window s"):
+        t.add_column(col, justify="left" if col in ("model", "stage to speed up") else "right")
+    for m in sizing.models:
+        d = m.front_door
+        if d is None:
+            continue
+        fa = d.first_answer
+        t.add_row(m.model, f"{fa.total_s:.0f}", f"{fa.request_timeout_s:g}", f"{fa.slowest_stage}: {fa.speed_up}",
+                  str(d.hold_limit_s), f"{d.queue_bound:,}", f"{d.per_replica:,}", str(d.retry_after_s),
+                  str(d.idle_window_s))
     return t
 
 

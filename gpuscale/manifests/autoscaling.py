@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import model_validator
 
 from gpuscale import labels, versions
+from gpuscale.manifests import front_door
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
 from gpuscale.sizing import QUEUE_METRIC, RATE_WINDOW, PlatformSizing, RoleSizing, ScalingSignal
@@ -55,6 +56,13 @@ _INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 _MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
 
 
+class FrontDoorTrigger(Spec):
+    """The model's front door as a KEDA trigger of one role: its queue (``gpuscale.manifests.front_door``)."""
+
+    per_replica: int
+    """Held requests per replica (the trigger's threshold); activation above 0: any held request wakes the role."""
+
+
 class AutoscalerSettings(Spec):
     """One role's autoscaler: what it targets, what it reads, and the numbers sizing derived."""
 
@@ -78,6 +86,8 @@ class AutoscalerSettings(Spec):
     """Full cold start of a replica; KEDA waits this long after creation before it may scale to zero."""
     wake_schedule: WakeSchedule | None = None
     """KEDA only: hours the role is held awake (the wake-up signal of a role that scales to zero)."""
+    front_door: FrontDoorTrigger | None = None
+    """KEDA only: the model's front door, whose queue wakes the role from zero and adds replicas while it holds."""
 
     @model_validator(mode="after")
     def _one_role(self) -> AutoscalerSettings:
@@ -102,6 +112,10 @@ class AutoscalerSettings(Spec):
             prometheus_url=spec.observability.prometheus_url,
             cold_start_s=ms.cold_start.total_s,
             wake_schedule=model.autoscaling.role(role).wake_schedule,
+            front_door=(
+                FrontDoorTrigger(per_replica=ms.front_door.per_replica)
+                if ms.front_door is not None and model.autoscaling.backend == "keda" else None
+            ),
         )
 
 
@@ -267,6 +281,18 @@ def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
             # 0 <-> 1 is decided by activation, not threshold
             metadata["activationThreshold"] = fmt(activation_threshold(s, sig))
         triggers.append({"type": "prometheus", "name": trigger_name(sig.metric), "metricType": "AverageValue", "metadata": metadata})
+    if args.front_door is not None:
+        triggers.append({
+            "type": "prometheus",
+            "name": front_door.TRIGGER_NAME,
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": args.prometheus_url,
+                "query": front_door.queue_query(args.model, args.namespace),
+                "threshold": str(args.front_door.per_replica),
+                "activationThreshold": "0",  # one held request wakes the role
+            },
+        })
     if args.wake_schedule is not None:
         w = args.wake_schedule
         triggers.append({
@@ -348,8 +374,8 @@ def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
 
 def scale_to_zero_warnings(args: AutoscalerSettings) -> list[str]:
     """What an operator must know about a role that may scale to zero (empty when min_replicas >= 1)."""
-    if args.scaling.min_replicas > 0:
-        return []
+    if args.scaling.min_replicas > 0 or args.front_door is not None:
+        return []  # a warm replica, or the front door's queue wakes the role
     if args.wake_schedule is not None:
         w = args.wake_schedule
         return [

@@ -27,6 +27,7 @@ import math
 from typing import Any
 
 from gpuscale import labels, sizing
+from gpuscale.manifests import cold_start
 from gpuscale.spec.base import duration_seconds
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec, DisruptionBudget, GpuNodePoolSpec
@@ -65,7 +66,7 @@ IMDS_OPTIONS: dict[str, Any] = {
 
 def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
     """The slowest cold start (node + GPU ready + image + weights + engine) among the pool's models; 0 if none."""
-    starts = [sizing.cold_start(m, spec.topology.provisioning).total_s for m in spec.models if m.node_pool == pool_name]
+    starts = [sizing.cold_start(spec, m).total_s for m in spec.models if m.node_pool == pool_name]
     return max(starts, default=0.0)
 
 
@@ -259,6 +260,7 @@ def ec2nodeclass_body(
         spec["placementGroupSelector"] = {"name": placement_group_name(cluster_name, pool)}
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
+    spec = cold_start.apply_image_pull(pool, spec)  # SOCI parallel pull, or the image pre-pulled on a snapshot
     return {
         "apiVersion": EC2NODECLASS_API,
         "kind": "EC2NodeClass",

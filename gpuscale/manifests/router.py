@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from gpuscale import labels, versions
 from gpuscale.manifests.namespaces import WorkloadNamespace
-from gpuscale.manifests.vllm import HTTP_PORT, ServingSettings, selector_labels
+from gpuscale.manifests.vllm import HTTP_PORT, ServingSettings, router_service_name, selector_labels
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 
@@ -46,6 +46,8 @@ class RouterSettings(Spec):
     """``--worker-startup-timeout-secs``: how long a discovered pod may take to become healthy (a cold start)."""
     leaders_only: bool = False
     """Multi-node replicas: route only to LWS leaders (workers serve no HTTP)."""
+    behind_door: bool = False
+    """A front door owns the ``<model>`` Service; the router's is then ``<model>-pd``."""
 
     @classmethod
     def from_service(cls, args: ServingSettings) -> RouterSettings:
@@ -58,6 +60,7 @@ class RouterSettings(Spec):
             request_timeout_s=math.ceil(m.slo.request_timeout_s),
             worker_startup_timeout_s=math.ceil(args.sizing.cold_start.total_s),
             leaders_only=args.shape.multi_node,
+            behind_door=m.has_front_door,
         )
 
 
@@ -159,7 +162,7 @@ def router_service_body(args: RouterSettings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(args, args.model),
+        "metadata": _meta(args, router_service_name(args.model, behind_door=args.behind_door)),
         "spec": {
             "type": "ClusterIP",
             "selector": router_selector(args.model),

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gpuscale import labels, versions
+from gpuscale.manifests import cold_start
 from gpuscale.manifests.kai_wiring import KaiPodWiring, kai_pod_wiring
 from gpuscale.manifests.karpenter import efa_devices_per_pod
 from gpuscale.manifests.namespaces import WorkloadNamespace
@@ -143,10 +144,17 @@ def workload_name(model: str, role: Role) -> str:
     return f"{model}-{role}"
 
 
-def service_name(model: str, role: Role) -> str:
+def service_name(model: str, role: Role, *, behind_door: bool = False) -> str:
     """The aggregated role's Service is the model's entry point ``<model>``; P/D roles get ``<model>-<role>``
-    and the router owns ``<model>``, so clients keep one URL when the serving mode changes."""
-    return model if role == "aggregated" else workload_name(model, role)
+    and the router owns ``<model>``, so clients keep one URL when the serving mode changes. Behind a front door the
+    door's Service is ``<model>`` and the aggregated role's becomes ``<model>-aggregated``."""
+    return model if role == "aggregated" and not behind_door else workload_name(model, role)
+
+
+def router_service_name(model: str, *, behind_door: bool = False) -> str:
+    """The P/D router's Service: ``<model>``, the client entry point, unless a front door owns that name (then
+    ``<model>-pd``)."""
+    return f"{model}-pd" if behind_door else model
 
 
 def service_account_name(model: str) -> str:
@@ -320,7 +328,7 @@ def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     if args.efa_devices > 0:
         # libfabric's provider filter: use EFA or fail loudly, never fall back to its tcp provider unnoticed
         env.append({"name": "FI_PROVIDER", "value": "efa"})
-    return env
+    return env + cold_start.compile_cache_env(m)
 
 
 def gpu_quantity(shape: ReplicaShape) -> dict[str, str]:
@@ -409,8 +417,8 @@ def volumes(args: ServingSettings) -> list[dict[str, Any]]:
     if claim is not None:
         out.append({"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
     if args.model.weights.scheme == "hf":
-        out.append({"name": "hf-cache", "emptyDir": {"sizeLimit": f"{math.ceil(args.sizing.weights_gib * 1.2) + 5}Gi"}})
-    return out
+        out.append(cold_start.weights_cache_volume(args.model, f"{math.ceil(args.sizing.weights_gib * 1.2) + 5}Gi"))
+    return out + cold_start.compile_cache_volumes(args.model)
 
 
 def volume_mounts(args: ServingSettings) -> list[dict[str, Any]]:
@@ -419,7 +427,7 @@ def volume_mounts(args: ServingSettings) -> list[dict[str, Any]]:
         out.append({"name": "models", "mountPath": MODELS_MOUNT, "readOnly": True})
     if args.model.weights.scheme == "hf":
         out.append({"name": "hf-cache", "mountPath": HF_CACHE_MOUNT})
-    return out
+    return out + cold_start.compile_cache_mounts(args.model)
 
 
 # ---------------------------------------------------------------- pod template and workloads
@@ -543,7 +551,7 @@ def service_body(args: ServingSettings, role: Role) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": object_meta(args, service_name(args.model.name, role), role),
+        "metadata": object_meta(args, service_name(args.model.name, role, behind_door=args.model.has_front_door), role),
         "spec": {
             "type": "ClusterIP",
             "selector": serving_selector(args, role),

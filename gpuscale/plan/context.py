@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuscale import labels
+from gpuscale.first_answer import fastest_cold_start
 from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
@@ -118,6 +119,8 @@ class RoleRow(Spec):
 
 class ColdStartRow(Spec):
     model: str
+    choices: str
+    """The cold-start choices the stages were timed for (image pull, weights source, engine start)."""
     node_s: float
     gpu_ready_s: float
     image_pull_s: float
@@ -127,6 +130,26 @@ class ColdStartRow(Spec):
     warm_node_s: float
     criticality: str
     warm_pool: str
+
+
+class FrontDoorRow(Spec):
+    """The front door before one model: what a held request may wait and what the user sees when it cannot."""
+
+    model: str
+    first_answer_s: float
+    detection_s: float
+    cold_start_s: float
+    first_token_s: float
+    request_timeout_s: float
+    speed_up: str
+    """The stage to speed up and its faster choice."""
+    hold_limit_s: int
+    queue_bound: int
+    per_replica: int
+    retry_after_s: int
+    idle_window_s: int
+    fastest_cold_start_s: float
+    """The cold start with the fastest choice the stack allows at each stage."""
 
 
 class TrapRow(Spec):
@@ -174,6 +197,7 @@ class PlanContext(Spec):
     trap: TrapRow
     roles: list[RoleRow]
     cold_starts: list[ColdStartRow]
+    front_doors: list[FrontDoorRow]
     checklist: list[CheckRow]
     namespaces: list[str]
     leaf_queues: list[str]
@@ -250,6 +274,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
     gangs: list[GangRow] = []
     roles: list[RoleRow] = []
     colds: list[ColdStartRow] = []
+    doors: list[FrontDoorRow] = []
     for m in spec.models:
         ms = by_model[m.name]
         for r in ms.roles:
@@ -282,15 +307,31 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         else:
             wakes = [w for r in m.serving.roles if (w := m.autoscaling.role(r).wake_schedule) is not None]
             when = f"; held awake {wakes[0].start} .. {wakes[0].end} ({wakes[0].timezone}) by a KEDA cron trigger" if wakes else ""
-            decision = f"scale to zero allowed (best effort): the first request after idle waits ~{c.total_s:.0f} s{when}"
+            door = ms.front_door
+            how = (f"the front door holds it and wakes the model; its first answer from zero comes after "
+                   f"~{door.first_answer.total_s:.0f} s" if door is not None else
+                   f"nothing holds it: it fails until a replica is up (~{c.total_s:.0f} s)")
+            decision = f"scale to zero allowed ({m.slo.criticality}): the first request after idle: {how}{when}"
+        if ms.front_door is not None:
+            fa, d = ms.front_door.first_answer, ms.front_door
+            pool = spec.topology.pool(m.node_pool)
+            inst = next(i for i in pool.instances if i.name == ms.shape.instance_type)
+            fast = fastest_cold_start(m, pool, topo.provisioning, inst, ms.weights_gib)
+            doors.append(FrontDoorRow(
+                model=m.name, first_answer_s=round(fa.total_s, 1), detection_s=fa.detection_s, cold_start_s=fa.cold_start_s,
+                first_token_s=fa.first_token_s, request_timeout_s=fa.request_timeout_s,
+                speed_up=f"{fa.slowest_stage.replace('_', ' ')}: {fa.speed_up}", hold_limit_s=d.hold_limit_s,
+                queue_bound=d.queue_bound, per_replica=d.per_replica, retry_after_s=d.retry_after_s,
+                idle_window_s=d.idle_window_s, fastest_cold_start_s=round(fast.total_s, 1),
+            ))
         colds.append(ColdStartRow(
-            model=m.name, node_s=c.node_s, gpu_ready_s=c.gpu_ready_s, image_pull_s=c.image_pull_s, weights_s=c.weights_s,
+            model=m.name, choices=f"{c.image_pull} / {c.weights_source} / {c.engine_start}", node_s=c.node_s, gpu_ready_s=c.gpu_ready_s, image_pull_s=c.image_pull_s, weights_s=c.weights_s,
             engine_init_s=c.engine_init_s, total_s=c.total_s, warm_node_s=c.warm_node_s, criticality=m.slo.criticality,
             warm_pool=decision,
         ))
     largest = max(sizing.models, key=lambda ms: (ms.shape.gpus, ms.shape.pods))
     prov = topo.provisioning
-    wait = prov.node_ready_s[1] + prov.gpu_ready_s + prov.image_pull_s
+    wait = prov.node_ready_s[1] + prov.gpu_ready_s + largest.cold_start.image_pull_s
     held = (largest.shape.pods - 1) * largest.shape.gpus_per_pod
     trap = TrapRow(
         model=largest.model, gpus=largest.shape.gpus, pods=largest.shape.pods, gpus_per_pod=largest.shape.gpus_per_pod,
@@ -303,7 +344,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         node_ready_s=f"{prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g}", pools=pools, models=models, slos=slos,
         workloads=workloads, queues=queues, queue_mermaid="\n".join(mermaid),
         topology_levels=[f"{lv.node_label}" + (f" ({lv.alias})" if lv.alias else "") for lv in topo.levels],
-        sizing=sizing.models, gangs=gangs, trap=trap, roles=roles, cold_starts=colds, checklist=checklist,
+        sizing=sizing.models, gangs=gangs, trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist,
         namespaces=sorted({m.serving.namespace for m in spec.models}), leaf_queues=spec.leaf_queue_names(), prometheus_url=spec.observability.prometheus_url,
     )
 

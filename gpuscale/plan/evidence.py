@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from gpuscale.schedule.report import ScheduleReport, shorten
 from gpuscale.sim import PolicyResult, ScenarioResult
 from gpuscale.sim.plots import write_plots
-from gpuscale.sim.scenarios import definition, plan_scenarios
+from gpuscale.sim.scenarios import definition, plan_runs, plan_scenarios
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -52,6 +52,13 @@ def _tracked(r: PolicyResult, _: ScenarioResult) -> str:
     return t.outcome.replace("_", " ") + (f" (TTFT {t.ttft_s:.0f} s)" if t.ttft_s is not None else "")
 
 
+def _first_of_day(r: PolicyResult, _: ScenarioResult) -> str:
+    t = next((x for x in r.tracked if x.label == "first-of-the-day"), None)
+    if t is None:
+        return "-"
+    return t.outcome.replace("_", " ") + (f" ({t.ttft_s:.0f} s)" if t.ttft_s is not None else "")
+
+
 def _first_ready(r: PolicyResult, _: ScenarioResult) -> str:
     t = next((e.t_s for e in r.events if e.kind == "ready"), None)
     return _n(t, ".0f", " s")
@@ -81,13 +88,18 @@ COLUMNS: dict[str, tuple[str, str, Cell]] = {
     "gang_wait": ("GPU-minutes bound waiting for the gang", "---:", lambda r, _: f"{r.idle_gpu_minutes.gang_wait:.1f}"),
     "first_ready": ("replica serving at", "---:", _first_ready),
     "tracked": ("the labelled request", "---", _tracked),
+    "first_of_day": ("first request of the day", "---", _first_of_day),
+    "first_answer": ("first answer after the first request", "---:", lambda r, _: _n(r.first_answer_s, ".0f", " s")),
+    "answered": ("answered", "---:", lambda r, _: f"{r.completed:,}"),
+    "refused": ("503 + Retry-After", "---:", lambda r, _: f"{r.refused:,}"),
+    "lost": ("lost (timed out, no endpoint, in flight)", "---:", lambda r, _: f"{r.dropped_timeout + r.lost_in_flight:,}"),
     "first_node": ("first node ready after Pending", "---:", lambda r, _: _n(r.nodes.first_ready_latency_s, ".0f", " s")),
     "evictions_day": ("evictions / day", "---:", lambda r, res: f"{r.evictions * _per_day(res):.1f}"),
     "lost_day": ("lost in flight / day", "---:", lambda r, res: f"{r.lost_in_flight * _per_day(res):,.0f}"),
     "unanswered_day": ("unanswered / day", "---:", lambda r, res: f"{r.unanswered * _per_day(res):,.0f}"),
     "gpu_hours_day": ("GPU-hours / day", "---:", lambda r, res: f"{r.gpu_hours * _per_day(res):,.1f}"),
     "cost_day": ("cost / day", "---:", lambda r, res: f"${r.cost_usd * _per_day(res):,.0f}"),
-    "lost": ("lost in flight / unanswered", "---:", lambda r, _: f"{r.lost_in_flight:,} / {r.unanswered:,}"),
+    "lost_unanswered": ("lost in flight / unanswered", "---:", lambda r, _: f"{r.lost_in_flight:,} / {r.unanswered:,}"),
     "min_ready": ("fewest ready replicas during the rollout", "---", _min_ready),
     "evictions": ("evictions", "---:", lambda r, _: f"{r.evictions:,}"),
 }
@@ -178,12 +190,6 @@ def sim_section(result: ScenarioResult, images: list[str]) -> SimSection:
     )
 
 
-def primary_model(spec: PlatformSpec) -> str:
-    """The model the plan simulates: the first critical one, else the first."""
-    critical = [m.name for m in spec.models if m.slo.criticality == "critical"]
-    return critical[0] if critical else spec.models[0].name
-
-
 def run_simulations(
     spec: PlatformSpec, *, stack: str, image_dir: Path, image_prefix: str, sim_dir: Path | None = None,
     duration_s: float | None = None, simulate: Callable[..., ScenarioResult] | None = None,
@@ -195,17 +201,16 @@ def run_simulations(
         simulate = simulate_fn
     sections: list[SimSection] = []
     for scenario in plan_scenarios():
-        d = definition(scenario)
-        model = d.pick_model(spec).name if d.pick_model is not None else primary_model(spec)
-        cached = sim_dir / f"{scenario}.json" if sim_dir else None
-        result = load_result(cached) if cached is not None and cached.is_file() else None
-        if result is None or result.model != model:
-            result = simulate(spec, scenario, model=model, duration_s=duration_s)
-        images: list[str] = []
-        if d.plan_section == "simulation":
-            paths = write_plots(result, image_dir / scenario)
-            images = [f"{image_prefix}/{scenario}/{p.name}" for p in paths]
-        sections.append(sim_section(result, images))
+        for model, stem in plan_runs(spec, scenario):
+            cached = sim_dir / f"{stem}.json" if sim_dir else None
+            result = load_result(cached) if cached is not None and cached.is_file() else None
+            if result is None or result.model != model:
+                result = simulate(spec, scenario, model=model, duration_s=duration_s)
+            images: list[str] = []
+            if definition(scenario).plan_section == "simulation":
+                paths = write_plots(result, image_dir / stem)
+                images = [f"{image_prefix}/{stem}/{p.name}" for p in paths]
+            sections.append(sim_section(result, images))
     return sections
 
 

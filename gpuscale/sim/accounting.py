@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from gpuscale.sim.simulation import Run
 
 MAX_EVENTS_LOGGED = 300
-_IN_SYSTEM, _COMPLETED, _TIMED_OUT, _REJECTED, _LOST = (
+_IN_SYSTEM, _COMPLETED, _TIMED_OUT, _REJECTED, _LOST, _REFUSED = (
     int(Outcome.IN_SYSTEM), int(Outcome.COMPLETED), int(Outcome.TIMED_OUT), int(Outcome.REJECTED), int(Outcome.LOST),
+    int(Outcome.REFUSED),
 )
 
 
@@ -141,6 +142,10 @@ class Accounting:
     def timed_out(self, i: int, t: float) -> None:
         self._decide(i, _TIMED_OUT, t)
 
+    def refused(self, i: int, t: float) -> None:
+        """Answered 503 with ``Retry-After`` by the front door."""
+        self._decide(i, _REFUSED, t)
+
     def lost(self, i: int, reason: LossReason) -> None:
         if self._decide(i, _LOST, self.run.env.now):
             self.loss[i] = int(reason)
@@ -212,6 +217,7 @@ class Accounting:
         cause[cold] = MissCause.COLD_START
         lost = missed & (status == Outcome.LOST)
         cause[lost] = MissCause.LOST_IN_FLIGHT
+        cause[lost & (loss == LossReason.NO_ENDPOINT)] = MissCause.COLD_START  # refused at zero, never in flight
         evicted = missed & (((flags & EVICTED) != 0) | (loss == LossReason.EVICTION) | (loss == LossReason.INTERRUPTION))
         cause[evicted] = MissCause.EVICTION
         cause[missed & ~servable] = MissCause.INFEASIBLE
@@ -231,7 +237,7 @@ class Accounting:
             raise RuntimeError(
                 f"{v.name}: conservation violated: arrived {n} != completed {counts[Outcome.COMPLETED]} + timed out "
                 f"{counts[Outcome.TIMED_OUT]} + rejected {counts[Outcome.REJECTED]} + lost {counts[Outcome.LOST]} "
-                f"(+ {counts[Outcome.IN_SYSTEM]} undecided)"
+                f"+ refused {counts[Outcome.REFUSED]} (+ {counts[Outcome.IN_SYSTEM]} undecided)"
             )
         arr = a.arrival_s
         completed = status == Outcome.COMPLETED
@@ -257,13 +263,20 @@ class Accounting:
         gpu_hours = g.total / 3600.0
         rs = run.replicas
         engines = run.engines_seen
+        loss = np.asarray(self.loss, dtype=np.int8)
+        answered_at = first[~np.isnan(first)]
+        first_answer = float(answered_at.min() - arr.min()) if answered_at.size and n else None
+        door = v.front_door
         queried = sum(e.prefix_query_tokens for e in engines)
         return M.PolicyResult(
             name=v.name, description=v.description, policy=v.policy.kind, bound=v.bound, provisioner=v.provisioner.kind,
             consolidation=_consolidation_label(v), scheduler=v.scheduler.label,
             arrived=n, completed=counts[Outcome.COMPLETED], dropped_timeout=counts[Outcome.TIMED_OUT],
             dropped_rejected=counts[Outcome.REJECTED], lost_in_flight=counts[Outcome.LOST], retried=run.router.retried,
-            servable=n_servable,
+            servable=n_servable, refused=counts[Outcome.REFUSED],
+            no_endpoint=int(np.count_nonzero((status == Outcome.LOST) & (loss == LossReason.NO_ENDPOINT))),
+            first_answer_s=_r(first_answer, 3),
+            retry_after_s=float(door.retry_after_s) if door is not None and counts[Outcome.REFUSED] else None,
             ttft_attainment=round(float(ttft_ok.sum()) / denom, 6),
             itl_attainment=round(float(itl_ok.sum()) / denom, 6),
             slo_attainment=round(float(on_time.sum()) / denom, 6),
@@ -325,7 +338,8 @@ class Accounting:
         def count(mask: np.ndarray) -> list[int]:
             return [int(x) for x in (np.bincount(idx[mask], minlength=bins)[:bins] if n else np.zeros(bins, dtype=np.int64))]
 
-        bad = (status == Outcome.TIMED_OUT) | (status == Outcome.REJECTED) | (status == Outcome.LOST)
+        bad = (status == Outcome.TIMED_OUT) | (status == Outcome.REJECTED) | (status == Outcome.LOST) | (
+            status == Outcome.REFUSED)
         ok = ~np.isnan(ttft)
         if n and ok.any():
             order = np.argsort(idx[ok], kind="stable")

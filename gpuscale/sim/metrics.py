@@ -29,7 +29,7 @@ SCORE_EXPLANATION = (
     "any schedule could spend for the policy's own attainment."
 )
 
-Outcome = Literal["completed", "timed_out", "rejected", "lost", "unfinished"]
+Outcome = Literal["completed", "timed_out", "rejected", "lost", "refused", "unfinished"]
 
 
 class IdleGpuMinutes(Spec):
@@ -158,6 +158,15 @@ class PolicyResult(Spec):
     lost_in_flight: int
     retried: int
     servable: int
+    refused: int = 0
+    """Answered 503 with ``Retry-After`` by the front door (hold limit ran out, or its queue was at the bound)."""
+    no_endpoint: int = 0
+    """Of ``lost_in_flight``: refused a connection at zero replicas with nothing to hold them (no front door)."""
+    first_answer_s: float | None = None
+    """From the first arrival to the first first-token of the run (the first answer of the day when the run starts
+    idle); ``None`` when nothing was answered."""
+    retry_after_s: float | None = None
+    """The ``Retry-After`` the front door sent with its 503s (``None``: no front door, or none refused)."""
     """Requests within the context and on time alone on an idle replica: the most any policy can serve on time."""
     ttft_attainment: float
     itl_attainment: float
@@ -199,7 +208,7 @@ class PolicyResult(Spec):
     """The fewest GPU-hours any schedule could spend for this policy's attainment (``bounds``); filled by the runner."""
     score: float = 0.0
     dropped: int = 0
-    """Timed out + rejected (filled in)."""
+    """Timed out + rejected + refused (filled in)."""
     unanswered: int = 0
     """Dropped + lost in flight (filled in)."""
 
@@ -207,7 +216,7 @@ class PolicyResult(Spec):
     @classmethod
     def _sums(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            dropped = int(data.get("dropped_timeout", 0)) + int(data.get("dropped_rejected", 0))
+            dropped = int(data.get("dropped_timeout", 0)) + int(data.get("dropped_rejected", 0)) + int(data.get("refused", 0))
             data = {**data, "dropped": dropped, "unanswered": dropped + int(data.get("lost_in_flight", 0))}
         return data
 

@@ -16,9 +16,10 @@ are evicted (replacements are created at once and placed elsewhere), in-flight r
 then the node goes. Consolidation disrupts with no grace; a spot interruption with the two-minute notice. A drift
 rollout is the same verb applied node by node under the NodePool's disruption budget.
 
-Start-up times: the image pull comes from the image size and the node's network bandwidth (unless the spec states a
-pull time); weights load from S3 at the spec's throughput, or from the node's local NVMe when an earlier replica on
-that node already downloaded them (weights pulled to disk, not streamed).
+Start-up times: sizing's cold start stage by stage (``gpuscale.first_answer``): the image pull for the pool's
+``image_pull`` choice and the node's bandwidth, the weights from their source at its throughput (or from the node's
+NVMe cache when an earlier replica there downloaded them, ``weights_cache: node-nvme``), the engine start for the
+model's size and ``engine_start`` choice.
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuscale import sizing
+from gpuscale.first_answer import ColdStart
 from gpuscale.sim.states import NodeState
 from gpuscale.spec.base import Spec
-from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
 
 KARPENTER_DECISION_S = (1.0, 10.0)
@@ -59,25 +59,6 @@ SPOT_NOTICE_S = 120.0
 SPOT_INTERRUPTIONS_PER_NODE_HOUR = 0.2 / 730.0
 """Default interruption rate of a spot GPU node: the EC2 Spot Instance Advisor's most frequent bucket (">20%" of
 instances interrupted per month; perf-model.md 1.1 finds no authoritative GPU figure), as a rate per node-hour."""
-IMAGE_COMPRESSED_GB = 9.0
-"""vllm/vllm-openai compressed on the registry (perf-model.md 4.2: about 9 GB on Docker Hub)."""
-REGISTRY_PULL_GBPS = 5.0
-"""Download ceiling of one image pull (parallel layer downloads from the registry), Gbit/s: a node's NIC below it is
-the limit."""
-IMAGE_EXTRACT_GIB_S = 0.2
-"""Layer decompression and unpacking rate, GiB/s (single-threaded gzip per layer): with ``sizing.VLLM_IMAGE_GIB`` this
-gives the 120-240 s first pull perf-model.md 4.2 reports for a fresh node."""
-LOCAL_WEIGHTS_GIB_S = 6.0
-"""Reading cached weights back from local NVMe / page cache (perf-model.md 4.3: ~10 s for a 70B checkpoint)."""
-
-
-def image_pull_s(instance: GpuInstanceType) -> float:
-    """First pull of the vLLM image on a fresh node: download at the node's bandwidth (capped by the registry), then
-    extraction."""
-    gbps = min(instance.network_gbps, REGISTRY_PULL_GBPS) if instance.network_gbps > 0 else REGISTRY_PULL_GBPS
-    return IMAGE_COMPRESSED_GB * 8.0 / gbps + sizing.VLLM_IMAGE_GIB / IMAGE_EXTRACT_GIB_S
-
-
 class ProvisionerSpec(Spec):
     """How a node autoscaler turns pending pods into a schedulable GPU node."""
 
@@ -112,8 +93,8 @@ class StartupSpec(Spec):
     weights_s: float = Field(ge=0)
     """Weights from their source (S3 or the hub) at the spec's throughput."""
     local_weights_s: float | None = Field(default=None, ge=0)
-    """Weights from the node's local disk when an earlier replica there downloaded them; None when the weights are
-    streamed (S3 + Run:ai streamer writes nothing to disk)."""
+    """Weights from the node's NVMe cache when an earlier replica there downloaded them; None when nothing is kept on
+    the node (S3 streams straight to the GPU, a per-pod download goes with its pod)."""
     engine_init_s: float = Field(ge=0)
     jitter: float = Field(default=STARTUP_JITTER, ge=0, lt=1)
     """Each part is drawn uniformly within +-jitter of its nominal value."""
@@ -201,10 +182,11 @@ def provisioner_of(prov: ProvisioningSpec) -> ProvisionerSpec:
     return karpenter(prov) if prov.node_provisioner == "karpenter" else cluster_autoscaler(prov)
 
 
-def startup_of(cold: sizing.ColdStart, *, image_pull: float | None = None, local_weights_s: float | None = None) -> StartupSpec:
+def startup_of(cold: ColdStart) -> StartupSpec:
+    """What a bound pod waits through, from sizing's cold start (the same stages the plan and the components read)."""
     return StartupSpec(
-        image_pull_s=cold.image_pull_s if image_pull is None else image_pull, weights_s=cold.weights_s,
-        local_weights_s=local_weights_s, engine_init_s=cold.engine_init_s,
+        image_pull_s=cold.image_pull_s, weights_s=cold.weights_s, local_weights_s=cold.weights_cached_s,
+        engine_init_s=cold.engine_init_s,
     )
 
 
@@ -240,8 +222,8 @@ class Node:
     """One GPU node of the pool (mutable simulation state)."""
 
     __slots__ = (
-        "cordoned", "foreign", "free", "gpus", "last_change", "nid", "pods", "pull_done_at", "ready_at", "requested_at",
-        "state", "weights_cached",
+        "cordoned", "foreign", "free", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at", "ready_at",
+        "requested_at", "state", "weights_cached",
     )
 
     def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0) -> None:
@@ -261,6 +243,8 @@ class Node:
         """When the vLLM image finished (or will finish) pulling on this node; None before the first pull."""
         self.pods = 0
         self.last_change = requested_at
+        self.prewarmed = False
+        """Launched for a placeholder pod, which pulls the vLLM image as soon as the node is Ready."""
 
     def image_cached(self, t: float) -> bool:
         return self.pull_done_at is not None and self.pull_done_at <= t

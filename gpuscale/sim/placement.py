@@ -155,6 +155,6 @@ class Scheduler:
         pod.node = node
         pod.bound_at = now
         if node.pull_done_at is None:
-            st = run.setup.startup
+            st = run.startup
             node.pull_done_at = now + st.sample(run.draws(f"pull/{node.nid}"), st.image_pull_s)
         pod.pull_done_at = max(node.pull_done_at, now)

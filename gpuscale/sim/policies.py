@@ -36,7 +36,7 @@ from gpuscale.sizing import RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
 
-MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate"]
+MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate", "door"]
 METRIC_SOURCES: dict[str, MetricSource] = {
     "vllm:num_requests_waiting": "queue",
     "vllm:kv_cache_usage_perc": "kv",
@@ -122,6 +122,14 @@ class QueueDepthPolicy(Spec):
     """Add requests the gateway holds (no ready replica) to the queue metric."""
 
 
+class WakeWindow(Spec):
+    """A KEDA cron trigger's window in run time: ``replicas`` held from ``start_s`` to ``end_s``."""
+
+    start_s: float = Field(ge=0)
+    end_s: float = Field(gt=0)
+    replicas: int = Field(default=1, gt=0)
+
+
 class GpuscalePolicy(Spec):
     """The autoscaler gpuscale generates for the spec, from ``RoleSizing``."""
 
@@ -133,6 +141,14 @@ class GpuscalePolicy(Spec):
     queries read vLLM pods only, so with zero pods nothing wakes the model."""
     activation_threshold: float | None = Field(default=None, ge=0)
     """Override the sized KEDA activation threshold (0 -> 1 when the first metric exceeds it)."""
+    front_door_per_replica: int | None = Field(default=None, gt=0)
+    """The front door's KEDA trigger (held requests per replica, activation above 0); ``None``: no front door."""
+    wake_windows: list[WakeWindow] = Field(default_factory=list)
+    """KEDA cron triggers (``wake_schedule``) in run time."""
+    cooldown_s: float | None = Field(default=None, ge=0)
+    """Override the sized KEDA cooldown (the idle window before zero)."""
+    sync_period_s: float | None = Field(default=None, gt=0)
+    """Override the sized KEDA polling interval."""
 
 
 class FixedPolicy(Spec):
@@ -225,9 +241,11 @@ class HpaRole:
     def __init__(
         self, rules: list[MetricRule], min_replicas: int, max_replicas: int, behavior: HpaBehavior, *,
         keda_activation: float | None = None, cooldown_s: float = 300.0, count_gateway: bool = False,
-        activation_rule: int = 0,
+        activation_rule: int = 0, windows: list[WakeWindow] | None = None,
     ) -> None:
         self.rules = rules
+        self.windows = list(windows or [])
+        """KEDA cron windows: at least their replicas while one is open."""
         self.activation_rule = activation_rule
         """Index of the rule ``keda_activation`` applies to; every other rule activates above 0."""
         self.min_replicas = min_replicas
@@ -251,10 +269,13 @@ class HpaRole:
             return obs.prompt_rate
         if source == "generation_rate":
             return obs.generation_rate
+        if source == "door":
+            return obs.gateway
         return obs.running
 
     def decide(self, t: float, obs: RoleObservation) -> int:
         current = obs.current
+        floor = max((w.replicas for w in self.windows if w.start_s <= t < w.end_s), default=0)
         if self.keda_activation is not None and self.min_replicas == 0:
             active = (
                 any(
@@ -262,11 +283,12 @@ class HpaRole:
                     for i, r in enumerate(self.rules)
                 )
                 or (self.count_gateway and obs.gateway > 0)  # a held request wakes any role
+                or floor > 0  # a cron window is open
             )
             if active:
                 self.last_active_t = t
             if current == 0:
-                return self._record(t, current, 1 if active else 0)
+                return self._record(t, current, max(1, floor) if active else 0)
             if not active and t - self.last_active_t >= self.cooldown_s:
                 return self._record(t, current, 0)
         hpa_min = max(self.min_replicas, 1)
@@ -278,7 +300,7 @@ class HpaRole:
                 raw = max(raw, pods_average_desired(total, obs.ready, current, rule.target, tol))
             else:
                 raw = max(raw, average_value_desired(total, current, rule.target, tol))
-        desired = self._stabilise(t, current, raw)
+        desired = self._stabilise(t, current, max(raw, floor))
         desired = self._rate_limit(t, current, desired)
         return self._record(t, current, min(max(desired, hpa_min), self.max_replicas))
 
@@ -413,6 +435,8 @@ def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
     roles: dict[str, HpaRole] = {}
     for role, rs in ctx.roles.items():
         rules = [MetricRule(METRIC_SOURCES[sig.metric], sig.target, False) for sig in rs.signals]
+        if policy.front_door_per_replica is not None:  # the door's queue trigger (emitted after the vLLM ones)
+            rules.append(MetricRule("door", float(policy.front_door_per_replica), False))
         waker = rs.signal(sizing_mod.QUEUE_METRIC)  # the emitted activation threshold sits on the queue trigger
         min_r = policy.min_replicas if policy.min_replicas is not None else rs.min_replicas
         roles[role] = HpaRole(
@@ -421,11 +445,12 @@ def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
                 (policy.activation_threshold if policy.activation_threshold is not None else rs.activation_threshold)
                 if ctx.backend == "keda" else None
             ),
-            cooldown_s=rs.cooldown_s,
+            cooldown_s=policy.cooldown_s if policy.cooldown_s is not None else rs.cooldown_s,
             count_gateway=policy.count_gateway_queue,
             activation_rule=rs.signals.index(waker) if waker is not None else 0,
+            windows=policy.wake_windows,
         )
-    sync = min(rs.polling_interval_s for rs in ctx.roles.values())
+    sync = policy.sync_period_s or min(rs.polling_interval_s for rs in ctx.roles.values())
     return HpaController(roles, float(sync))
 
 

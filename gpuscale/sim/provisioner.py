@@ -62,7 +62,7 @@ class NodeLayer:
         """A node up since before the run, image (and weights, when cacheable) already local."""
         node = self.new_node(0.0)
         node.state, node.ready_at, node.pull_done_at = READY, 0.0, 0.0
-        node.weights_cached = self.run.setup.startup.local_weights_s is not None
+        node.weights_cached = self.run.startup.local_weights_s is not None
         self._arm_spot(node)
         return node
 
@@ -120,6 +120,26 @@ class NodeLayer:
         run.log("launch", f"{k} x {s.instance_type} ({run.variant.provisioner.kind})")
         run.accounting.gpu_change()
 
+    def prewarm(self) -> None:
+        """A low-priority placeholder of one replica's size: launch the nodes it needs now, before the model's pod
+        exists; the placeholder pulls the vLLM image on them (the model's pod preempts it when it comes)."""
+        run = self.run
+        s = run.setup
+        left = placement.unplaced([s.gpus_per_pod] * s.pods_per_replica,
+                                  [n.free for n in self.nodes if not n.cordoned and n.state != GONE])
+        room = (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
+        k = min(placement.nodes_for(left, s.gpus_per_node), max(room, 0)) if left else 0
+        now = run.env.now
+        for _ in range(k):
+            node = self.new_node(now)
+            node.prewarmed = True
+            self.launched += 1
+            prov = run.variant.provisioner
+            run.env.after(prov.sample_launch_delay(self.rng) + prov.sample_boot(self.rng), self._node_ready, node)
+        if k:
+            run.log("prewarm", f"{k} x {s.instance_type} for a placeholder (the front door holds a request at zero)")
+            run.accounting.gpu_change()
+
     def _node_ready(self, node: Node) -> None:
         if node.state != PROVISIONING:
             return
@@ -128,6 +148,9 @@ class NodeLayer:
         node.state = READY
         node.ready_at = now
         node.last_change = now
+        if node.prewarmed and node.pull_done_at is None:
+            st = run.startup
+            node.pull_done_at = now + st.sample(run.draws(f"pull/{node.nid}"), st.image_pull_s)
         self.ready_latencies.append(now - node.requested_at)
         run.log("node", f"node {node.nid} ready {now - node.requested_at:.0f} s after its pods went Pending")
         self._arm_spot(node)

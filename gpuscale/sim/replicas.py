@@ -201,7 +201,7 @@ class ReplicaSet:
     def start_loading(self, rep: Replica) -> None:
         """Every pod is bound: wait for the image, load the weights (locally when cached), initialise the engine."""
         run = self.run
-        st = run.setup.startup
+        st = run.startup
         rep.loads += 1
         rng = run.draws(f"load/{rep.rid}/{rep.loads}")
         rep.state = LOADING
@@ -215,7 +215,7 @@ class ReplicaSet:
     def _ready(self, rep: Replica, gen: int) -> None:
         if rep.gen != gen or rep.state != LOADING:
             return
-        if self.run.setup.startup.local_weights_s is not None:
+        if self.run.startup.local_weights_s is not None:
             for p in rep.pods:
                 if p.node is not None:
                     p.node.weights_cached = True

@@ -5,7 +5,10 @@
   emits, vLLM Router's ``cache_aware`` policy) a request whose prompt prefix is cached on a replica goes there when at
   least ``CACHE_MATCH_THRESHOLD`` of the prompt matches and the load is balanced, else to the least loaded replica.
 * Decode routing: fewest waiting, then least KV; or ``power-of-two`` (two random replicas, the less loaded).
-* No replica ready: the gateway holds the request until one is, or until the client's timeout.
+* No replica ready: with a front door (``Variant.front_door``) the door holds the request up to its hold limit, or
+  answers 503 with ``Retry-After`` at once when its queue is at the bound, or when the limit runs out (the wake ran
+  late). Without one, an ideal gateway holds it until a replica is ready or the client's timeout (``at_zero: hold``),
+  or the Service has no endpoint and the connection is refused (``at_zero: connection-refused``).
 * P/D: a prefill-only engine frees the prompt's KV and the blocks move to the decode side over the prefill replica's
   network (EFA or TCP: its GPUs' share of the node's bandwidth from the catalogue), shared fairly by the replica's
   concurrent transfers (processor sharing); then the request is routed to a decode replica.
@@ -79,6 +82,11 @@ class Router:
         self.power_of_two = s.decode_routing == "power-of-two"
         self._limit = min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
         self._timeout = s.request_timeout_s
+        self.door = run.variant.front_door
+        self.door_held: set[int] = set()
+        """Requests the front door holds (their hold limit is armed)."""
+        self.prewarmed = False
+        """A placeholder asked for capacity for this wake (``Variant.prewarm``)."""
 
     # ------------------------------------------------------------------ arrivals
 
@@ -109,6 +117,13 @@ class Router:
         ready = role.ready
         if not ready:
             self.run.accounting.flags[req.rid] |= HELD
+            if role is self.first_role:
+                if self.door is not None:
+                    self._hold_at_door(role, req)
+                    return
+                if self.run.variant.at_zero == "connection-refused":
+                    self.lose(req, LossReason.NO_ENDPOINT)
+                    return
             role.gateway.append(req)
             return
         if len(ready) == 1:
@@ -138,11 +153,44 @@ class Router:
                 best, hit = r, h
         return best if hit * self.run.setup.replica.block_tokens >= CACHE_MATCH_THRESHOLD * req.prompt else least
 
+    # ------------------------------------------------------------------ front door
+
+    def _hold_at_door(self, role: RoleGroup, req: Request) -> None:
+        """Hold ``req`` at the door while the model wakes: 503 at once when the queue is at its bound, else until a
+        replica is ready or the hold limit (from the request's arrival) runs out."""
+        door = self.door
+        assert door is not None
+        run = self.run
+        if len(role.gateway) >= door.queue_bound:
+            self.refuse(req)
+            return
+        role.gateway.append(req)
+        self.door_held.add(req.rid)
+        run.env.at(max(run.env.now, req.arrival + door.hold_limit_s), self._hold_expired, role, req)
+        if run.variant.prewarm and not self.prewarmed and not role.replicas:
+            self.prewarmed = True
+            run.provisioner.prewarm()
+
+    def _hold_expired(self, role: RoleGroup, req: Request) -> None:
+        if req.rid not in self.door_held:
+            return
+        self.door_held.discard(req.rid)
+        role.gateway.remove(req)
+        self.refuse(req)
+
+    def refuse(self, req: Request) -> None:
+        """503 with ``Retry-After`` from the front door."""
+        req.state = DROPPED
+        self.run.accounting.refused(req.rid, self.run.env.now)
+
     def flush_gateway(self, role: RoleGroup) -> None:
         t = self.run.env.now
         gw = role.gateway
+        if role.ready:
+            self.prewarmed = False
         while gw and role.ready:
             req = gw.popleft()
+            self.door_held.discard(req.rid)
             if req.deadline < t and req.first_t is None:
                 self.on_timeout(req, t)
             else:
@@ -151,7 +199,9 @@ class Router:
     def purge_gateway(self, role: RoleGroup, t: float) -> int:
         gw = role.gateway
         while gw and gw[0].deadline < t and gw[0].first_t is None:
-            self.on_timeout(gw.popleft(), t)
+            req = gw.popleft()
+            self.door_held.discard(req.rid)
+            self.on_timeout(req, t)
         return len(gw)
 
     # ------------------------------------------------------------------ losses

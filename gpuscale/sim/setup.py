@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpuscale.first_answer import FrontDoorSizing
 from gpuscale.sim.nodes import ConsolidationSpec, DriftRollout, ProvisionerSpec, SpotSpec, StartupSpec
 from gpuscale.sim.placement import SchedulerSpec
 from gpuscale.sim.policies import PolicySpec
@@ -69,6 +70,24 @@ class SimSetup(Spec):
     """Sampling interval of the reported time series."""
 
 
+class FrontDoorSim(Spec):
+    """The front door of a variant, as sizing configures it (``gpuscale.first_answer.FrontDoorSizing``)."""
+
+    hold_limit_s: float = Field(gt=0)
+    """A request held at zero waits at most this long, then is answered 503 (EPP ``defaultRequestTTL``)."""
+    queue_bound: int = Field(gt=0)
+    """Held requests at most; one more is answered 503 at once (EPP ``maxRequests``)."""
+    retry_after_s: float = Field(ge=0)
+    """``Retry-After`` of its 503s."""
+    poll_s: float = Field(gt=0)
+    """Scrape interval of the door's queue (the KEDA poll is the autoscaler's sync)."""
+
+    @classmethod
+    def from_sizing(cls, door: FrontDoorSizing) -> FrontDoorSim:
+        return cls(hold_limit_s=door.hold_limit_s, queue_bound=door.queue_bound, retry_after_s=door.retry_after_s,
+                   poll_s=door.poll_s)
+
+
 class Variant(Spec):
     """One policy compared in a scenario: the autoscaler plus the layer-1 and layer-2 settings it runs with."""
 
@@ -86,3 +105,14 @@ class Variant(Spec):
     """Override the setup's initial replicas per role."""
     bound: Literal["ceiling"] | None = None
     """Set on the ceiling variant: it is a reference, not a policy to choose."""
+    at_zero: Literal["hold", "connection-refused"] = "hold"
+    """A request for a role with no ready replica and no front door: held by an ideal gateway until one is ready or the
+    client gives up (``hold``), or refused at once because the Service has no endpoint (``connection-refused``, what a
+    plain Service does)."""
+    front_door: FrontDoorSim | None = None
+    """The front door holds requests at zero (and its 503s replace ``at_zero``)."""
+    startup: StartupSpec | None = None
+    """This variant's cold start (its cold-start choices); ``None``: the set-up's."""
+    prewarm: bool = False
+    """When the front door first holds a request at zero, a low-priority placeholder of the replica's size asks for
+    capacity at once (before KEDA has created the model's pod) and pulls the vLLM image on the new node."""

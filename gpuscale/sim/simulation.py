@@ -60,6 +60,8 @@ class Run:
         self.series_gpus: list[int] = []
         self.series_nodes: list[int] = []
         self._next_series = 0.0
+        self.startup = variant.startup if variant.startup is not None else setup.startup
+        """The cold start of this variant (its cold-start choices)."""
         self.accounting = Accounting(self)
         self.provisioner = NodeLayer(self, seed)
         self.scheduler = Scheduler(self)
@@ -84,6 +86,8 @@ class Run:
         self.provisioner.start()
         self.router.start()
         env.at(s.scrape_s, self._scrape, priority=PRIORITY_CONTROL)
+        if self.variant.front_door is not None:
+            env.at(self.variant.front_door.poll_s, self._scrape_door, priority=PRIORITY_CONTROL)
         env.at(s.scrape_s * 1.5, self._sync, priority=PRIORITY_CONTROL)
         chunks = 50 if progress is not None else 1
         for i in range(1, chunks + 1):
@@ -152,6 +156,16 @@ class Run:
             self._record_series(t)
             self._next_series = t + self.setup.series_s
         self.env.at(t + self.setup.scrape_s, self._scrape, priority=PRIORITY_CONTROL)
+
+    def _scrape_door(self) -> None:
+        """The front door's queue, scraped at its own (shorter) interval: what wakes a role at zero."""
+        t = self.env.now
+        door = self.variant.front_door
+        assert door is not None
+        for role in self.replicas.roles:
+            held = self.router.purge_gateway(role, t)
+            role.obs = replace(role.obs, gateway=float(held))
+        self.env.at(t + door.poll_s, self._scrape_door, priority=PRIORITY_CONTROL)
 
     def _record_series(self, t: float) -> None:
         self.series_t.append(round(t, 3))

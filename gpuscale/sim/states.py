@@ -35,12 +35,15 @@ class Outcome(IntEnum):
     REJECTED = 3
     """Prompt plus output longer than the model's context or the replica's KV (HTTP 400)."""
     LOST = 4
-    """Aborted in flight (eviction, drain cut short, spot interruption, end of the drain)."""
+    """Aborted in flight (eviction, drain cut short, spot interruption, end of the drain), or refused a connection
+    because no replica stood behind the Service (a model at zero without a front door)."""
+    REFUSED = 5
+    """Answered 503 with ``Retry-After`` by the front door: its hold limit ran out or its queue was at the bound."""
 
 
 OUTCOME_NAMES: dict[int, str] = {
     Outcome.IN_SYSTEM: "unfinished", Outcome.COMPLETED: "completed", Outcome.TIMED_OUT: "timed_out",
-    Outcome.REJECTED: "rejected", Outcome.LOST: "lost",
+    Outcome.REJECTED: "rejected", Outcome.LOST: "lost", Outcome.REFUSED: "refused",
 }
 
 
@@ -56,6 +59,8 @@ class LossReason(IntEnum):
     """Its node was reclaimed (spot interruption)."""
     RUN_END = 4
     """Still running when the drain after the last arrival hit its bound."""
+    NO_ENDPOINT = 5
+    """Arrived while no replica was ready and nothing held it: the Service had no endpoint (connection refused)."""
 
 
 class MissCause(IntEnum):

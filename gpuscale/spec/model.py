@@ -9,6 +9,8 @@ from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
+from gpuscale.spec.cold_start import ModelColdStartSpec
+from gpuscale.spec.front_door import FrontDoorSpec
 from gpuscale.spec.problems import SpecProblems, at
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
@@ -190,11 +192,13 @@ class RoleScalingSpec(Spec):
     polling_interval_s: int = Field(default=15, gt=0, le=3600)
     """How often KEDA polls Prometheus (KEDA default 30 s; 15 s matches the HPA sync period)."""
     cooldown_s: int = Field(default=300, ge=0, le=INT32_MAX)
-    """KEDA cooldown before scaling an idle workload to zero (only used when ``min_replicas`` is 0)."""
+    """KEDA cooldown before scaling an idle workload to zero (only used when ``min_replicas`` is 0); behind a front door
+    the model's ``front_door.idle_window_s`` applies to every role instead."""
     activation_threshold: float | None = Field(default=None, ge=0, le=1e12)
     """KEDA activation threshold for 0<->1; default 0 (any waiting request activates)."""
     wake_schedule: WakeSchedule | None = None
-    """Required with ``min_replicas: 0``: when the role is held awake (KEDA cron trigger)."""
+    """When the role is held awake (KEDA cron trigger); with ``min_replicas: 0`` and no front door it is the only wake-up
+    signal, so it is required then."""
 
     @field_validator("metric")
     @classmethod
@@ -298,6 +302,26 @@ class ModelDeployment(Spec):
     """Leaf KAI queue (team) the model's pods are charged to."""
     node_pool: str
     """GPU node pool the model runs on."""
+    front_door: FrontDoorSpec = FrontDoorSpec()
+    """The holding front door before the model (present by default when a role may scale to zero)."""
+    cold_start: ModelColdStartSpec = ModelColdStartSpec()
+    """The model's cold-start choices: engine start (compile cache) and the node cache of downloaded weights."""
+
+    def scales_to_zero(self, role: Role) -> bool:
+        """Whether the role's warm minimum is 0: set so, or left unset on a best-effort SLO."""
+        explicit = self.autoscaling.role(role).min_replicas
+        return explicit == 0 or (explicit is None and self.slo.criticality == "best_effort")
+
+    @property
+    def may_scale_to_zero(self) -> bool:
+        return any(self.scales_to_zero(r) for r in self.serving.roles)
+
+    @property
+    def has_front_door(self) -> bool:
+        """Whether the front door is in front of the model: as set, else when a role may scale to zero (KEDA only)."""
+        if self.front_door.enabled is not None:
+            return self.front_door.enabled
+        return self.may_scale_to_zero and self.autoscaling.backend == "keda"
 
     @model_validator(mode="after")
     def _autoscaling_matches_mode(self) -> ModelDeployment:
@@ -345,8 +369,8 @@ class ModelDeployment(Spec):
 
     @model_validator(mode="after")
     def _zero_needs_a_wake_signal(self) -> ModelDeployment:
-        if self.autoscaling.backend != "keda":
-            return self
+        if self.autoscaling.backend != "keda" or self.has_front_door:
+            return self  # the front door's queue wakes every role
         for role in self.serving.roles:
             spec = self.autoscaling.role(role)
             implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
@@ -354,10 +378,46 @@ class ModelDeployment(Spec):
                 source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"
                 raise at(f"autoscaling.{role}.min_replicas",
                     f"autoscaling.{role}.min_replicas {source}, but at zero replicas vLLM's gauges vanish with the "
-                    "last pod, so no Prometheus trigger can ever wake the role again. Add "
+                    "last pod and front_door.enabled is false, so nothing can ever wake the role again. Remove "
+                    "front_door.enabled: false (the front door holds the first requests and wakes the model), add "
                     f"autoscaling.{role}.wake_schedule (e.g. start: '0 8 * * 1-5', end: '0 19 * * 1-5') or set "
                     "min_replicas: 1"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _front_door_fits(self) -> ModelDeployment:
+        if not self.has_front_door:
+            return self
+        if self.autoscaling.backend != "keda":
+            raise at("front_door.enabled",
+                "front_door.enabled: true with autoscaling.backend: hpa: the front door wakes and scales the model "
+                "through a KEDA trigger on its queue, which an HPA cannot read. Use backend: keda or set "
+                "front_door.enabled: false"
+            )
+        problems: list[tuple[str, str]] = []
+        for role in self.serving.roles:
+            spec = self.autoscaling.role(role)
+            if "cooldown_s" in spec.model_fields_set and spec.cooldown_s != self.front_door.idle_window_s:
+                problems.append((
+                    f"autoscaling.{role}.cooldown_s",
+                    f"cooldown_s {spec.cooldown_s} behind a front door: the model wakes and sleeps as a whole, after "
+                    f"front_door.idle_window_s ({self.front_door.idle_window_s} s) of idleness. Set "
+                    "front_door.idle_window_s instead and drop cooldown_s",
+                ))
+        if problems:
+            raise SpecProblems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _weights_cache_needs_a_download(self) -> ModelDeployment:
+        if self.cold_start.weights_cache == "node-nvme" and self.weights.scheme != "hf":
+            why = ("s3:// weights stream from S3 straight into GPU memory (Run:ai streamer): nothing lands on disk to "
+                   "cache" if self.weights.scheme == "s3" else
+                   "pvc:// weights already live on a shared file system every node reads")
+            raise at("cold_start.weights_cache",
+                f"weights_cache: node-nvme caches hf:// downloads, but {why}. Drop weights_cache or use an hf:// uri"
+            )
         return self
 
     @model_validator(mode="after")

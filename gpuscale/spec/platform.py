@@ -91,6 +91,27 @@ class PlatformSpec(Spec):
             raise SpecProblems(problems)
         return self
 
+    @model_validator(mode="after")
+    def _node_cache_on_nvme(self) -> PlatformSpec:
+        # the node cache is a directory on the instance-store RAID0 that the AL2023 AMI mounts at /mnt/k8s-disks/0
+        problems: list[tuple[str, str]] = []
+        pools = {p.name: p for p in self.topology.gpu_pools}
+        for i, m in enumerate(self.models):
+            pool = pools.get(m.node_pool)
+            if m.cold_start.weights_cache != "node-nvme" or pool is None:
+                continue
+            without = [it.name for it in pool.instances if it.local_nvme_gib == 0]
+            if not pool.ami_alias.startswith("al2023@") or without:
+                why = f"{without} have no instance store" if without else f"{pool.ami_alias} is not an AL2023 AMI"
+                problems.append((
+                    f"models[{i}].cold_start.weights_cache",
+                    f"weights_cache: node-nvme keeps downloads on the instance-store RAID0 the AL2023 AMI mounts at "
+                    f"/mnt/k8s-disks/0, but on pool {pool.name} {why}. Use weights_cache: none",
+                ))
+        if problems:
+            raise SpecProblems(problems)
+        return self
+
     def leaf_queue_names(self) -> list[str]:
         return [q.name for q, _ in self.queues() if q.is_leaf]
 

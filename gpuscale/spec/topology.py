@@ -18,6 +18,7 @@ from gpuscale.spec.base import (
     duration_seconds,
 )
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
+from gpuscale.spec.cold_start import SOCI_MIN_AL2023_RELEASE, ImagePull, snapshot_id_problem
 from gpuscale.spec.problems import at
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
@@ -166,6 +167,13 @@ class GpuNodePoolSpec(Spec):
     """Extra node labels (valid Kubernetes label keys and values)."""
     capacity_reservation_ids: list[str] = Field(default=[], max_length=30)
     """EC2 capacity reservations (``cr-...``) Karpenter may launch into; needed for ``capacity_types: [reserved]``."""
+    image_pull: ImagePull = "registry"
+    """How a fresh node gets the vLLM image: ``registry`` (plain pull), ``soci-parallel`` (SOCI parallel pull and
+    unpack; AL2023 AMIs from v20250813) or ``snapshot`` (pre-pulled on a Bottlerocket data volume from
+    ``image_snapshot_id``). ``gpuscale.spec.cold_start`` has the timings."""
+    image_snapshot_id: str | None = None
+    """EBS snapshot (``snap-...``) of a Bottlerocket data volume with the pinned vLLM image already pulled; required with
+    ``image_pull: snapshot``. Rebuild it whenever the vLLM image pin changes."""
 
     @field_validator("capacity_reservation_ids")
     @classmethod
@@ -242,6 +250,42 @@ class GpuNodePoolSpec(Spec):
                 f"{max(self.instances, key=lambda it: it.gpus_per_node).name} ({most:,} GPUs), the largest cluster "
                 "Kubernetes supports; set the GPUs this pool may really run"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _image_pull_fits_the_ami(self) -> GpuNodePoolSpec:
+        family, _, release = self.ami_alias.partition("@")
+        if self.image_pull == "snapshot":
+            if family != "bottlerocket":
+                raise at("image_pull",
+                    f"image_pull: snapshot needs a Bottlerocket AMI ({self.ami_alias} is {family}): only Bottlerocket "
+                    "keeps container images on a separate data volume a snapshot can seed. Use ami_alias: "
+                    "bottlerocket@vX.Y.Z, or image_pull: soci-parallel on AL2023"
+                )
+            if self.image_snapshot_id is None:
+                raise at("image_snapshot_id",
+                    "image_pull: snapshot needs image_snapshot_id: the snap-... of a Bottlerocket data volume with the "
+                    "vLLM image pulled"
+                )
+            problem = snapshot_id_problem(self.image_snapshot_id)
+            if problem:
+                raise at("image_snapshot_id", problem)
+        elif self.image_snapshot_id is not None:
+            raise at("image_snapshot_id",
+                f"image_snapshot_id is only used with image_pull: snapshot (got {self.image_pull}); set image_pull: "
+                "snapshot or drop the id"
+            )
+        if self.image_pull == "soci-parallel":
+            if family != "al2023":
+                raise at("image_pull",
+                    f"image_pull: soci-parallel is emitted as the AL2023 nodeadm feature gate FastImagePull, and "
+                    f"{self.ami_alias} is {family}. Use an al2023@ alias, or image_pull: snapshot on Bottlerocket"
+                )
+            if release != "latest" and release < SOCI_MIN_AL2023_RELEASE:
+                raise at("image_pull",
+                    f"image_pull: soci-parallel needs an AL2023 AMI from {SOCI_MIN_AL2023_RELEASE} (nodeadm's SOCI "
+                    f"support); {self.ami_alias} is older. Raise ami_alias"
+                )
         return self
 
     @model_validator(mode="after")
@@ -345,10 +389,12 @@ class ProvisioningSpec(Spec):
     """Pending pod to node Ready, seconds (min, max): Karpenter 45-60 s, Cluster Autoscaler 90-120 s."""
     gpu_ready_s: float = Field(default=30.0, ge=0)
     """Node Ready to ``nvidia.com/gpu`` allocatable (device plugin start), seconds."""
-    image_pull_s: float = Field(default=180.0, ge=0)
-    """vLLM image pull on a fresh node, seconds (perf-model.md 4.2: 120-240 s; ~0 if cached)."""
-    engine_init_s: float = Field(default=60.0, ge=0)
-    """vLLM engine start after weights (compile + CUDA graphs), seconds (60 warm cache, 150 cold)."""
+    image_pull_s: float | None = Field(default=None, ge=0, le=86_400)
+    """Measured vLLM image pull on a fresh node, seconds; default derived per pool from its ``image_pull`` and the
+    instance's bandwidth (``gpuscale.spec.cold_start``)."""
+    engine_init_s: float | None = Field(default=None, ge=0, le=86_400)
+    """Measured vLLM engine start after the weights (compile + CUDA graphs), seconds; default derived per model from
+    its size and ``cold_start.engine_start`` (perf-model.md 4.3: 8B 15-40 s, 70B 60-150 s)."""
 
     @model_validator(mode="after")
     def _ordered(self) -> ProvisioningSpec:

@@ -134,8 +134,15 @@ def test_synth_prints_policy_violations(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def test_component_warnings_reach_the_terminal_as_warning_lines(tmp_path: Path) -> None:
-    # dev scales llama-8b to zero outside its wake schedule: RoleAutoscaler warns through pulumi.log.warn
-    result = runner.invoke(app, ["synth", "--stack-file", str(stack_path("dev")), "--out", str(tmp_path / "out")])
+    # dev with the cron schedule instead of the front door scales llama-8b to zero outside its wake schedule:
+    # RoleAutoscaler warns through pulumi.log.warn
+    doc = yaml.safe_load(stack_path("dev").read_text())
+    model = doc["config"]["gpuscale:models"][0]
+    model["front_door"] = {"enabled": False}
+    model["autoscaling"]["aggregated"]["wake_schedule"] = {"start": "0 8 * * 1-5", "end": "0 19 * * 1-5"}
+    stack = tmp_path / "Pulumi.cron.yaml"
+    stack.write_text(yaml.safe_dump(doc))
+    result = runner.invoke(app, ["synth", "--stack-file", str(stack), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "scales to zero outside its wake schedule" in line]
     assert lines and all(line.startswith("warning: llama-8b/aggregated ") for line in lines)

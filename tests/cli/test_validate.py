@@ -10,6 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
+from gpuscale.sizing import size_platform
+from gpuscale.stackfile import load_stack_file
 from tests.conftest import STACKS, stack_path
 
 runner = CliRunner()
@@ -34,6 +36,22 @@ def test_validate_prints_the_sizing_numbers() -> None:
     result = runner.invoke(app, ["validate", "--stack-file", str(stack_path("prod"))])
     assert "678,094" in result.output  # KV tokens per replica of the 70B FP8 TP4 model
     assert "vllm:num_requests_waiting" in result.output and "vllm:kv_cache_usage_perc" in result.output
+
+
+def test_validate_prints_the_front_door_numbers_of_a_model_at_zero() -> None:
+    sized = size_platform(load_stack_file(stack_path("dev"))).model("llama-8b")
+    door = sized.front_door
+    assert door is not None
+    result = runner.invoke(app, ["validate", "--stack-file", str(stack_path("dev"))], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.output.splitlines() if line.startswith("│ llama-8b") and "image_pull" in line]
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells[1:3] == [f"{door.first_answer.total_s:.0f}", f"{door.first_answer.request_timeout_s:g}"]
+    assert cells[4:] == [str(door.hold_limit_s), f"{door.queue_bound:,}", f"{door.per_replica:,}",
+                         str(door.retry_after_s), str(door.idle_window_s)]
+    # prod keeps warm replicas everywhere: no door, no table
+    prod = runner.invoke(app, ["validate", "--stack-file", str(stack_path("prod"))], terminal_width=400)
+    assert "Front door" not in prod.output
 
 
 @pytest.mark.parametrize(

@@ -137,32 +137,54 @@ def test_aggregated_scales_on_prompt_rate_queue_depth_and_kv_usage(prod_spec: Pl
         assert role_matchers(t["metadata"]["query"]) == [("=", "aggregated")]
 
 
-def test_dev_scales_to_zero_with_an_activation_threshold(dev_spec: PlatformSpec) -> None:
+def test_dev_scales_to_zero_and_its_front_door_wakes_it(dev_spec: PlatformSpec) -> None:
+    sized = size_platform(dev_spec).models[0]
+    assert sized.front_door is not None
     body = au.scaled_object_body(role_args(dev_spec, "llama-8b", "aggregated"))
     spec = body["spec"]
     assert spec["minReplicaCount"] == 0 and spec["maxReplicaCount"] == 4
-    rate, queue, kv, cron = spec["triggers"]
+    rate, queue, kv, door = spec["triggers"]
     assert queue["metadata"]["activationThreshold"] == "0"  # KEDA activates on metric > threshold: one waiting request
     assert rate["metadata"]["activationThreshold"] == "0"  # stay up while prompts flow
     assert kv["metadata"]["activationThreshold"] == "0"  # stay up while any request still holds KV
-    # at zero the vLLM gauges are gone: the schedule is the wake-up signal that survives zero
+    # at zero the vLLM gauges are gone: the front door's queue is the wake-up signal that survives zero
+    assert door["name"] == "front-door-queue" and door["metricType"] == "AverageValue"
+    assert door["metadata"]["query"] == 'sum(llm_d_epp_flow_control_queue_size{namespace="inference",service="llama-8b-door-epp"})'
+    assert door["metadata"]["activationThreshold"] == "0"
+    assert door["metadata"]["threshold"] == str(sized.front_door.per_replica)
+    # the model sleeps after the front door's idle window; KEDA checks the door at its poll interval
+    assert spec["cooldownPeriod"] == dev_spec.models[0].front_door.idle_window_s
+    assert spec["pollingInterval"] == dev_spec.models[0].front_door.poll_s
+    assert spec["initialCooldownPeriod"] >= sized.cold_start.total_s
+    assert au.scale_to_zero_warnings(role_args(dev_spec, "llama-8b", "aggregated")) == []
+
+
+def test_the_cron_schedule_stays_an_option(raw_stack: Callable[[str], dict[str, Any]]) -> None:
+    raw = raw_stack("dev")
+    raw["models"][0]["front_door"] = {"enabled": False}
+    raw["models"][0]["autoscaling"]["aggregated"]["wake_schedule"] = {
+        "timezone": "Europe/London", "start": "0 8 * * 1-5", "end": "0 19 * * 1-5"}
+    spec = validate_config(raw, "t")
+    body = au.scaled_object_body(role_args(spec, "llama-8b", "aggregated"))
+    *_, cron = body["spec"]["triggers"]
     assert cron == {
         "type": "cron", "name": "wake-schedule",
         "metadata": {"timezone": "Europe/London", "start": "0 8 * * 1-5", "end": "0 19 * * 1-5", "desiredReplicas": "1"},
     }
-    assert spec["initialCooldownPeriod"] >= size_platform(dev_spec).models[0].cold_start.total_s
-    (warning,) = au.scale_to_zero_warnings(role_args(dev_spec, "llama-8b", "aggregated"))
+    assert "front-door-queue" not in [t["name"] for t in body["spec"]["triggers"]]
+    assert body["spec"]["cooldownPeriod"] == 300 and body["spec"]["pollingInterval"] == 15
+    (warning,) = au.scale_to_zero_warnings(role_args(spec, "llama-8b", "aggregated"))
     assert "outside its wake schedule" in warning
 
 
 def test_scale_to_zero_without_a_wake_signal_is_refused(raw_stack: Callable[[str], dict[str, Any]]) -> None:
     raw = raw_stack("dev")
-    del raw["models"][0]["autoscaling"]["aggregated"]["wake_schedule"]
+    raw["models"][0]["front_door"] = {"enabled": False}
     with pytest.raises(StackConfigError) as info:
         validate_config(raw, "t")
     (msg,) = info.value.lines()
     assert msg.startswith("gpuscale:models[0].autoscaling.aggregated.min_replicas: autoscaling.aggregated.min_replicas is 0, but at zero replicas vLLM's gauges vanish")
-    assert "wake_schedule" in msg
+    assert "front_door.enabled: false" in msg and "wake_schedule" in msg
 
 
 def test_no_scale_to_zero_warning_with_a_warm_minimum(prod_spec: PlatformSpec) -> None:

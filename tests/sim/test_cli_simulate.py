@@ -37,6 +37,17 @@ def test_lists_come_from_the_registry() -> None:
     assert every.output.split() == scenario_names() and plan.output.split() == plan_scenarios()
 
 
+def test_plan_runs_of_a_stack_name_the_model_and_the_file(tmp_path: Path) -> None:
+    dev = runner.invoke(app, ["simulate", "--plan-scenarios", "--stack-file", str(stack_path("dev"))])
+    assert dev.exit_code == 0, dev.output
+    rows = [line.split() for line in dev.output.splitlines()]
+    assert [r[0] for r in rows] == plan_scenarios()  # dev's one model may scale to zero: one scale-from-zero run
+    assert rows[-1] == ["scale-from-zero", "llama-8b", "scale-from-zero--llama-8b"]
+    assert all(r[1] == "llama-8b" and len(r) == 3 for r in rows)
+    prod = runner.invoke(app, ["simulate", "--plan-scenarios", "--stack-file", str(stack_path("prod"))])
+    assert "scale-from-zero" not in prod.output  # every prod model keeps a warm replica
+
+
 def test_bucketed_trace_says_how_it_was_replayed(tmp_path: Path) -> None:
     trace = write_prefix_trace(tmp_path / "t.csv", buckets=30)
     for mode in ("batch", "spread"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import statistics
 
-import pytest
-
+from gpuscale import sizing
+from gpuscale.first_answer import image_pull_s
 from gpuscale.sim import nodes as N
 from gpuscale.sim.scenarios import build_scenario
 from gpuscale.spec.catalogue import CATALOGUE
@@ -74,27 +74,27 @@ def test_cluster_autoscaler_waits_after_a_scale_up() -> None:
     assert N.consolidation_candidate(nodes, 900.0, spec, 200.0, lambda n: True) == (nodes[0], False)
 
 
-def test_image_pull_time_comes_from_size_and_bandwidth() -> None:
-    slow, fast = N.image_pull_s(CATALOGUE["g6e.xlarge"]), N.image_pull_s(CATALOGUE["p5.48xlarge"])
-    assert slow > fast  # 2.5 Gbit/s baseline vs the registry's ceiling
-    assert 120 <= fast <= slow <= 240  # perf-model.md 4.2: 120-240 s for a fresh node
-    assert slow - fast == pytest.approx(N.IMAGE_COMPRESSED_GB * 8 * (1 / 2.5 - 1 / N.REGISTRY_PULL_GBPS))
-
-
-def test_spec_pull_time_wins_when_the_spec_states_one() -> None:
-    sc = build_scenario("stack", spec_of("dev"), duration_s=60.0)
-    assert sc.setup.startup.image_pull_s == pytest.approx(N.image_pull_s(CATALOGUE[sc.setup.instance_type]))
+def test_startup_is_sizings_cold_start_and_a_stated_pull_time_wins() -> None:
+    spec = spec_of("dev")
+    sc = build_scenario("stack", spec, duration_s=60.0)
+    cold = sizing.size_platform(spec).model(sc.setup.model).cold_start
+    st = sc.setup.startup
+    assert (st.image_pull_s, st.weights_s, st.engine_init_s) == (cold.image_pull_s, cold.weights_s, cold.engine_init_s)
+    assert st.image_pull_s == image_pull_s("soci-parallel", CATALOGUE[sc.setup.instance_type])  # dev's image_pull
     raw = read_stack_config(stack_path("dev"))
     raw["topology"]["provisioning"] = {"image_pull_s": 42}
     stated = build_scenario("stack", validate_config(raw, "dev"), duration_s=60.0)
     assert stated.setup.startup.image_pull_s == 42
 
 
-def test_weights_reload_from_local_disk_only_when_they_were_downloaded() -> None:
-    hub = build_scenario("stack", spec_of("dev"), duration_s=60.0).setup.startup  # hf:// weights land on disk
+def test_weights_reload_from_the_node_only_with_a_node_cache() -> None:
+    hub = build_scenario("stack", spec_of("dev"), duration_s=60.0).setup.startup  # hf:// into a per-pod emptyDir
     streamed = build_scenario("stack", spec_of("tiny-aggregated"), duration_s=60.0).setup.startup  # s3:// streamed
-    assert hub.local_weights_s is not None and hub.local_weights_s < hub.weights_s
-    assert streamed.local_weights_s is None
+    assert hub.local_weights_s is None and streamed.local_weights_s is None
+    raw = read_stack_config(stack_path("dev"))
+    raw["models"][0]["cold_start"] = {"weights_cache": "node-nvme"}
+    cached = build_scenario("stack", validate_config(raw, "dev"), duration_s=60.0).setup.startup
+    assert cached.local_weights_s is not None and cached.local_weights_s < cached.weights_s
 
 
 def test_spot_interruptions_drain_nodes_and_replace_capacity() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
@@ -86,9 +88,11 @@ def test_default_scale_up_limit_is_max_of_4_pods_and_100_percent() -> None:
 
 
 def test_gpuscale_policy_reads_the_emitted_behaviour(prod_spec: PlatformSpec) -> None:
-    rs = size_platform(prod_spec).model("llama-70b-fp8").role("prefill")
+    ms = size_platform(prod_spec).model("llama-70b-fp8")
+    rs = ms.role("prefill")
     b = gpuscale_behavior(rs)
-    assert b.scale_down.stabilization_s == rs.scale_down_stabilization_s == 420
+    # the window covers the cold start in whole minutes, plus one
+    assert b.scale_down.stabilization_s == rs.scale_down_stabilization_s == math.ceil(ms.cold_start.total_s / 60) * 60 + 60
     assert {(p.type, p.value, p.period_s) for p in b.scale_up.policies} == {("Percent", 100, 60), ("Pods", 2, 60)}
     assert [(p.type, p.value) for p in b.scale_down.policies] == [("Pods", 1)]
     queue = rs.signal("vllm:num_requests_waiting")

@@ -59,11 +59,27 @@ def build_scenario(
     return d.build(spec, m, d.params.model_validate(fields))
 
 
+def primary_model(spec: PlatformSpec) -> str:
+    """The model the plan simulates by default: the first critical one, else the first."""
+    critical = [m.name for m in spec.models if m.slo.criticality == "critical"]
+    return critical[0] if critical else spec.models[0].name
+
+
+def plan_runs(spec: PlatformSpec, scenario: str) -> list[tuple[str, str]]:
+    """``(model, file stem)`` of each run the plan quotes of ``scenario``: one, of the scenario's model or the primary
+    model (stem: the scenario's name); or one per model of ``plan_models`` (stem ``<scenario>--<model>``), none when no
+    model qualifies."""
+    d = definition(scenario)
+    if d.plan_models is not None:
+        return [(m.name, f"{scenario}--{m.name}") for m in d.plan_models(spec)]
+    return [(d.pick_model(spec).name if d.pick_model is not None else primary_model(spec), scenario)]
+
+
 def findings(scenario: Scenario, result: ScenarioResult) -> list[str]:
     return definition(scenario.name).findings(scenario, result)
 
 
 __all__ = [
     "CEILING", "REGISTRY", "Scenario", "ScenarioDef", "ScenarioError", "ScenarioParams", "build_scenario", "definition",
-    "findings", "plan_scenarios", "scenario_names",
+    "findings", "plan_runs", "plan_scenarios", "primary_model", "scenario_names",
 ]

@@ -82,6 +82,8 @@ class ScenarioDef:
     """Order of simulation in ``make plan``."""
     pick_model: Callable[[PlatformSpec], ModelDeployment] | None = None
     """The model it runs when none is named (default: the first)."""
+    plan_models: Callable[[PlatformSpec], list[ModelDeployment]] | None = None
+    """The models the plan runs it for, one result each (default: one run, of ``pick_model``'s or the primary model)."""
     columns: tuple[str, ...] = ("policy", "attainment", "misses", "ttft", "itl_p99", "gpu_hours", "lower_bound", "score")
     """Columns the plan's table shows (``gpuscale.plan.evidence.COLUMNS``)."""
 
@@ -127,9 +129,6 @@ def make_setup(
 
     inst = CATALOGUE[ms.shape.instance_type]
     pool = spec.topology.pool(model.node_pool)
-    prov = spec.topology.provisioning
-    explicit_pull = "image_pull_s" in prov.model_fields_set
-    local = None if model.weights.scheme == "s3" else round(sizing_mod.weights_gib(model) / N.LOCAL_WEIGHTS_GIB_S, 1)
     spot = "spot" in pool.capacity_types
     rate = spot_rate_per_node_hour if spot_rate_per_node_hour is not None else (N.SPOT_INTERRUPTIONS_PER_NODE_HOUR if spot else 0.0)
     disagg = model.serving.mode == "disaggregated"
@@ -141,7 +140,7 @@ def make_setup(
         network_gbps=inst.network_gbps or 1.0, pool_gpu_limit=pool.gpu_limit,
         ttft_slo_s=model.slo.ttft_p99_s, itl_slo_s=model.slo.itl_p99_s, request_timeout_s=model.slo.request_timeout_s,
         roles=[RoleSetup(role=r.role, initial_replicas=initial(r), sizing=r) for r in ms.roles],
-        startup=N.startup_of(ms.cold_start, image_pull=None if explicit_pull else N.image_pull_s(inst), local_weights_s=local),
+        startup=N.startup_of(ms.cold_start),
         spot=N.SpotSpec(interruptions_per_node_hour=rate) if rate > 0 else None,
         prefill_routing="cache-aware" if disagg and PREFILL_POLICY == "cache_aware" else "least-load",
         decode_routing="power-of-two" if disagg and DECODE_POLICY == "power_of_two" else "least-load",
