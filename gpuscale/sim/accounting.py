@@ -347,8 +347,9 @@ class Accounting:
             cuts = np.flatnonzero(np.diff(b)) + 1
             for grp_b, grp_v in zip(np.split(b, cuts), np.split(vals, cuts), strict=True):
                 k = int(grp_b[0])
-                p50[k] = round(float(np.percentile(grp_v, 50)), 4)
-                p99[k] = round(float(np.percentile(grp_v, 99)), 4)
+                q50, q99 = np.percentile(grp_v, (50, 99))
+                p50[k] = round(float(q50), 4)
+                p99[k] = round(float(q99), 4)
         return M.TimeSeries(
             t_s=run.series_t,
             roles=[

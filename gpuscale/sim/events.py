@@ -8,9 +8,9 @@ is cheaper than deleting from a heap.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import Any
 
 PRIORITY_STATE = 0
@@ -35,7 +35,7 @@ class Environment:
     def at(self, t: float, fn: Callable[..., Any], *args: Any, priority: int = PRIORITY_STATE) -> None:
         """Run ``fn(*args)`` at absolute time ``t`` (never earlier than now)."""
         now = self.now
-        heapq.heappush(self._heap, (t if t > now else now, priority, next(self._seq), fn, args))
+        heappush(self._heap, (t if t > now else now, priority, next(self._seq), fn, args))
 
     def after(self, delay_s: float, fn: Callable[..., Any], *args: Any, priority: int = PRIORITY_STATE) -> None:
         """Run ``fn(*args)`` ``delay_s`` seconds from now."""
@@ -48,7 +48,7 @@ class Environment:
     def run(self, until_s: float) -> None:
         """Run every event with time <= ``until_s``, then leave the clock at ``until_s``."""
         heap = self._heap
-        pop = heapq.heappop
+        pop = heappop
         n = 0
         while heap and heap[0][0] <= until_s:
             t, _, _, fn, args = pop(heap)

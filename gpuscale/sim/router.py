@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gpuscale.sim.events import PRIORITY_ARRIVAL
 from gpuscale.sim.states import LossReason
@@ -87,6 +87,12 @@ class Router:
         """Requests the front door holds (their hold limit is armed)."""
         self.prewarmed = False
         """A placeholder asked for capacity for this wake (``Variant.prewarm``)."""
+        self._timeouts = run.arrivals.timeouts_s
+        self._kv_bytes_per_token = s.replica.kv_bytes_per_token
+        # the run's parts every request touches, looked up once
+        self._env = run.env
+        self._acct = run.accounting
+        self._owner = run.replicas.owner
 
     # ------------------------------------------------------------------ arrivals
 
@@ -95,12 +101,12 @@ class Router:
             self.run.env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
 
     def _arrive(self, i: int) -> None:
-        run = self.run
-        if i + 1 < len(self._t):
-            run.env.at(self._t[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
-        t = self._t[i]
-        timeout = self.a.timeouts_s.get(i, self._timeout) if self.a.timeouts_s else self._timeout
-        acct = run.accounting
+        times = self._t
+        if i + 1 < len(times):
+            self._env.at(times[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
+        t = times[i]
+        timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
+        acct = self._acct
         acct.arrived += 1
         acct.open += 1
         prompt, output = self._p[i], self._o[i]
@@ -131,7 +137,7 @@ class Router:
         elif role.does_prefill:
             best = self._pick_prefill(ready, req)
         elif self.power_of_two:
-            a, b = self.rng.sample(ready, 2)
+            a, b = two_at_random(self.rng, ready)
             best = a if _decode_load(a) <= _decode_load(b) else b
         else:
             best = min(ready, key=_decode_load)
@@ -139,11 +145,10 @@ class Router:
         best.engine.submit(req)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
-        least = min(ready, key=_prefill_load)
+        least, low, high = _load_range(ready)
         if not self.cache_aware or req.prefix is None:
             return least
-        most = max(_prefill_load(r) for r in ready)
-        if most - _prefill_load(least) > BALANCE_ABS_THRESHOLD:
+        if high - low > BALANCE_ABS_THRESHOLD:
             return least
         best, hit = least, 0
         for r in ready:
@@ -230,10 +235,10 @@ class Router:
 
     def on_first_token(self, req: Request, t: float) -> None:
         req.first_t = t
-        self.run.accounting.first[req.rid] = t
+        self._acct.first[req.rid] = t
 
     def on_done(self, req: Request, t: float) -> None:
-        self.run.accounting.completed(req.rid, t)
+        self._acct.completed(req.rid, t)
 
     def on_timeout(self, req: Request, t: float) -> None:
         req.state = DROPPED
@@ -243,10 +248,10 @@ class Router:
         self.run.replicas.on_drained(engine)
 
     def on_prefill_done(self, req: Request, t: float, engine: Engine) -> None:
-        rep = self.run.replicas.owner.get(engine)
-        nbytes = float(req.prompt * self.run.setup.replica.kv_bytes_per_token)
+        rep = self._owner.get(engine)
+        nbytes = float(req.prompt * self._kv_bytes_per_token)
         if rep is None:  # the prefill replica is already gone: no contention to model
-            self.run.env.at(t + nbytes / self._link_bytes_per_s, self._handoff, req)
+            self._env.at(t + nbytes / self._link_bytes_per_s, self._handoff, req)
             return
         link = self.links.get(rep.rid)
         if link is None:
@@ -255,7 +260,7 @@ class Router:
             link.last_t = t
             link.active.append(Transfer(nbytes, req))
             link.gen += 1
-            self.run.env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
+            self._env.at(t + nbytes / link.bytes_per_s, self._link_done, rep.rid, link.gen)
             return
         self._advance(link, t)
         link.active.append(Transfer(nbytes, req))
@@ -277,24 +282,28 @@ class Router:
             return
         n = len(link.active)
         first = min(tr.left for tr in link.active)
-        self.run.env.at(link.last_t + max(first, 0.0) * n / link.bytes_per_s, self._link_done, nid, link.gen)
+        self._env.at(link.last_t + max(first, 0.0) * n / link.bytes_per_s, self._link_done, nid, link.gen)
 
     def _link_done(self, nid: int, gen: int) -> None:
         link = self.links[nid]
         if gen != link.gen:
             return
-        t = self.run.env.now
-        self._advance(link, t)
-        done = [tr for tr in link.active if tr.left <= 1.0]
-        link.active = [tr for tr in link.active if tr.left > 1.0]
-        for tr in done:
-            self._handoff(tr.req)
+        self._advance(link, self._env.now)
+        active = link.active
+        if len(active) == 1 and active[0].left <= 1.0:  # the common case: the link's only transfer is done
+            link.active = []
+            self._handoff(active[0].req)
+        else:
+            link.active = [tr for tr in active if tr.left > 1.0]
+            for tr in active:
+                if tr.left <= 1.0:
+                    self._handoff(tr.req)
         self._schedule_link(link, nid)
 
     def _handoff(self, req: Request) -> None:
         if req.state == DROPPED:
             return
-        now = self.run.env.now
+        now = self._env.now
         if req.deadline < now:
             self.on_timeout(req, now)
             return
@@ -302,8 +311,41 @@ class Router:
         self.route(self.decode_role, req)
 
 
+_T = TypeVar("_T")
+SAMPLE_POOL_MAX = 21
+"""``random.Random.sample`` draws two from a copied pool up to this population size, by rejection above it."""
+
+
+def two_at_random(rng: random.Random, ready: list[_T]) -> tuple[_T, _T]:
+    """Two distinct replicas: the pair ``rng.sample(ready, 2)`` returns, from the same draws (CPython's algorithm for
+    two, which a test pins), without its generic checks and copy on every decode routing."""
+    n = len(ready)
+    i = rng.randrange(n)
+    if n <= SAMPLE_POOL_MAX:  # the pool: the last replica moves into the first pick's place
+        j = rng.randrange(n - 1)
+        return ready[i], ready[n - 1 if j == i else j]
+    j = rng.randrange(n)
+    while j == i:
+        j = rng.randrange(n)
+    return ready[i], ready[j]
+
+
 def _prefill_load(rep: Replica) -> int:
-    return rep.engine.load if rep.engine is not None else 1 << 30
+    e = rep.engine
+    return len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
+
+
+def _load_range(ready: list[Replica]) -> tuple[Replica, int, int]:
+    """The least loaded replica (the first of equals), its load and the highest load, in one pass."""
+    least = ready[0]
+    low = high = _prefill_load(least)
+    for rep in ready[1:]:
+        load = _prefill_load(rep)
+        if load < low:
+            least, low = rep, load
+        elif load > high:
+            high = load
+    return least, low, high
 
 
 def _decode_load(rep: Replica) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from gpuscale.sim.events import PRIORITY_CONTROL, Environment
 from gpuscale.sim.placement import Scheduler, place_gang
 from gpuscale.sim.policies import Controller, ControllerContext, RoleObservation, build_controller
 from gpuscale.sim.provisioner import NodeLayer
-from gpuscale.sim.replicas import Replica, ReplicaSet
+from gpuscale.sim.replicas import CounterSample, Replica, ReplicaSet
 from gpuscale.sim.router import Router
 from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.states import NodeState
@@ -195,8 +195,6 @@ class Run:
 def _counter_rates(rep: Replica, t: float, e: Engine) -> tuple[float, float]:
     """Record this scrape of the engine's counters; return their per-second increase over the window's scrapes
     (Prometheus ``rate()`` needs two samples: a pod scraped once reports no rate yet)."""
-    from gpuscale.sim.replicas import CounterSample
-
     samples = rep.counter_samples
     samples.append(CounterSample(t, e.prompt_tokens, e.generation_tokens))
     while samples[0].t <= t - RATE_WINDOW_S + 1e-9:

@@ -23,17 +23,21 @@ step boundary, exactly where vLLM would admit it. No event is ever per token.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 from collections import OrderedDict, deque
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
 from gpuscale.sim.replica import ReplicaModel
 from gpuscale.sim.states import RequestState
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gpuscale.sim.events import Environment
+
+_log10 = math.log10
 
 # plain ints on the hot path (IntEnum comparisons and look-ups cost more than the arithmetic around them)
 WAITING, PREFILL, TRANSFER, DECODING, DONE, DROPPED = (
@@ -100,8 +104,12 @@ class ItlHistogram:
         self.total = 0.0
 
     def add(self, duration_s: float, tokens: float) -> None:
-        i = int((math.log10(duration_s) - self.LO) * self.PER_DECADE) if duration_s > 0 else 0
-        self.counts[min(max(i, 0), self.BINS - 1)] += tokens
+        i = int((_log10(duration_s) - self.LO) * self.PER_DECADE) if duration_s > 0 else 0
+        if i < 0:
+            i = 0
+        elif i >= self.BINS:
+            i = self.BINS - 1
+        self.counts[i] += tokens
         self.total += tokens
 
     def quantile(self, q: float) -> float | None:
@@ -117,6 +125,8 @@ class ItlHistogram:
 
 
 _IDLE, _STEP, _RUN = 0, 1, 2
+_NO_CHUNKS: tuple[tuple[Request, int], ...] = ()
+"""A pass with no prefill work (no list allocated on the common path)."""
 
 
 class Engine:
@@ -206,7 +216,7 @@ class Engine:
         self.draining = False
         self._mode = _IDLE
         self._gen = 0
-        self._chunks: list[tuple[Request, int]] = []
+        self._chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         self._step_dur = 0.0
         self._run_t0 = self._run_A = self._run_C0 = 0.0
         self._run_k = self._run_n = 0
@@ -284,7 +294,7 @@ class Engine:
         self.decoding = []
         self.order = []
         self.n_dec = self.ctx_k = self.kv_used = 0
-        self._chunks = []
+        self._chunks = _NO_CHUNKS
         for r in waiting + running:
             r.engine = None
             r.kv = 0
@@ -328,7 +338,7 @@ class Engine:
         r.g0 = g0
         seq = next(self._seq)
         r.dseq = seq
-        heapq.heappush(self.decoding, (self.step + r.output - g0, seq, r))
+        heappush(self.decoding, (self.step + r.output - g0, seq, r))
         self.order.append(r)
         self.n_dec += 1
         self.ctx_k += r.prompt + g0 - self.step  # context at join: the prompt plus every token generated so far
@@ -345,7 +355,7 @@ class Engine:
     def _finish_completed(self, t: float) -> None:
         dec = self.decoding
         while dec and dec[0][0] <= self.step:
-            _, seq, r = heapq.heappop(dec)
+            _, seq, r = heappop(dec)
             if r.dseq != seq:
                 continue  # preempted: a stale entry
             self._leave_decode(r)
@@ -374,8 +384,12 @@ class Engine:
             preempted = True
         return preempted
 
-    def _prefill_chunks(self, t: float, admit: bool) -> list[tuple[Request, int]]:
+    def _prefill_chunks(self, t: float, admit: bool) -> Sequence[tuple[Request, int]]:
         """This step's prefill work: continuing prompts first, then new requests while budget, KV and seats allow."""
+        if not self.prefilling and not self.waiting:
+            if self.cache:
+                self._trim_cache()
+            return _NO_CHUNKS
         m, sink = self.m, self.sink
         chunks: list[tuple[Request, int]] = []
         budget = m.max_num_batched_tokens - self.n_dec
@@ -464,7 +478,8 @@ class Engine:
     def _trim_cache(self) -> None:
         room = self.m.kv_capacity_blocks - -(-self.kv_used // self.m.block_tokens)
         cache = self.cache
-        while len(cache) > max(room, 0):
+        excess = len(cache) - (room if room > 0 else 0)
+        for _ in range(excess):
             cache.popitem(last=False)
 
     # planning ------------------------------------------------------------
@@ -472,12 +487,15 @@ class Engine:
     def _plan(self) -> None:
         """One vLLM scheduling pass at a step boundary: a mixed step, a decode run, or idle."""
         t = self.env.now
-        m = self.m
-        preempted = False
-        if self.n_dec and self.does_prefill and self.kv_used + self.n_dec > m.kv_capacity_tokens:
-            preempted = self._preempt_for(self.n_dec)
-        chunks = self._prefill_chunks(t, not preempted) if self.does_prefill else []
-        joined = [] if self.does_prefill else self._admit_decode(t)
+        chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
+        joined: list[Request] | None = None
+        if self.does_prefill:
+            preempted = False
+            if self.n_dec and self.kv_used + self.n_dec > self._cap:
+                preempted = self._preempt_for(self.n_dec)
+            chunks = self._prefill_chunks(t, not preempted)
+        elif self.waiting:
+            joined = self._admit_decode(t)
         n = self.n_dec
         ctx = self.ctx_k + n * self.step
         if chunks:
@@ -486,7 +504,7 @@ class Engine:
             for r, take in chunks:
                 tokens += take
                 pairs += take * (r.prefilled + take / 2.0)
-            dur = m.step_s(n, ctx, tokens, pairs)
+            dur = self.m.step_s(n, ctx, tokens, pairs)
             self._mode = _STEP
             self._chunks = chunks
             self._step_dur = dur
@@ -498,7 +516,7 @@ class Engine:
             A = self._oh + self._ps * n + (gemm if gemm > w else w)
             dec = self.decoding
             while dec[0][2].dseq != dec[0][1]:
-                heapq.heappop(dec)
+                heappop(dec)
             k = dec[0][0] - self.step
             if self.does_prefill:
                 room = (self._cap - self.kv_used) // n
@@ -510,8 +528,9 @@ class Engine:
             if self._busy_since is None:
                 self._busy_since = t
             c = self._c
-            for r in joined:  # their first token is the end of this run's first step
-                self.sink.on_first_token(r, t + A + c * ctx)
+            if joined:  # their first token is the end of this run's first step
+                for r in joined:
+                    self.sink.on_first_token(r, t + A + c * ctx)
             self.env.at(t + k * A + c * (k * ctx + n * k * (k - 1) / 2.0), self._on_run_end, self._gen, k)
         else:
             self._set_idle(t)
@@ -537,17 +556,19 @@ class Engine:
 
     def _next_boundary(self, elapsed: float) -> int:
         """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
-        q = self.m.step_per_context_token_s * self._run_n / 2.0
-        lin = self._run_A + self.m.step_per_context_token_s * self._run_C0 - q
+        c = self._c
+        q = c * self._run_n / 2.0
+        lin = self._run_A + c * self._run_C0 - q
         if elapsed <= 0:
             steps = 0
         elif q > 0:
             steps = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * q * elapsed)) / (2.0 * q))
         else:
             steps = math.ceil(elapsed / lin)
-        while steps > 0 and self._run_time(steps - 1) >= elapsed:
+        run_time = self._run_time
+        while steps > 0 and run_time(steps - 1) >= elapsed:
             steps -= 1
-        while self._run_time(steps) < elapsed:
+        while run_time(steps) < elapsed:
             steps += 1
         return steps
 
@@ -562,7 +583,9 @@ class Engine:
                 self.kv_used += n
             self.itl.add(self._step_dur, n)
             self.generation_tokens += n
-        self._finish_completed(t)
+        dec = self.decoding
+        if dec and dec[0][0] <= self.step:
+            self._finish_completed(t)
         sink = self.sink
         for r, take in self._chunks:
             if r.state != PREFILL or r.engine is not self:
@@ -595,7 +618,7 @@ class Engine:
                 r.state = TRANSFER
                 r.engine = None
                 sink.on_prefill_done(r, t, self)
-        self._chunks = []
+        self._chunks = _NO_CHUNKS
         self._plan()
 
     def _on_run_end(self, gen: int, steps: int) -> None:

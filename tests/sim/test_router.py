@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+from gpuscale.sim.router import SAMPLE_POOL_MAX, two_at_random
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import build_scenario
 from gpuscale.sim.traffic import TraceTraffic
@@ -57,3 +59,14 @@ def test_kv_transfer_time_follows_the_network_and_concurrent_transfers_share_it(
     assert slow.ttft_p50_s > fast.ttft_p50_s + 0.2  # type: ignore[operator]
     lone = trace_run(write_prefix_trace(tmp_path / "lone.csv", per_bucket=1), network_gbps=20.0).result("ceiling")
     assert slow.ttft_p50_s > lone.ttft_p50_s + 0.02  # type: ignore[operator]
+
+
+def test_power_of_two_draws_the_pair_random_sample_draws() -> None:
+    # the decode router's fast pick must keep every seeded run identical to the sample() it replaces, on both sides
+    # of sample()'s pool/rejection switch
+    for n in (2, 3, 5, SAMPLE_POOL_MAX, SAMPLE_POOL_MAX + 1, 40):
+        population = list(range(n))
+        for seed in range(200):
+            fast, ref = random.Random(seed), random.Random(seed)
+            for _ in range(5):
+                assert two_at_random(fast, population) == tuple(ref.sample(population, 2))
