@@ -24,11 +24,12 @@ from gpuscale.spec.base import Ipv4Cidr, Spec
 from gpuscale.spec.environment import ExistingSubnetsSpec, NewVpcSpec
 from gpuscale.spec.platform import PlatformSpec
 
-CoreAddon = Literal["vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns"]
+CoreAddon = Literal["vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "aws-ebs-csi-driver"]
 ADDONS_BEFORE_NODES: tuple[CoreAddon, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 """DaemonSets a node needs to become Ready (networking, Pod Identity credentials): installed before any node."""
-ADDONS_AFTER_NODES: tuple[CoreAddon, ...] = ("coredns",)
-"""Deployments that only become healthy once nodes exist."""
+ADDONS_AFTER_NODES: tuple[CoreAddon, ...] = ("coredns", "aws-ebs-csi-driver")
+"""Deployments that only become healthy once nodes exist (the EBS CSI driver provisions Prometheus' volume; EKS
+creates no default StorageClass or CSI driver on new clusters)."""
 
 
 class ExistingSubnets(Spec):
@@ -48,7 +49,7 @@ class EksClusterArgs(Spec):
     """Availability zones; a new VPC gets one private and one public subnet in each."""
     network: NewVpcSpec | ExistingSubnets = NewVpcSpec()
     """A new VPC (``vpc_cidr``) or existing subnets (``private_subnet_ids``)."""
-    kubernetes_version: str = "1.33"
+    kubernetes_version: str = versions.DEFAULT_KUBERNETES_VERSION
     """EKS Kubernetes minor version (one of ``versions.SUPPORTED_KUBERNETES_VERSIONS``)."""
     stage: Literal["dev", "staging", "prod"] = "prod"
     """Lifecycle stage: prod gets deletion protection and one NAT gateway per zone."""
@@ -220,8 +221,12 @@ class EksCluster(pulumi.ComponentResource):
         self._admin_access(name, args, cluster, partition.partition)
         before = [self._addon(name, cluster, addon, args.kubernetes_version) for addon in ADDONS_BEFORE_NODES]
         node_group = self._system_nodes(name, args, cluster, private_ids, partition, before)
+        ebs_role = self._ebs_csi_role(name, args, cluster, partition.partition, region)
         after = [
-            self._addon(name, cluster, addon, args.kubernetes_version, depends_on=[node_group])
+            self._addon(
+                name, cluster, addon, args.kubernetes_version, depends_on=[node_group],
+                identity=ebs_role if addon == "aws-ebs-csi-driver" else None,
+            )
             for addon in ADDONS_AFTER_NODES
         ]
 
@@ -489,6 +494,33 @@ class EksCluster(pulumi.ComponentResource):
             opts=self._child(depends_on=[*attachments, *addons]),
         )
 
+    def _ebs_csi_role(
+        self, name: str, args: EksClusterArgs, cluster: aws.eks.Cluster, partition: pulumi.Output[str],
+        region: pulumi.Output[str],
+    ) -> aws.iam.Role:
+        """The EBS CSI controller's role: the AWS managed driver policy, trusted by Pod Identity for its service account
+        in this cluster only."""
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self)).account_id
+        namespace, service_account = iam.EBS_CSI_SERVICE_ACCOUNT
+        role = aws.iam.Role(
+            f"{name}-ebs-csi-role",
+            assume_role_policy=pulumi.Output.all(partition, region, account, cluster.name).apply(
+                lambda a: json.dumps(iam.pod_identity_trust_policy(
+                    partition=a[0], region=a[1], account_id=a[2], cluster_name=a[3],
+                    namespace=namespace, service_account=service_account,
+                ))
+            ),
+            tags=self._tags,
+            opts=self._child(),
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-ebs-csi-policy",
+            role=role.name,
+            policy_arn=partition.apply(functools.partial(iam.managed_policy_arn, policy=iam.EBS_CSI_DRIVER_POLICY)),
+            opts=self._child(),
+        )
+        return role
+
     def _addon(
         self,
         name: str,
@@ -496,6 +528,7 @@ class EksCluster(pulumi.ComponentResource):
         addon: CoreAddon,
         kubernetes_version: str,
         depends_on: list[pulumi.Resource] | None = None,
+        identity: aws.iam.Role | None = None,
     ) -> aws.eks.Addon:
         # EKS's default add-on version for this Kubernetes version (not the newest): fewer surprise upgrades
         version = aws.eks.get_addon_version_output(
@@ -511,6 +544,9 @@ class EksCluster(pulumi.ComponentResource):
             addon_version=version,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
+            pod_identity_associations=[
+                aws.eks.AddonPodIdentityAssociationArgs(role_arn=identity.arn, service_account=iam.EBS_CSI_SERVICE_ACCOUNT[1])
+            ] if identity is not None else None,
             tags=self._tags,
             opts=self._child(depends_on=depends_on),
         )

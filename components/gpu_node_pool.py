@@ -8,13 +8,13 @@ Why these settings (details in ``docs/layer1-nodes.md`` and ``gpuscale.manifests
   acknowledged setting and logs a warning naming the trap.
 - ``expireAfter: Never`` (spec default): expiry is forceful and ignores budgets and ``do-not-disrupt``, so a
   GPU node is never recycled mid-day on a timer. AMI updates roll through drift instead (a new pinned alias
-  drifts every node), and drift obeys the disruption budgets: one node at a time, optionally frozen during
-  business hours.
-- ``terminationGracePeriod`` = longest ``slo.request_timeout_s`` of the pool's models + drain margin.
+  drifts every node), and drift obeys the disruption budgets: one node at a time, only inside the pool's drift window.
+- No ``terminationGracePeriod``: with one, Karpenter's drift ignores PDBs and force-deletes serving pods.
 - Taint ``nvidia.com/gpu=true:NoSchedule``; labels ``gpuscale.io/node-pool`` and ``nvidia.com/gpu.present``.
 - Limits: ``nvidia.com/gpu`` is the budget; cpu/memory are derived from the catalogue so they never bind first.
 - EC2NodeClass: pinned AMI alias, IMDSv2 with hop limit 1, encrypted gp3 root sized for image + model cache,
-  RAID0 instance store when every type has NVMe, EFA interfaces when asked.
+  RAID0 instance store when every type has NVMe, EFA interfaces when asked, and for a cluster placement group
+  (EFA pools by default) the ``<cluster>-<pool>`` EC2 placement group this component creates.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from __future__ import annotations
 from typing import Literal
 
 import pulumi
+import pulumi_aws as aws
 from pydantic import Field, model_validator
 
-from gpuscale import sizing
+from gpuscale import sizing, versions
 from gpuscale.components.children import object_name
 from gpuscale.components.inputs import ClusterName, NonEmpty, SecurityGroupIds, StrInput, StrListInput, SubnetIds
 from gpuscale.components.node_pool_resources import node_class_and_pool, node_class_spec
@@ -62,9 +63,6 @@ class GpuNodePoolArgs(Spec):
     root_volume_gib: int | None = Field(default=None, gt=0)
     """Root (AL2023) or data (Bottlerocket) volume: image + model cache (``gpuscale.sizing.root_volume_gib``); default
     the pool's ``root_volume_gib``; one of the two is required."""
-    termination_grace_period: str = Field(default=karpenter.grace_period(), pattern=r"^([0-9]+(s|m|h))+$")
-    """Longest drain Karpenter waits for before force-deleting pods of a node it removes; default a drain for
-    requests of up to ``DEFAULT_REQUEST_TIMEOUT_S``, ``from_spec`` uses the pool's models' request timeouts."""
     cold_start_s: float = Field(default=0.0, ge=0)
     """Slowest cold start of the pool's models; a shorter ``consolidate_after`` is warned about."""
     tags: dict[str, str] = Field(default_factory=dict)
@@ -84,7 +82,7 @@ class GpuNodePoolArgs(Spec):
         if self.stage == "prod" and self.pool.ami_alias.endswith("@latest"):
             raise ValueError(
                 f"pool {self.pool.name}: {self.pool.ami_alias} in prod drifts every GPU node whenever AWS publishes an "
-                "AMI; pin a version (e.g. al2023@v20251117), or set stage to dev/staging"
+                f"AMI; pin a version (e.g. {versions.EKS_AL2023_AMI_ALIAS}), or set stage to dev/staging"
             )
         return self
 
@@ -93,7 +91,8 @@ class GpuNodePoolArgs(Spec):
         cls, spec: PlatformSpec, pool_name: str, *, cluster_name: StrInput, node_role_name: StrInput,
         subnet_ids: StrListInput | None = None, security_group_ids: StrListInput | None = None,
     ) -> GpuNodePoolArgs:
-        """The spec's pool, with root volume, drain bound and cold start derived from the models that run on it."""
+        """The spec's pool, with root volume and cold start derived from the models that run on it, and the one zone of
+        its cluster placement group (EFA pools)."""
         pool = spec.topology.pool(pool_name)
         return cls(
             pool=pool,
@@ -102,9 +101,8 @@ class GpuNodePoolArgs(Spec):
             subnet_ids=subnet_ids,
             security_group_ids=security_group_ids,
             stage=spec.environment.stage,
-            zones=spec.topology.zones,
+            zones=spec.topology.pool_zones(pool_name),
             root_volume_gib=sizing.root_volume_gib(spec, pool),
-            termination_grace_period=karpenter.termination_grace_period(spec, pool_name),
             cold_start_s=karpenter.longest_cold_start_s(spec, pool_name),
             tags=spec.environment.tags,
         )
@@ -123,7 +121,8 @@ class GpuNodePool(pulumi.ComponentResource):
     """Karpenter ``EC2NodeClass`` + ``NodePool`` for one GPU pool (both named after the pool unless ``args.name``).
 
     Creates ``<name>-nodeclass`` (``karpenter.k8s.aws/v1`` EC2NodeClass) and ``<name>-nodepool``
-    (``karpenter.sh/v1`` NodePool) through the Kubernetes provider in ``opts``.
+    (``karpenter.sh/v1`` NodePool) through the Kubernetes provider in ``opts``, plus ``<name>-placement-group`` (an EC2
+    cluster placement group, through the AWS provider) when the pool uses one.
 
     Expects on the cluster: Karpenter and its CRDs (``KarpenterController``; pass its ``chart`` in
     ``opts.depends_on`` when it is in the same program), the node role with an access entry, and subnets/security
@@ -140,8 +139,17 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("gpuscale:index:GpuNodePool", name, None, opts)
         pool = args.pool
         volume_gib = args.volume_gib or 0  # validated: never None here
-        for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool)]:
+        for warning in [*karpenter.disruption_warnings(pool, args.cold_start_s), *karpenter.capacity_warnings(pool),
+                        *karpenter.network_layer_warnings(pool)]:
             pulumi.log.warn(warning, resource=self)
+        if pool.cluster_placement:
+            group = aws.ec2.PlacementGroup(
+                f"{name}-placement-group",
+                name=pulumi.Output.from_input(args.cluster_name).apply(lambda c: karpenter.placement_group_name(c, pool)),
+                strategy="cluster", tags=args.tags, opts=pulumi.ResourceOptions(parent=self),
+            )
+            # the EC2NodeClass names the group: it must exist before Karpenter resolves it
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[group]))
         class_spec = node_class_spec(
             lambda cluster, role, subnets, groups: karpenter.ec2nodeclass_body(
                 pool, cluster_name=cluster, node_role_name=role, root_volume_gib=volume_gib,
@@ -150,9 +158,7 @@ class GpuNodePool(pulumi.ComponentResource):
             cluster_name=args.cluster_name, node_role_name=args.node_role_name,
             subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
         )
-        pool_body = karpenter.nodepool_body(
-            pool, zones=args.zones, termination_grace_period=args.termination_grace_period, name=args.k8s_name,
-        )
+        pool_body = karpenter.nodepool_body(pool, zones=args.zones, name=args.k8s_name)
         node_class, node_pool = node_class_and_pool(
             self, name, f"GpuNodePool {name!r}", k8s_name=args.k8s_name, class_spec=class_spec, pool_body=pool_body,
             opts=opts,

@@ -19,6 +19,7 @@ from gpuscale import labels
 from gpuscale.checks import checked_sizing
 from gpuscale.components.children import child_opts
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -35,6 +36,7 @@ from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.manifests import autoscaling, vllm
+from gpuscale.manifests.karpenter import efa_pools
 from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import ExistingSubnetsSpec
@@ -88,6 +90,7 @@ class InferencePlatform(pulumi.ComponentResource):
 
     Creates ``<name>-aws`` (an AWS provider for the spec's region, only when ``opts`` brings none), ``<name>-cluster``
     (EksCluster), ``<name>-karpenter``, ``<name>-cpu`` and ``<name>-<pool>`` node pools, ``<name>-device-plugin``,
+    ``<name>-efa-device-plugin`` (when a pool has ``efa: true``),
     ``<name>-prometheus`` (optional), ``<name>-kai``, ``<name>-queues``, ``<name>-topology``, ``<name>-lws`` and
     ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, and per model
     ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
@@ -155,6 +158,8 @@ class InferencePlatform(pulumi.ComponentResource):
             for pool in spec.topology.gpu_pools
         ]
         NvidiaDevicePlugin(f"{name}-device-plugin", NvidiaDevicePluginArgs.from_spec(spec), opts=on_cluster())
+        if efa_pools(spec):
+            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs.from_spec(spec), opts=on_cluster())
 
         # monitoring first: KAI, KEDA and the vLLM PodMonitors use prometheus-operator's CRDs
         monitoring: list[pulumi.Resource] = []

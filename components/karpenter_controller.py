@@ -26,6 +26,8 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.versions import HelmChartPin
 
+RELEASE = "karpenter"
+"""Helm release name (the upstream getting-started command's), so the chart's objects are named ``karpenter``."""
 QUEUE_RETENTION_S = 300
 """Interruption messages older than five minutes are stale: a spot warning gives two."""
 
@@ -140,7 +142,13 @@ class KarpenterController(pulumi.ComponentResource):
                 zonal_shift=args.zonal_shift,
             )
         )
-        controller_role, controller_deps = self._controller_role(name, args, cluster, context)
+        trust = pulumi.Output.all(partition.partition, region, account_id, cluster).apply(
+            lambda a: json.dumps(iam.pod_identity_trust_policy(
+                partition=a[0], region=a[1], account_id=a[2], cluster_name=a[3],
+                namespace=args.namespace, service_account=args.service_account,
+            ))
+        )
+        controller_role, controller_deps = self._controller_role(name, args, cluster, context, trust)
         identity = aws.eks.PodIdentityAssociation(
             f"{name}-pod-identity",
             cluster_name=cluster,
@@ -165,6 +173,7 @@ class KarpenterController(pulumi.ComponentResource):
         # the controller must find its credentials and its nodes must be able to join before it launches any
         self.chart = k8s.helm.v4.Chart(
             f"{name}-chart",
+            name=RELEASE,  # explicit, like every other chart: Pulumi would otherwise derive one from the resource name
             chart=args.chart.chart,
             version=args.chart.version,
             namespace=args.namespace,
@@ -231,11 +240,12 @@ class KarpenterController(pulumi.ComponentResource):
         args: KarpenterControllerArgs,
         cluster: pulumi.Output[str],
         context: pulumi.Output[iam.ControllerPolicyContext],
+        trust: pulumi.Output[str],
     ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
         role = aws.iam.Role(
             f"{name}-controller-role",
             description=cluster.apply(lambda c: f"Karpenter controller of EKS cluster {c} (EKS Pod Identity)"),
-            assume_role_policy=json.dumps(iam.pod_identity_trust_policy()),
+            assume_role_policy=trust,
             tags=self._tags,
             opts=self._child(),
         )

@@ -42,9 +42,10 @@ class PdRouter(pulumi.ComponentResource):
     """vLLM Router for one disaggregated model.
 
     Creates ``<name>-serviceaccount``, ``<name>-role`` (get/list/watch pods in the model's namespace only),
-    ``<name>-rolebinding``, ``<name>-deployment`` (CPU only), ``<name>-service`` (named ``<model>``: the model's entry
-    point) and ``<name>-podmonitor`` (router metrics on port 29000). Expects the namespace, the model's prefill and
-    decode pods (``VllmService``, which creates this router), a CPU node pool and prometheus-operator's CRDs.
+    ``<name>-rolebinding``, ``<name>-deployment`` (one replica, CPU only, on-demand), ``<name>-pdb`` (minAvailable 1),
+    ``<name>-service`` (named ``<model>``: the model's entry point) and ``<name>-podmonitor`` (router metrics on port
+    29000). Expects the namespace, the model's prefill and decode pods (``VllmService``, which creates this router), a
+    CPU node pool and prometheus-operator's CRDs.
     """
 
     endpoint: pulumi.Output[str]
@@ -73,6 +74,9 @@ class PdRouter(pulumi.ComponentResource):
         dep = lift(settings, router.router_deployment_body)
         k8s.apps.v1.Deployment(f"{name}-deployment", metadata=_part(dep, "metadata"), spec=_part(dep, "spec"),
                                opts=child_opts(self, opts, binding))
+        pdb = lift(settings, router.router_pdb_body)
+        k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=_part(pdb, "metadata"), spec=_part(pdb, "spec"),
+                                          opts=child_opts(self, opts))
         svc = lift(settings, router.router_service_body)
         service = k8s.core.v1.Service(f"{name}-service", metadata=_part(svc, "metadata"), spec=_part(svc, "spec"),
                                       opts=child_opts(self, opts))

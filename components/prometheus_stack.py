@@ -12,11 +12,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale import versions
+from gpuscale.components.children import child_opts
 from gpuscale.components.helm_release import after_chart, namespaced_chart
 from gpuscale.manifests.autoscaling import (
     PROMETHEUS_STACK_RELEASE,
     prometheus_stack_url,
     prometheus_stack_values,
+    prometheus_storage_class_body,
 )
 from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
 from gpuscale.spec.base import Spec
@@ -42,9 +44,10 @@ class PrometheusStackArgs(Spec):
 class PrometheusStack(pulumi.ComponentResource):
     """Prometheus, prometheus-operator, its CRDs and the default exporters.
 
-    Creates ``<name>-namespace`` (Namespace) and ``<name>-chart`` (``helm.sh/v4`` Chart, release
-    ``kube-prometheus-stack``). Prometheus selects every PodMonitor/ServiceMonitor in every namespace. PodMonitors
-    must wait for ``chart`` (it installs their CRD): put it in ``VllmService``'s ``opts.depends_on``.
+    Creates ``<name>-storage-class`` (gp3, EBS CSI; Prometheus' volume), ``<name>-namespace`` (Namespace) and
+    ``<name>-chart`` (``helm.sh/v4`` Chart, release ``kube-prometheus-stack``). Prometheus selects every
+    PodMonitor/ServiceMonitor in every namespace. PodMonitors must wait for ``chart`` (it installs their CRD): put it
+    in ``VllmService``'s ``opts.depends_on``.
     """
 
     chart: k8s.helm.v4.Chart
@@ -56,9 +59,16 @@ class PrometheusStack(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PrometheusStackArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:PrometheusStack", name, None, opts)
+        sc = prometheus_storage_class_body()
+        storage = k8s.storage.v1.StorageClass(
+            f"{name}-storage-class", metadata=sc["metadata"], provisioner=sc["provisioner"], parameters=sc["parameters"],
+            volume_binding_mode=sc["volumeBindingMode"], reclaim_policy=sc["reclaimPolicy"],
+            allow_volume_expansion=sc["allowVolumeExpansion"], opts=child_opts(self, opts),
+        )
         ns, self.chart = namespaced_chart(
             self, name, f"PrometheusStack {name!r}", release=PROMETHEUS_STACK_RELEASE, pin=args.chart,
-            namespace=args.namespace, values=prometheus_stack_values(args.scrape_interval_s), opts=opts,
+            namespace=args.namespace, values=prometheus_stack_values(args.scrape_interval_s),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[storage])),
         )
         self.namespace = ns.metadata.name
         self.prometheus_url = pulumi.Output.all(self.namespace, after_chart(self.chart, "")).apply(

@@ -182,9 +182,17 @@ class VllmService(pulumi.ComponentResource):
                 resource=self,
             )
             return []
+        invoke = pulumi.InvokeOptions(parent=self)
+        trust = pulumi.Output.all(
+            aws.get_partition_output(opts=invoke).partition, aws.get_region_output(opts=invoke).region,
+            aws.get_caller_identity_output(opts=invoke).account_id, cluster_name, lift(settings, lambda s: s.namespace),
+        ).apply(lambda a: json.dumps(iam.pod_identity_trust_policy(
+            partition=a[0], region=a[1], account_id=a[2], cluster_name=a[3],
+            namespace=a[4], service_account=vllm.service_account_name(plain.model.name),
+        )))
         role = aws.iam.Role(
             f"{name}-weights-role",
-            assume_role_policy=json.dumps(iam.pod_identity_trust_policy()),
+            assume_role_policy=trust,
             description=f"gpuscale: vLLM pods of {plain.model.name} read {weights.uri}",
             tags=plain.tags,
             opts=child_opts(self, opts),

@@ -23,7 +23,7 @@ from gpuscale.components import (
 )
 
 SPEC = """
-environment: {name: team-b, stage: dev, aws_region: eu-west-1}
+environment: {name: team-b, stage: dev, aws_region: eu-west-1, endpoint_public_access: true, public_access_cidrs: [203.0.113.0/24]}
 topology:
   zones: [eu-west-1a, eu-west-1b]
   gpu_pools: [{name: l40s, instance_types: [g6e.xlarge, g6e.2xlarge], gpu_limit: 8}]

@@ -8,9 +8,7 @@ placed and emitted; one it refuses raises ``Problems``, each with the YAML path 
 
 from __future__ import annotations
 
-from collections import Counter
-
-from gpuscale import crosscheck, sizing
+from gpuscale import crosscheck, perf, sizing, versions
 from gpuscale.first_answer import first_answer_problems
 from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
@@ -48,8 +46,67 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
 
 
 def feasibility(spec: PlatformSpec) -> list[Problem]:
-    """What sizing finds impossible or unsafe: placement, queue quotas, gangs, workload namespaces."""
-    return [*_placement(spec), *_quotas(spec), *_gangs(spec), *_namespaces(spec)]
+    """What sizing finds impossible or unsafe: AMI releases, placement, queue quotas, gangs, KV transfer, workload
+    namespaces."""
+    return [*_ami_releases(spec), *_placement(spec), *_quotas(spec), *_gangs(spec), *_kv_transfer(spec), *_namespaces(spec)]
+
+
+def _ami_releases(spec: PlatformSpec) -> list[Problem]:
+    """Every pinned al2023 release must be a real amazon-eks-ami release that built the NVIDIA AMI for the cluster's
+    Kubernetes minor: Karpenter resolves the alias to one SSM parameter per minor, finds none otherwise, and no node ever
+    launches (``gpuscale/upstream/eks_ami_releases.tsv``; Bottlerocket and ``@latest`` aliases are not checked here)."""
+    problems: list[Problem] = []
+    known = versions.eks_ami_releases()
+    k8s = spec.environment.kubernetes_version
+    fit = [r for r, minors in known.items() if minors is not None and k8s in minors]
+    for j, pool in enumerate(spec.topology.gpu_pools):
+        family, release = pool.ami_alias.partition("@")[0], versions.ami_release(pool.ami_alias)
+        if family != "al2023" or release == "latest":
+            continue
+        at = f"topology.gpu_pools[{j}].ami_alias"
+        if release not in known:
+            problems.append(Problem(at, (
+                f"{pool.ami_alias}: {release} is not an amazon-eks-ami release (Karpenter would find no SSM parameter and "
+                f"launch no node); releases for Kubernetes {k8s}: {', '.join(fit[-3:])} (newest {versions.EKS_AL2023_AMI_ALIAS})"
+            )))
+        elif known[release] is None:
+            problems.append(Problem(at, (
+                f"{pool.ami_alias}: release {release} has no CHANGELOG entry, so whether it built the NVIDIA AMI for "
+                f"Kubernetes {k8s} is unknown; pin one of {', '.join(fit[-3:])}, or confirm the SSM parameter with "
+                "`gpuscale versions --check-aws` and record it in gpuscale/upstream/eks_ami_releases.tsv"
+            )))
+        elif k8s not in known[release]:  # type: ignore[operator]
+            problems.append(Problem(at, (
+                f"{pool.ami_alias}: release {release} built AMIs for Kubernetes {', '.join(sorted(known[release], key=versions.minor))} "  # type: ignore[arg-type]
+                f"but not {k8s} (environment.kubernetes_version): Karpenter finds no AMI and launches no node. "
+                f"Use {', '.join(fit[-3:])}"
+            )))
+    return problems
+
+
+def _kv_transfer(spec: PlatformSpec) -> list[Problem]:
+    """Disaggregated serving moves each prompt's KV cache over the network before decode starts: refuse it where the
+    transfer of a p99 prompt alone takes more than ``KV_TRANSFER_TTFT_SHARE`` of the TTFT budget."""
+    problems: list[Problem] = []
+    for i, m in enumerate(spec.models):
+        if m.serving.mode != "disaggregated":
+            continue
+        shape = _shape(spec, i)
+        if shape is None:
+            continue
+        pool = spec.topology.pool(m.node_pool)
+        seconds = sizing.kv_transfer_s(m, pool, shape)
+        budget = sizing.KV_TRANSFER_TTFT_SHARE * m.slo.ttft_p99_s
+        if seconds > budget:
+            inst = next(it for it in pool.instances if it.name == shape.instance_type)
+            problems.append(Problem(f"models[{i}].serving.mode", (
+                f"disaggregated {m.name}: moving the KV cache of a p99 prompt ({m.workload.prompt_tokens.p99:,} tokens x "
+                f"{perf.kv_bytes_per_token(m.architecture):,} B) from prefill to decode takes {seconds:.2f} s at "
+                f"line rate (a {shape.gpus_per_pod}-GPU pod's share of {inst.name}'s {inst.network_gbps:g} Gbit/s), more "
+                f"than {sizing.KV_TRANSFER_TTFT_SHARE:.0%} of the {m.slo.ttft_p99_s:g} s TTFT p99 budget. Serve it "
+                "aggregated (serving.mode: aggregated), or use a pool with more network bandwidth (EFA)"
+            )))
+    return problems
 
 
 def _namespaces(spec: PlatformSpec) -> list[Problem]:
@@ -112,12 +169,8 @@ def _peak_is_carried(spec: PlatformSpec, sized: sizing.PlatformSizing) -> list[P
                 cap = f"autoscaling.{rs.role}.max_replicas is {rs.max_replicas}"
                 fix = f"autoscaling.{rs.role}.max_replicas"
             else:
-                budget = sizing.queue_gpu_budget(spec, m.queue)
-                pool = spec.topology.pool(m.node_pool)
-                cap = (
-                    f"queue {budget.queue} ({budget.kind} {budget.gpus:g}) and node pool {pool.name} (gpu_limit "
-                    f"{pool.gpu_limit}) leave room for {rs.max_replicas}"
-                )
+                # the bound that sets the derived ceiling (sizing.gpu_bounds), with the roles it is shared with
+                cap = f"its share of the GPU bounds ({rs.max_replicas_why}) leaves room for {rs.max_replicas}"
                 fix = "the queue's and the pool's GPU limits"
             carried = m.workload.peak_rps * rs.max_replicas / rs.replicas_at_peak
             problems.append(Problem(
@@ -149,28 +202,25 @@ def _quotas(spec: PlatformSpec) -> list[Problem]:
             f"({' + '.join(f'{p.name} {p.gpu_limit}' for p in spec.topology.gpu_pools)} = {pool_gpus}); "
             "a quota the nodes can never provide is a promise KAI cannot keep",
         ))
-    # warm minimums of non-preemptible (in-quota only) workloads must fit each leaf's quota
-    need: Counter[str] = Counter()
+    # warm minimums must fit every bound they count against (the bounds sizing shares ceilings by)
+    index = {m.name: i for i, m in enumerate(spec.models)}
+    warm: dict[sizing.RoleKey, int] = {}
     for i, m in enumerate(spec.models):
         shape = _shape(spec, i)
-        if shape is None:
-            continue
         for role in m.serving.roles:
-            need[m.queue] += sizing.default_min_replicas(m, role) * shape.gpus
-    leaves = {q.name: q for q, _ in spec.queues() if q.is_leaf}
-    for name, gpus in sorted(need.items()):
-        q = leaves[name]
-        where = _queue_path(spec, name)
-        if not q.preemptible and gpus > q.gpu_quota:
-            problems.append(Problem(
-                f"{where}.gpu_quota",
-                f"queue {name}: warm minimum replicas need {gpus} GPUs but its gpu_quota is {q.gpu_quota:g}; "
-                "non-preemptible (inference) workloads only run in quota, so they would stay Pending",
-            ))
-        if q.gpu_limit != UNLIMITED and gpus > q.gpu_limit:
-            problems.append(Problem(
-                f"{where}.gpu_limit", f"queue {name}: warm minimum needs {gpus} GPUs, above its gpu_limit {q.gpu_limit:g}",
-            ))
+            warm[(m.name, role)] = sizing.default_min_replicas(m, role) * shape.gpus if shape is not None else 0
+    for bound in sizing.gpu_bounds(spec):
+        need = sizing.bound_usage(bound, warm)
+        if need <= bound.gpus:
+            continue
+        parts = " + ".join(f"{name}/{role} {warm[(name, role)]}" for name, role in bound.roles if warm[(name, role)])
+        path = (f"topology.gpu_pools[{_pool_index(spec, bound.name)}].gpu_limit" if bound.kind == "pool_gpu_limit"
+                else f"{_queue_path(spec, bound.name)}.{bound.kind}")
+        first = next((k for k in bound.roles if warm[k]), bound.roles[0])
+        problems.append(Problem(path, (
+            f"warm minimum replicas need {parts} = {need} GPUs, above {bound.label}; they would stay Pending. Raise the "
+            f"bound or lower models[{index[first[0]]}].autoscaling.{first[1]}.min_replicas"
+        )))
     return problems
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from gpuscale import labels
 from gpuscale.manifests import karpenter, vllm
 from gpuscale.problems import Problem
-from gpuscale.sizing import PlatformSizing, queue_gpu_budget
+from gpuscale.sizing import GpuBound, PlatformSizing, RoleKey, bound_usage, gpu_bounds
 from gpuscale.spec.platform import PlatformSpec
 
 
@@ -35,9 +35,46 @@ def _gpus(pod: dict[str, Any]) -> int:
     return sum(int(c.get("resources", {}).get("limits", {}).get(labels.GPU_RESOURCE, 0)) for c in pod["containers"])
 
 
+def _ceilings(spec: PlatformSpec, sizing: PlatformSizing) -> list[Problem]:
+    """Replica ceilings against every bound they share (``sizing.gpu_bounds``, the function sizing derives them with):
+    the sum over every role and model of a leaf queue, of each ancestor and of each pool must fit its quota or limit."""
+    problems: list[Problem] = []
+    gpus_of: dict[RoleKey, int] = {}
+    terms: dict[RoleKey, str] = {}
+    index = {m.name: i for i, m in enumerate(spec.models)}
+    for ms in sizing.models:
+        for r in ms.roles:
+            gpus_of[(ms.model, r.role)] = r.max_replicas * ms.shape.gpus
+            terms[(ms.model, r.role)] = f"{ms.model}/{r.role} {r.max_replicas} x {ms.shape.gpus}"
+    for bound in gpu_bounds(spec):
+        used = bound_usage(bound, gpus_of)
+        if used <= bound.gpus:
+            continue
+        explicit = [k for k in bound.roles if spec.models[index[k[0]]].autoscaling.role(k[1]).max_replicas is not None]
+        key = max(explicit, key=lambda k: gpus_of[k]) if explicit else bound.roles[0]  # the largest explicit ceiling
+        problems.append(Problem(
+            f"models[{index[key[0]]}].autoscaling.{key[1]}.max_replicas" if explicit else _bound_path(spec, bound),
+            f"max_replicas {' + '.join(terms[k] for k in bound.roles)} = {used} GPUs exceed {bound.label}; "
+            + ("replicas above it stay Pending while Karpenter buys nodes for them"
+               if bound.kind != "pool_gpu_limit" else "Karpenter stops launching at the limit")
+            + ". Lower max_replicas (or leave them unset: sizing shares the bound by peak demand), or raise the bound",
+        ))
+    return problems
+
+
+def _bound_path(spec: PlatformSpec, bound: GpuBound) -> str:
+    if bound.kind == "pool_gpu_limit":
+        return f"topology.gpu_pools[{[p.name for p in spec.topology.gpu_pools].index(bound.name)}].gpu_limit"
+    path, siblings = "", spec.teams
+    for q in spec.queue_chain(bound.name):
+        i = next(j for j, s in enumerate(siblings) if s.name == q.name)
+        path, siblings = (f"teams[{i}]" if not path else f"{path}.children[{i}]"), q.children
+    return f"{path}.{bound.kind}"
+
+
 def check_platform(spec: PlatformSpec, sizing: PlatformSizing) -> list[Problem]:
     """Every disagreement between layers, with the numbers and the YAML path to change; [] when they fit."""
-    problems: list[Problem] = []
+    problems: list[Problem] = _ceilings(spec, sizing)
     leaves = set(spec.leaf_queue_names())
     for i, model in enumerate(spec.models):
         at = f"models[{i}]"
@@ -45,25 +82,9 @@ def check_platform(spec: PlatformSpec, sizing: PlatformSizing) -> list[Problem]:
         pool = spec.topology.pool(model.node_pool)
         taint = karpenter.gpu_taint()
         pool_labels = karpenter.gpu_node_labels(pool)
-        budget = queue_gpu_budget(spec, model.queue)
         args = vllm.ServingSettings.from_platform(spec, sizing, model.name)
         for role in model.serving.roles:
             where = f"{model.name}/{role}"
-            rs = ms.role(role)
-            gpus = rs.max_replicas * ms.shape.gpus
-            max_at = f"{at}.autoscaling.{role}.max_replicas"
-            kind = "gpu_quota (non-preemptible: runs in quota only)" if budget.kind == "gpu_quota" else "gpu_limit"
-            if gpus > budget.gpus:
-                problems.append(Problem(max_at,
-                    f"{where}: max_replicas {rs.max_replicas} x {ms.shape.gpus} GPUs = {gpus} GPUs exceeds queue "
-                    f"{budget.queue} {kind} {budget.gpus:g}; replicas above {int(budget.gpus // ms.shape.gpus)} would "
-                    "stay Pending"
-                ))
-            if gpus > pool.gpu_limit:
-                problems.append(Problem(max_at,
-                    f"{where}: max_replicas {rs.max_replicas} x {ms.shape.gpus} GPUs = {gpus} GPUs exceeds node pool "
-                    f"{pool.name} gpu_limit {pool.gpu_limit}; Karpenter stops launching at the limit"
-                ))
             body = vllm.workload_body(args, role)
             for pod in _pod_specs(body):
                 if not _tolerates(pod.get("tolerations", []), taint):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 GPU_RESOURCE = "nvidia.com/gpu"
 """Extended resource the NVIDIA device plugin advertises."""
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+"""Extended resource the AWS EFA device plugin advertises (one per EFA interface; each is exclusive to one pod)."""
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "true"
 GPU_TAINT_EFFECT = "NoSchedule"

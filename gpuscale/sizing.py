@@ -7,6 +7,7 @@ section 3 (KV capacity) and section 4 (cold-start chain).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
@@ -74,6 +75,17 @@ VLLM_IMAGE_GIB = 30
 """Uncompressed vllm/vllm-openai image plus layers being extracted (perf-model.md 4.2: 28.6 GB); the disk it needs."""
 DEFAULT_MAX_NUM_SEQS = 256
 """vLLM's ``max_num_seqs`` default on A100-class parts; H100/H200 get 1024 (perf-model.md 2.3)."""
+CRITICAL_MIN_REPLICAS = 2
+"""Warm minimum of every role of a critical model: a drift replacement, a spot or node failure takes one replica at a
+time, and a second one keeps serving while the replacement loads (a cold start is minutes)."""
+KV_BATCH_FLOOR_SHARE = 0.5
+"""A replica's KV cache must hold at least this share of the decode batch the ITL target needs. Below half, the replica
+runs under half the batch its compute serves within the ITL target, so its decode GPUs cost more than twice what they
+must; doubling TP doubles the GPUs but more than doubles the KV room (the weights' share per GPU halves), so the larger
+TP is cheaper per output token."""
+KV_TRANSFER_TTFT_SHARE = 0.25
+"""Most of the TTFT p99 budget the prefill -> decode KV transfer of a p99 prompt may take in disaggregated serving;
+above it the transfer, not the prefill, decides TTFT, and aggregated serving answers sooner."""
 
 
 class SizingError(ValueError):
@@ -95,16 +107,33 @@ LARGE_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 
 
-class QueueBudget(Spec):
-    """The GPUs workloads of one leaf queue may hold, and the queue that sets the bound."""
+RoleKey = tuple[str, Role]
+"""``(model name, role)``: one autoscaled workload."""
 
-    leaf: str
+
+class GpuBound(Spec):
+    """One ceiling the GPUs of some roles count against together: a queue's quota or limit, or a node pool's limit.
+
+    KAI keeps non-preemptible workloads inside the quota of their leaf queue *and of every ancestor*, and every workload
+    inside each queue's ``gpu_limit`` on its path; Karpenter stops launching at a NodePool's ``nvidia.com/gpu`` limit.
+    So a bound holds the sum over every role and every model below it, never one role alone.
+    """
+
+    kind: Literal["gpu_quota", "gpu_limit", "pool_gpu_limit"]
+    name: str
+    """Queue or node pool name."""
     gpus: float
-    """``inf`` when nothing on the path is bounded."""
-    kind: Literal["gpu_quota", "gpu_limit", "unbounded"]
-    """Non-preemptible leaves run in quota only (KAI); preemptible ones up to the tightest limit on the path."""
-    queue: str
-    """The queue whose quota or limit binds (the leaf, or the ancestor with the tightest limit)."""
+    """The quota or limit, GPUs."""
+    roles: list[RoleKey]
+    """Every ``(model, role)`` whose GPUs count against it."""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "pool_gpu_limit":
+            return f"node pool {self.name} gpu_limit {self.gpus:g}"
+        if self.kind == "gpu_quota":
+            return f"queue {self.name} gpu_quota {self.gpus:g} (non-preemptible workloads run in quota only)"
+        return f"queue {self.name} gpu_limit {self.gpus:g}"
 
 
 class ReplicaShape(Spec):
@@ -123,6 +152,8 @@ class ReplicaShape(Spec):
     """Nodes one replica spans."""
     fits_nvlink_domain: bool
     """Whether the tensor-parallel group sits inside one NVLink domain."""
+    why: str = ""
+    """How sizing chose TP x PP (given, or the smallest that holds one sequence and the ITL decode batch)."""
 
     @property
     def multi_node(self) -> bool:
@@ -227,6 +258,12 @@ class RoleSizing(Spec):
     replicas_at_peak: int
     min_replicas: int
     max_replicas: int
+    max_replicas_why: str = ""
+    """Where the ceiling comes from: the stack file, or the share of the tightest GPU bound (``replica_ceilings``)."""
+    pdb_min_available: int = 0
+    """The role's ready floor (its PDB ``minAvailable``): one below the warm minimum, never 0 when the minimum is >= 1,
+    so no voluntary eviction (drift, drain) ever takes a role that keeps warm replicas to zero; 0 = the role may scale
+    to zero and gets ``maxUnavailable: 1`` instead."""
     scale_down_stabilization_s: int
     polling_interval_s: int
     cooldown_s: int
@@ -269,6 +306,9 @@ class ModelSizing(Spec):
     """vLLM ``--max-num-seqs``: the stack's, else vLLM's default for the GPU (1024 on H100/H200, else 256)."""
     max_num_batched_tokens: int
     """vLLM's chunked-prefill token budget per engine step (its default for the GPU)."""
+    kv_transfer_p99_s: float = 0.0
+    """Disaggregated serving: seconds to move the KV cache of a p99 prompt from a prefill to a decode pod at the pods'
+    share of the instance's network bandwidth (a lower bound: line rate); 0 when aggregated."""
     rollout_deadline_s: int
     """How long a rollout may take before it counts as failed (Deployment ``progressDeadlineSeconds``, Pulumi's
     create/update timeout): twice a full cold start, at least 10 minutes, since a new pod may need a new node."""
@@ -327,10 +367,6 @@ def kv_capacity_tokens(model: ModelDeployment, instance: GpuInstanceType, tp: in
     return int(tp * pp * per_gpu * GIB / perf.kv_bytes_per_token(model.architecture))
 
 
-def _fits(model: ModelDeployment, instance: GpuInstanceType, tp: int, pp: int) -> bool:
-    return kv_capacity_tokens(model, instance, tp, pp) >= model.architecture.max_context_tokens
-
-
 def _shape(model: ModelDeployment, pool: GpuNodePoolSpec, tp: int, pp: int) -> ReplicaShape:
     gpus = tp * pp
     candidates = sorted(pool.instances, key=lambda it: it.on_demand_usd_per_hour)
@@ -355,12 +391,67 @@ def _shape(model: ModelDeployment, pool: GpuNodePoolSpec, tp: int, pp: int) -> R
     )
 
 
+PD_PIPELINE_REASON = (
+    "vLLM's NIXL connector refuses a decode (kv_consumer) engine with pipeline_parallel_size > 1 (v0.33.0 "
+    "nixl/base_worker.py: 'NixlPushConnector consumer (decode) does not support pipeline_parallel_size > 1'), so the "
+    "decode pods would crash-loop"
+)
+
+
+def itl_decode_batch(model: ModelDeployment, instance: GpuInstanceType, tp: int, pp: int) -> int:
+    """The decode batch the ITL target needs: the most sequences whose step stays within ``ITL_HEADROOM`` x the ITL
+    target (``max_num_seqs`` at most), but no more than the whole model's concurrent decodes at peak load (one replica
+    never needs a larger batch than all the traffic there is)."""
+    arch, w = model.architecture, model.workload
+    ctx = mean_decode_context(model)
+    limit = model.slo.itl_p99_s * ITL_HEADROOM
+    peak_concurrency = max(1, math.ceil(w.peak_rps * w.output_tokens.mean * limit))
+    cap = min(max_num_seqs(model, instance), peak_concurrency)
+    best = 0
+    for b in range(1, cap + 1):
+        if perf.decode_step_s(arch, instance.gpu, tp, pp, b, b * ctx) > limit:
+            break
+        best = b
+    return best
+
+
+def kv_decode_batch(model: ModelDeployment, kv_tokens: int) -> int:
+    """Sequences of mean decode context the KV cache holds below ``KV_TARGET_UTILISATION``."""
+    return int(kv_tokens * KV_TARGET_UTILISATION // mean_decode_context(model))
+
+
+def _kv_shortfall(model: ModelDeployment, pool: GpuNodePoolSpec, shape: ReplicaShape) -> str | None:
+    """Why ``shape`` cannot serve ``model``: KV room for less than one max-context sequence, or for fewer sequences than
+    ``KV_BATCH_FLOOR_SHARE`` of the decode batch the ITL target needs; None when it can."""
+    inst = _instance(pool, shape)
+    tp, pp = shape.tensor_parallel_size, shape.pipeline_parallel_size
+    cap = kv_capacity_tokens(model, inst, tp, pp)
+    if cap < model.architecture.max_context_tokens:
+        return f"leaves KV room for {cap:,} tokens, less than one max_context_tokens ({model.architecture.max_context_tokens:,}) sequence"
+    need, held = itl_decode_batch(model, inst, tp, pp), kv_decode_batch(model, cap)
+    if held < need * KV_BATCH_FLOOR_SHARE:
+        return (
+            f"leaves KV room for {cap:,} tokens, {held} sequences of {mean_decode_context(model):,.0f} tokens, less than "
+            f"half the {need}-sequence decode batch the ITL target ({model.slo.itl_p99_s:g} s) needs"
+        )
+    return None
+
+
 def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape:
-    """TP/PP as given, or the smallest TP (then PP) whose KV cache holds one max-context sequence."""
+    """TP/PP as given, or the smallest TP (then PP) whose KV cache holds one max-context sequence and the decode batch
+    the ITL target needs (``itl_decode_batch``). Disaggregated serving keeps PP at 1 (``PD_PIPELINE_REASON``)."""
     arch = model.architecture
     ref = min(pool.instances, key=lambda it: it.on_demand_usd_per_hour)
     max_node = max(it.gpus_per_node for it in pool.instances)
     par = model.parallelism
+    disaggregated = model.serving.mode == "disaggregated"
+    if disaggregated and (par.pipeline_parallel_size or 1) > 1:
+        raise SizingError(
+            f"model {model.name}: serving.mode disaggregated with pipeline_parallel_size {par.pipeline_parallel_size}: "
+            f"{PD_PIPELINE_REASON}. Use pipeline_parallel_size 1 (a larger TP or GPU), or serve the model aggregated "
+            "(serving.mode: aggregated)",
+            "parallelism.pipeline_parallel_size",
+        )
     if par.tensor_parallel_size or par.pipeline_parallel_size:
         tp, pp = par.tensor_parallel_size or 1, par.pipeline_parallel_size or 1
         if arch.attention_heads % tp:
@@ -369,32 +460,57 @@ def replica_shape(model: ModelDeployment, pool: GpuNodePoolSpec) -> ReplicaShape
                 "parallelism.tensor_parallel_size",
             )
         shape = _shape(model, pool, tp, pp)
-        if not _fits(model, _instance(pool, shape), tp, pp):
+        short = _kv_shortfall(model, pool, shape)
+        if short is not None:
+            better = _auto_shape(model, pool, disaggregated)
+            hint = (
+                f"TP {better.tensor_parallel_size} x PP {better.pipeline_parallel_size} would fit"
+                if better is not None else "use a larger GPU or FP8 weights"
+            )
             cap = kv_capacity_tokens(model, _instance(pool, shape), tp, pp)
             raise SizingError(
-                f"model {model.name}: TP {tp} x PP {pp} on {shape.instance_type} leaves KV room for {cap} tokens, "
-                f"less than max_context_tokens {arch.max_context_tokens}; raise TP/PP or lower max_context_tokens",
+                f"model {model.name}: TP {tp} x PP {pp} on {shape.instance_type} {short}; raise TP/PP ({hint}), or "
+                "lower max_context_tokens",
                 # no KV room at all: the weights alone overflow the GPUs, so the number to check is the model's size
                 "architecture.params_b" if cap == 0 else "parallelism",
             )
-        return shape
+        return shape.model_copy(update={"why": f"TP {tp} x PP {pp} set in the stack file"})
+    auto = _auto_shape(model, pool, disaggregated)
+    if auto is not None:
+        return auto
     domain = max(it.nvlink_domain_gpus for it in pool.instances)
     tps = [t for t in (1, 2, 4, 8, 16) if t <= max(domain, 1) and t <= max_node and arch.attention_heads % t == 0]
-    for pp in (1, 2, 4, 8):
+    pps = "PP 1 (disaggregated)" if disaggregated else "PP <= 8"
+    largest = max(tps) * (1 if disaggregated else 8)
+    raise SizingError(
+        f"model {model.name}: {weights_gib(model):.1f} GiB of weights plus one {arch.max_context_tokens}-token "
+        f"sequence and the decode batch the ITL target needs do not fit {ref.name} ({ref.gpu_memory_gib:g} GiB GPUs) "
+        f"at TP <= {max(tps)} and {pps}; use a larger GPU, FP8 weights, or a shorter max_context_tokens",
+        # the weights alone overflow the largest replica sizing may form: the model's size is what to check
+        "architecture.params_b" if kv_capacity_tokens(model, ref, largest, 1) == 0 else "parallelism",
+    )
+
+
+def _auto_shape(model: ModelDeployment, pool: GpuNodePoolSpec, disaggregated: bool) -> ReplicaShape | None:
+    """The smallest TP (then PP) without a KV shortfall, with the reason the smaller ones were passed over."""
+    arch = model.architecture
+    max_node = max(it.gpus_per_node for it in pool.instances)
+    domain = max(it.nvlink_domain_gpus for it in pool.instances)
+    tps = [t for t in (1, 2, 4, 8, 16) if t <= max(domain, 1) and t <= max_node and arch.attention_heads % t == 0]
+    passed: list[str] = []
+    for pp in (1,) if disaggregated else (1, 2, 4, 8):
         for tp in tps:
             if tp * pp > max_node and (tp * pp) % max_node:
                 continue
             shape = _shape(model, pool, tp, pp)
-            if _fits(model, _instance(pool, shape), tp, pp):
-                return shape
-    largest = max(tps) * 8
-    raise SizingError(
-        f"model {model.name}: {weights_gib(model):.1f} GiB of weights plus one {arch.max_context_tokens}-token "
-        f"sequence do not fit {ref.name} ({ref.gpu_memory_gib:g} GiB GPUs) at TP <= {max(tps)} and PP <= 8; "
-        "use a larger GPU, FP8 weights, or a shorter max_context_tokens",
-        # the weights alone overflow the largest replica sizing may form: the model's size is what to check
-        "architecture.params_b" if kv_capacity_tokens(model, ref, largest, 1) == 0 else "parallelism",
-    )
+            short = _kv_shortfall(model, pool, shape)
+            if short is None:
+                why = f"smallest TP x PP whose KV holds one {arch.max_context_tokens:,}-token sequence and the ITL decode batch"
+                if passed:
+                    why += f" ({'; '.join(passed)})"
+                return shape.model_copy(update={"why": why})
+            passed.append(f"TP {tp} x PP {pp} {short}")
+    return None
 
 
 def _instance(pool: GpuNodePoolSpec, shape: ReplicaShape) -> GpuInstanceType:
@@ -449,25 +565,99 @@ def rollout_deadline_s(cold: ColdStart) -> int:
 
 
 def default_min_replicas(model: ModelDeployment, role: Role) -> int:
-    """The role's warm minimum: the stack's (an explicit 0 stays 0), else 1, or 0 for a best-effort SLO."""
+    """The role's warm minimum: the stack's (an explicit 0 stays 0), else ``CRITICAL_MIN_REPLICAS`` for a critical SLO,
+    1 for a standard one, 0 for best effort."""
     explicit = model.autoscaling.role(role).min_replicas
     if explicit is not None:
         return explicit
-    return 0 if model.slo.criticality == "best_effort" else 1
+    return {"critical": CRITICAL_MIN_REPLICAS, "standard": 1, "best_effort": 0}[model.slo.criticality]
 
 
-def queue_gpu_budget(spec: PlatformSpec, queue: str) -> QueueBudget:
-    """GPUs workloads of this leaf queue may hold: quota if non-preemptible (KAI keeps them in quota), else the
-    tightest ``gpu_limit`` from the leaf up to its root."""
-    chain = spec.queue_chain(queue)
-    leaf = chain[-1]
-    if not leaf.preemptible:
-        return QueueBudget(leaf=leaf.name, gpus=leaf.gpu_quota, kind="gpu_quota", queue=leaf.name)
-    limited = [q for q in chain if q.gpu_limit != UNLIMITED]
-    if not limited:
-        return QueueBudget(leaf=leaf.name, gpus=math.inf, kind="unbounded", queue=leaf.name)
-    tightest = min(limited, key=lambda q: q.gpu_limit)
-    return QueueBudget(leaf=leaf.name, gpus=tightest.gpu_limit, kind="gpu_limit", queue=tightest.name)
+def pdb_min_available(min_replicas: int) -> int:
+    """The ready floor of a role (PDB ``minAvailable``): one replica below the warm minimum may be evicted at a time, but
+    a role that keeps a warm replica is never evicted to zero; 0 for a role that may scale to zero."""
+    return 0 if min_replicas == 0 else max(1, min_replicas - 1)
+
+
+def gpu_bounds(spec: PlatformSpec, models: Sequence[ModelDeployment] | None = None) -> list[GpuBound]:
+    """Every GPU ceiling, with every ``(model, role)`` counted against it. The ONE function behind both the derived
+    ``max_replicas`` (``replica_ceilings``) and the cross-layer check (``crosscheck``): for each queue (leaves first),
+    its ``gpu_quota`` over the non-preemptible roles below it and its ``gpu_limit`` (when set and a preemptible role is
+    below) over all roles below it; for each GPU pool, its ``gpu_limit`` over the roles it runs. Bounds no role counts
+    against are left out."""
+    models = list(spec.models if models is None else models)
+    chains = {m.name: [q.name for q in spec.queue_chain(m.queue)] for m in models}
+    leaf = {q.name: q for q, _ in spec.queues()}
+    bounds: list[GpuBound] = []
+    depth = {q.name: len(spec.queue_chain(q.name)) for q, _ in spec.queues()}
+    for q, _parent in sorted(spec.queues(), key=lambda pair: -depth[pair[0].name]):  # leaves first
+        below = [m for m in models if q.name in chains[m.name]]
+        in_quota = [(m.name, r) for m in below if not leaf[m.queue].preemptible for r in m.serving.roles]
+        if in_quota:
+            bounds.append(GpuBound(kind="gpu_quota", name=q.name, gpus=q.gpu_quota, roles=in_quota))
+        # with only non-preemptible roles below, the quota (never above the limit) already binds
+        if q.gpu_limit != UNLIMITED and any(leaf[m.queue].preemptible for m in below):
+            bounds.append(GpuBound(kind="gpu_limit", name=q.name, gpus=q.gpu_limit,
+                                   roles=[(m.name, r) for m in below for r in m.serving.roles]))
+    for pool in spec.topology.gpu_pools:
+        on = [(m.name, r) for m in models if m.node_pool == pool.name for r in m.serving.roles]
+        if on:
+            bounds.append(GpuBound(kind="pool_gpu_limit", name=pool.name, gpus=float(pool.gpu_limit), roles=on))
+    return bounds
+
+
+def bound_usage(bound: GpuBound, gpus_of: dict[RoleKey, int]) -> int:
+    """GPUs the roles of ``bound`` hold together, given each role's GPUs (e.g. max replicas x GPUs per replica)."""
+    return sum(gpus_of[key] for key in bound.roles)
+
+
+class _Demand(Spec):
+    """What one role asks of the bounds when ceilings are shared out."""
+
+    gpus_per_replica: int
+    min_replicas: int
+    peak_replicas: int
+    explicit_max: int | None
+
+
+def replica_ceilings(bounds: list[GpuBound], demands: dict[RoleKey, _Demand]) -> dict[RoleKey, tuple[int, str]]:
+    """Derived ``max_replicas`` per role and the bound that sets it. In every bound, the GPUs left after the roles with an
+    explicit ``max_replicas`` are shared among the others in proportion to their peak demand (peak replicas, at least
+    the warm minimum, x GPUs); a role's ceiling is its smallest share over its bounds, in whole replicas, at least its
+    warm minimum and 1. Whole-replica rounding leaves GPUs over: one more replica goes to each role (largest remainder
+    first) whose bounds all still have room. Shares never add up past a bound unless warm minimums already do, which
+    the feasibility check refuses; so derived ceilings pass the cross-check."""
+    shares: dict[RoleKey, list[tuple[float, GpuBound]]] = {k: [] for k in demands}
+    for b in bounds:
+        fixed = sum((demands[k].explicit_max or 0) * demands[k].gpus_per_replica for k in b.roles)
+        flex = [k for k in b.roles if demands[k].explicit_max is None]
+        weight = {k: max(demands[k].peak_replicas, demands[k].min_replicas, 1) * demands[k].gpus_per_replica for k in flex}
+        total = sum(weight.values())
+        for k in flex:
+            shares[k].append((max(b.gpus - fixed, 0.0) * weight[k] / total, b))
+    out: dict[RoleKey, tuple[int, str]] = {}
+    remainder: dict[RoleKey, float] = {}
+    for k, d in demands.items():
+        if d.explicit_max is not None:
+            out[k] = (d.explicit_max, "max_replicas set in the stack file")
+            continue
+        if not shares[k]:
+            out[k] = (max(d.min_replicas, 1), "no queue limit or pool bounds it")
+            continue
+        gpus, bound = min(shares[k], key=lambda x: x[0])
+        n = max(int(gpus // d.gpus_per_replica), d.min_replicas, 1)
+        remainder[k] = gpus / d.gpus_per_replica - n
+        sharing = f", shared with {len(bound.roles) - 1} other role(s) by peak demand" if len(bound.roles) > 1 else ""
+        out[k] = (n, f"{gpus:.1f} GPUs of {bound.label}{sharing}")
+    used = {id(b): sum(out[k][0] * demands[k].gpus_per_replica for k in b.roles) for b in bounds}
+    for k in sorted(remainder, key=lambda key: -remainder[key]):
+        mine = [b for b in bounds if k in b.roles]
+        extra = demands[k].gpus_per_replica
+        if all(used[id(b)] + extra <= b.gpus for b in mine):
+            out[k] = (out[k][0] + 1, out[k][1] + ", plus one replica of the GPUs rounding left over")
+            for b in mine:
+                used[id(b)] += extra
+    return out
 
 
 def decode_kv_target(model: ModelDeployment, decode_batch: int, kv_tokens: int) -> float:
@@ -515,11 +705,12 @@ def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batc
 
 
 def _role_sizing(
-    spec: PlatformSpec, model: ModelDeployment, role: Role, shape: ReplicaShape, coef: SignalCoefficients,
-    decode_batch: int, kv_tokens: int, decode_tps: float, cold: ColdStart, others_min_gpus: int,
+    model: ModelDeployment, role: Role, coef: SignalCoefficients,
+    decode_batch: int, kv_tokens: int, decode_tps: float, cold: ColdStart,
 ) -> RoleSizing:
+    """Every number of one role but its ceiling, which depends on the other roles sharing its bounds (``size_models``
+    sets it)."""
     w, s = model.workload, model.autoscaling.role(role)
-    pool = spec.topology.pool(model.node_pool)
     util = target_utilisation(model, role, cold)
     prompt, output = w.prompt_tokens.mean, w.output_tokens.mean
     ctx_share = mean_decode_context(model) / kv_tokens if kv_tokens > 0 else 1.0
@@ -543,9 +734,6 @@ def _role_sizing(
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
 
     min_r = default_min_replicas(model, role)
-    budget = min(queue_gpu_budget(spec, model.queue).gpus, pool.gpu_limit) - others_min_gpus
-    derived_max = max(int(budget // shape.gpus), 1) if budget != math.inf else 1
-    max_r = s.max_replicas if s.max_replicas is not None else max(derived_max, min_r, 1)
     stabilization = s.scale_down_stabilization_s
     if stabilization is None:
         stabilization = max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60))
@@ -555,7 +743,8 @@ def _role_sizing(
         role=role, signals=signals, target_utilisation=util, burst_mode=burst, warm_schedule=list(s.warm_schedule),
         wake_schedule=s.wake_schedule, replicas_per_rps=round(fractional(1.0), 6),
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
-        min_replicas=min_r, max_replicas=max_r, scale_down_stabilization_s=stabilization,
+        min_replicas=min_r, max_replicas=s.max_replicas if s.max_replicas is not None else max(min_r, 1),
+        pdb_min_available=pdb_min_available(min_r), scale_down_stabilization_s=stabilization,
         # behind a front door the door's queue is polled faster (it starts the cold start) and the model sleeps as a whole
         polling_interval_s=min(s.polling_interval_s, model.front_door.poll_s) if model.has_front_door else s.polling_interval_s,
         cooldown_s=model.front_door.idle_window_s if model.has_front_door else s.cooldown_s,
@@ -697,8 +886,8 @@ def _signals(
     return signals
 
 
-def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
-    """All derived numbers of one model; raises ``SizingError`` with the numbers when it cannot be placed."""
+def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
+    """Every number of one model that does not depend on the others (role ceilings are provisional)."""
     pool = spec.topology.pool(model.node_pool)
     shape = replica_shape(model, pool)
     inst = _instance(pool, shape)
@@ -714,8 +903,7 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
     for role in role_names:
-        others = sum(default_min_replicas(model, o) * shape.gpus for o in role_names if o != role)
-        roles.append(_role_sizing(spec, model, role, shape, coef, batch, kv_tokens, decode_tps, cold, others))
+        roles.append(_role_sizing(model, role, coef, batch, kv_tokens, decode_tps, cold))
     peak_h = model.workload.peak_hours_per_day
     base_gpus = sum(r.replicas_at_base for r in roles) * shape.gpus
     peak_gpus = sum(r.replicas_at_peak for r in roles) * shape.gpus
@@ -741,6 +929,7 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         cold_start=cold,
         max_num_seqs=max_num_seqs(model, inst),
         max_num_batched_tokens=max_num_batched_tokens(inst),
+        kv_transfer_p99_s=kv_transfer_s(model, pool, shape) if model.serving.mode == "disaggregated" else 0.0,
         rollout_deadline_s=rollout_deadline_s(cold),
         roles=roles,
         usd_per_gpu_hour=round(inst.usd_per_gpu_hour, 4),
@@ -750,6 +939,46 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         warm_pool=model.slo.criticality == "critical",
         front_door=door,
     )
+
+
+def size_models(spec: PlatformSpec, models: Sequence[ModelDeployment]) -> list[ModelSizing]:
+    """Sizing of ``models`` run together on ``spec``'s queues and pools: each alone, then every role's ``max_replicas``
+    from the bounds they share (``gpu_bounds`` + ``replica_ceilings``)."""
+    alone = [_size_alone(spec, m) for m in models]
+    demands = {
+        (ms.model, r.role): _Demand(
+            gpus_per_replica=ms.shape.gpus, min_replicas=r.min_replicas, peak_replicas=r.replicas_at_peak,
+            explicit_max=m.autoscaling.role(r.role).max_replicas,
+        )
+        for m, ms in zip(models, alone, strict=True) for r in ms.roles
+    }
+    ceilings = replica_ceilings(gpu_bounds(spec, models), demands)
+    return [
+        ms.model_copy(update={"roles": [
+            r.model_copy(update={"max_replicas": ceilings[(ms.model, r.role)][0],
+                                 "max_replicas_why": ceilings[(ms.model, r.role)][1]})
+            for r in ms.roles
+        ]})
+        for ms in alone
+    ]
+
+
+def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
+    """All derived numbers of one model on ``spec`` (it replaces the spec's model of the same name, so a variant is sized
+    against the same neighbours); raises ``SizingError`` with the numbers when it cannot be placed."""
+    models = [model if m.name == model.name else m for m in spec.models]
+    if model.name not in {m.name for m in spec.models}:
+        models.append(model)
+    return next(ms for ms in size_models(spec, models) if ms.model == model.name)
+
+
+def kv_transfer_s(model: ModelDeployment, pool: GpuNodePoolSpec, shape: ReplicaShape) -> float:
+    """Seconds to move the KV cache of a p99 prompt between a prefill and a decode pod: its bytes over the pod's share of
+    the instance's network bandwidth (``network_gbps`` x GPUs per pod / GPUs per node). Line rate, so a lower bound."""
+    inst = _instance(pool, shape)
+    kv_bytes = model.workload.prompt_tokens.p99 * perf.kv_bytes_per_token(model.architecture)
+    bytes_per_s = inst.network_gbps * 1e9 / 8 * shape.gpus_per_pod / inst.gpus_per_node
+    return round(kv_bytes / bytes_per_s, 4) if bytes_per_s > 0 else math.inf
 
 
 def root_volume_gib(spec: PlatformSpec, pool: GpuNodePoolSpec) -> int:
@@ -763,7 +992,7 @@ def root_volume_gib(spec: PlatformSpec, pool: GpuNodePoolSpec) -> int:
 
 def size_platform(spec: PlatformSpec) -> PlatformSizing:
     return PlatformSizing(
-        models=[size_model(spec, m) for m in spec.models],
+        models=size_models(spec, spec.models),
         root_volume_gib={p.name: root_volume_gib(spec, p) for p in spec.topology.gpu_pools},
     )
 

@@ -1,12 +1,19 @@
 """Every pinned upstream version, in one place, each naming the release it matches.
 
-Bumping a version is a one-line change here; the synth diff then shows every object it touches.
-Sources: ``research/upstream-facts.md`` and ``research/serving-facts.md`` (read 2026-11-29).
+Bumping a version is a one-line change here; the synth diff then shows every object it touches. Every chart, image and
+AMI pin is checked against an upstream release list kept as data in ``gpuscale/upstream/`` (each file names where the
+list was read and when): ``tests/test_versions.py`` refuses a pin that is not a real release, and ``gpuscale versions``
+prints them all. Sources: ``research/upstream-facts.md``, ``upstream-facts-2.md`` and ``serving-facts.md``.
 """
 
 from __future__ import annotations
 
+import datetime
+import tomllib
 from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
 
 from gpuscale.spec.base import Spec
 
@@ -109,8 +116,16 @@ VLLM_ROUTER = ImagePin(
     upstream_release="vllm-project/router 0.1.17 (PyPI vllm-router 2026-11-04)",
 )
 
-EKS_AL2023_AMI_ALIAS = "al2023@v20251117"
-"""EC2NodeClass AMI alias: amazon-eks-ami release v20251117; the alias picks the NVIDIA variant on GPU types."""
+AWS_EFA_DEVICE_PLUGIN = HelmChartPin(
+    chart="aws-efa-k8s-device-plugin",
+    repo="https://aws.github.io/eks-charts",
+    version="v0.5.30",
+    upstream_release="aws/eks-charts stable/aws-efa-k8s-device-plugin v0.5.30 (bfe91c4, 2026-07-21): image v0.5.20",
+)
+
+EKS_AL2023_AMI_ALIAS = "al2023@v20260714"
+"""EC2NodeClass AMI alias: amazon-eks-ami release v20260714, the newest release whose CHANGELOG lists the AL2023 NVIDIA
+AMI for every supported Kubernetes minor (1.30-1.36); the alias picks the NVIDIA variant on GPU types."""
 
 VLLM_METRICS: frozenset[str] = frozenset(
     {
@@ -151,6 +166,7 @@ ALL_CHARTS: Mapping[str, HelmChartPin] = {
     "nvidia-device-plugin": NVIDIA_DEVICE_PLUGIN,
     "prometheus-adapter": PROMETHEUS_ADAPTER,
     "kube-prometheus-stack": KUBE_PROMETHEUS_STACK,
+    "aws-efa-k8s-device-plugin": AWS_EFA_DEVICE_PLUGIN,
     "llm-d-router-standalone": LLM_D_ROUTER,
 }
 ALL_IMAGES: Mapping[str, ImagePin] = {
@@ -158,6 +174,56 @@ ALL_IMAGES: Mapping[str, ImagePin] = {
     "envoy": LLM_D_ROUTER_ENVOY,
 }
 
-SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = ("1.31", "1.32", "1.33", "1.34")
-"""EKS Kubernetes versions the emitted manifests are validated against."""
+EKS_STANDARD_SUPPORT_ENDS: Mapping[str, datetime.date] = {
+    "1.34": datetime.date(2026, 12, 2),
+    "1.35": datetime.date(2027, 3, 27),
+    "1.36": datetime.date(2027, 8, 2),
+}
+"""End of EKS standard support per Kubernetes minor (upstream-facts-2.md B6: EKS user guide, endoflife.date). After it EKS
+bills extended support and finally upgrades the control plane itself; 1.33 and older had left it by 2026-11-30."""
+SUPPORTED_KUBERNETES_VERSIONS: tuple[str, ...] = tuple(EKS_STANDARD_SUPPORT_ENDS)
+"""EKS Kubernetes minors in standard support that the pinned Karpenter supports."""
+DEFAULT_KUBERNETES_VERSION = "1.36"
+"""The newest minor in EKS standard support that Karpenter v1.14.1 supports."""
+KARPENTER_KUBERNETES_RANGE: tuple[str, str] = ("1.26", "1.36")
+"""Kubernetes minors the pinned Karpenter supports: ``MinK8sVersion``/``MaxK8sVersion`` in aws/karpenter-provider-aws
+v1.14.1 ``pkg/providers/version/version.go``; outside it the controller logs "not compatible"."""
+
+
+def today() -> datetime.date:
+    """The date support windows are judged on (a function so tests can fix it)."""
+    return datetime.date.today()
+
+
+def minor(version: str) -> tuple[int, int]:
+    """``"1.36"`` -> ``(1, 36)``."""
+    major, _, rest = version.partition(".")
+    return int(major), int(rest)
+
+
+def ami_release(alias: str) -> str:
+    """The release part of an EC2NodeClass alias: ``al2023@v20260714`` -> ``v20260714``."""
+    return alias.partition("@")[2]
+
+
+@cache
+def eks_ami_releases() -> Mapping[str, frozenset[str] | None]:
+    """amazon-eks-ami releases (``gpuscale/upstream/eks_ami_releases.tsv``) -> the Kubernetes minors each built the
+    AL2023 NVIDIA AMI for; ``None`` for a real release whose CHANGELOG entry is missing (its minors are unknown)."""
+    text = resources.files("gpuscale").joinpath("upstream/eks_ami_releases.tsv").read_text(encoding="utf-8")
+    out: dict[str, frozenset[str] | None] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        release, _, minors = line.partition("\t")
+        out[release] = None if minors.strip() == "-" else frozenset(minors.split())
+    return out
+
+
+@cache
+def upstream_releases() -> Mapping[str, Mapping[str, Any]]:
+    """Upstream release lists of every chart and image pin (``gpuscale/upstream/releases.toml``), keyed
+    ``charts.<name>`` / ``images.<name>`` as in ``ALL_CHARTS`` / ``ALL_IMAGES``."""
+    doc = tomllib.loads(resources.files("gpuscale").joinpath("upstream/releases.toml").read_text(encoding="utf-8"))
+    return {f"{kind}.{name}": entry for kind in ("charts", "images") for name, entry in doc.get(kind, {}).items()}
 

@@ -86,3 +86,19 @@ def small_spec(**sections: Any) -> PlatformSpec:
 
 def pd_spec(**sections: Any) -> PlatformSpec:
     return PlatformSpec.model_validate(pd_raw(**sections))
+
+
+def multi_node_aggregated(raw: dict[str, Any], index: int = 0) -> dict[str, Any]:
+    """``raw`` with model ``index`` served aggregated at TP8 x PP2 (two 8-GPU pods on two p5 nodes): multi-node replicas
+    exist only for aggregated serving, since vLLM's NIXL decode side refuses pipeline parallelism."""
+    m = raw["models"][index]
+    m["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    m["workload"]["peak_rps"] = 20  # what 16-GPU replicas in chat's quota carry
+    m.setdefault("serving", {})["mode"] = "aggregated"
+    scaling = m.get("autoscaling", {})
+    warm = (scaling.pop("prefill", None) or {}).get("min_replicas")
+    scaling.pop("decode", None)
+    if warm is not None:
+        scaling["aggregated"] = {"min_replicas": warm}
+    m["autoscaling"] = scaling
+    return raw

@@ -9,6 +9,7 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
 from tests.conftest import STACKS
+from tests.specs import multi_node_aggregated
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -31,19 +32,18 @@ def test_max_replicas_beyond_pool_limit_is_refused(raw_stack) -> None:  # type: 
     spec = PlatformSpec.model_validate(raw)
     problems = [p.message for p in check_platform(spec, size_platform(spec))]
     assert {p.path for p in check_platform(spec, size_platform(spec))} == {"models[1].autoscaling.aggregated.max_replicas"}
-    assert "search-8b/aggregated: max_replicas 30 x 1 GPUs = 30 GPUs exceeds node pool l40s gpu_limit 16; Karpenter stops launching at the limit" in problems
-    assert any(p.startswith("search-8b/aggregated: max_replicas 30 x 1 GPUs = 30 GPUs exceeds queue search gpu_quota") for p in problems)
+    assert any(p.startswith("max_replicas search-8b/aggregated 30 x 1 = 30 GPUs exceed node pool l40s gpu_limit 16; "
+                            "Karpenter stops launching at the limit") for p in problems)
+    assert any(p.startswith("max_replicas search-8b/aggregated 30 x 1 = 30 GPUs exceed queue search gpu_quota 12") for p in problems)
 
 
 def test_gang_wider_than_the_pool_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     # TP8 x PP2 = 16 GPUs over two p5 nodes, in a pool capped at 8 GPUs (one node)
-    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
-    spec = validate_config(raw, "t")
+    spec = validate_config(multi_node_aggregated(raw), "t")
     sizing = size_platform(spec)
     assert sizing.model("llama-70b-fp8").shape.pods == 2
     pool = spec.topology.gpu_pools[0].model_copy(update={"gpu_limit": 8})
     narrowed = spec.model_copy(update={"topology": spec.topology.model_copy(update={"gpu_pools": [pool, spec.topology.gpu_pools[1]]})})
     problems = [p.message for p in check_platform(narrowed, sizing)]
-    assert "llama-70b-fp8/prefill: one replica spans 2 nodes but node pool h100 may hold only 1 (8 GPUs / 8 per node)" in problems
+    assert "llama-70b-fp8/aggregated: one replica spans 2 nodes but node pool h100 may hold only 1 (8 GPUs / 8 per node)" in problems

@@ -16,6 +16,7 @@ from gpuscale.cli import simulate as _simulate
 from gpuscale.cli import synth as _synth
 from gpuscale.cli import tune as _tune
 from gpuscale.cli import validate as _validate
+from gpuscale.cli import versions as _versions
 from gpuscale.cli import workload as _workload
 from gpuscale.cli.common import EXIT_CODES_HELP, say
 
@@ -89,6 +90,7 @@ app.command("simulate", cls=Command, epilog=EXIT_CODES_HELP)(_simulate.simulate)
 app.command("plan", cls=Command, epilog=EXIT_CODES_HELP)(_plan.plan)
 app.command("workload", cls=Command, epilog=EXIT_CODES_HELP)(_workload.workload)
 app.command("tune", cls=Command, epilog=_tune.TUNE_EXIT_CODES)(_tune.tune_command)
+app.command("versions", cls=Command, epilog=EXIT_CODES_HELP)(_versions.versions_command)
 app.command("policy-path", cls=Command)(_policy.policy_path)
 app.command("schedule", cls=Command, epilog=_schedule.SCHEDULE_EXIT_CODES)(_schedule.schedule)
 

@@ -63,6 +63,16 @@ KEDA_NAME_LIMIT = 54
 """KEDA's webhook names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
 SCALE_UP_PODS_PER_MINUTE = 2
 SCALE_DOWN_PODS_PER_MINUTE = 1
+FALLBACK_FAILURE_THRESHOLD = 3
+"""KEDA falls back after more than this many failed polls of a trigger in a row (KEDA v2.20.2 ``pkg/fallback``:
+``numberOfFailures > failureThreshold``), i.e. after about a minute at 15 s polling."""
+FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
+"""While Prometheus cannot answer, hold the current replica count (never less than the warm minimum): a restarting
+Prometheus must not freeze a scale-up in progress nor read as zero load and scale down."""
+PROMETHEUS_VOLUME_GIB = 50
+"""Prometheus TSDB volume: 15 days of vLLM, KEDA and KAI series for a few models, with room to spare."""
+GP3_STORAGE_CLASS = "gp3"
+"""StorageClass (EBS CSI, encrypted gp3) Prometheus' volume claims; EKS creates no default StorageClass on new clusters."""
 PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 """Release and ``fullnameOverride`` of the Prometheus chart: its Service is ``kube-prometheus-stack-prometheus``."""
 
@@ -358,6 +368,9 @@ def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
             "serverAddress": args.prometheus_url,
             "query": signal_query(sig, args.namespace, args.model, args.role),
             "threshold": fmt(sig.target),
+            # an empty answer (Prometheus restarted, series not scraped yet) is an error that triggers the fallback,
+            # not a 0 that scales the role down (the scaler's default, ignoreNullValues: true)
+            "ignoreNullValues": "false",
         }
         if s.min_replicas == 0:
             # 0 <-> 1 is decided by activation, not threshold
@@ -401,6 +414,11 @@ def scaled_object_body(args: AutoscalerSettings) -> dict[str, Any]:
         "minReplicaCount": s.min_replicas,
         "maxReplicaCount": s.max_replicas,
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(s)}},
+        "fallback": {
+            "failureThreshold": FALLBACK_FAILURE_THRESHOLD,
+            "replicas": s.min_replicas,
+            "behavior": FALLBACK_BEHAVIOR,
+        },
         "triggers": keda_triggers(args),
     }
     if s.min_replicas == 0:
@@ -537,9 +555,27 @@ def prometheus_adapter_values(prometheus_url: str) -> dict[str, Any]:
     }
 
 
+def prometheus_storage_class_body() -> dict[str, Any]:
+    """Encrypted gp3 EBS volumes through the EBS CSI driver, bound where the pod lands (EBS volumes are zonal)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": GP3_STORAGE_CLASS, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+        "provisioner": "ebs.csi.aws.com",
+        "parameters": {"type": "gp3", "encrypted": "true"},
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+        "allowVolumeExpansion": True,
+    }
+
+
 def prometheus_stack_values(scrape_interval_s: int) -> dict[str, Any]:
     """kube-prometheus-stack: Prometheus picks up every PodMonitor/ServiceMonitor/PrometheusRule in every namespace
-    (the chart's default only selects its own release's), which is how the vLLM PodMonitors are found."""
+    (the chart's default only selects its own release's), which is how the vLLM PodMonitors are found.
+
+    Every autoscaler reads it, so it runs on on-demand capacity (never a spot reclaim) with its TSDB on a persistent
+    volume: a restart (consolidation of its node, an upgrade) loses neither history nor the rate() windows for long, and
+    the KEDA fallback holds replica counts meanwhile."""
     return {
         "fullnameOverride": PROMETHEUS_STACK_RELEASE,
         "prometheus": {
@@ -553,6 +589,16 @@ def prometheus_stack_values(scrape_interval_s: int) -> dict[str, Any]:
                 "serviceMonitorSelector": {},
                 "serviceMonitorNamespaceSelector": {},
                 "retention": "15d",
+                "nodeSelector": {labels.KARPENTER_CAPACITY_TYPE_LABEL: "on-demand"},
+                "storageSpec": {
+                    "volumeClaimTemplate": {
+                        "spec": {
+                            "storageClassName": GP3_STORAGE_CLASS,
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": f"{PROMETHEUS_VOLUME_GIB}Gi"}},
+                        }
+                    }
+                },
             }
         },
     }

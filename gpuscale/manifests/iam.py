@@ -75,6 +75,12 @@ KARPENTER_NODE_MANAGED_POLICIES: tuple[str, ...] = (
 EKS_CLUSTER_MANAGED_POLICIES: tuple[str, ...] = ("AmazonEKSClusterPolicy",)
 """AWS managed policies on the EKS control-plane role."""
 
+EBS_CSI_DRIVER_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
+"""AWS managed policy of the EBS CSI driver's controller (the ``aws-ebs-csi-driver`` add-on; Prometheus' volume)."""
+EBS_CSI_SERVICE_ACCOUNT = ("kube-system", "ebs-csi-controller-sa")
+"""Namespace and service account of the add-on's controller (the identity its Pod Identity association binds)."""
+"""AWS managed policies on the EKS control-plane role."""
+
 EKS_CLUSTER_ADMIN_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
 """EKS access policy associated with ``admin_principal_arns``."""
 
@@ -110,9 +116,32 @@ def cluster_role_trust_policy() -> dict[str, Any]:
     return service_trust_policy("eks.amazonaws.com", tag_session=True)
 
 
-def pod_identity_trust_policy() -> dict[str, Any]:
-    """EKS Pod Identity: the agent assumes the role for a bound service account and tags the session."""
-    return service_trust_policy("pods.eks.amazonaws.com", tag_session=True)
+def pod_identity_trust_policy(
+    *, partition: str, region: str, account_id: str, cluster_name: str,
+    namespace: str | None = None, service_account: str | None = None,
+) -> dict[str, Any]:
+    """EKS Pod Identity: the agent assumes the role and tags the session, only on behalf of this account's cluster.
+
+    - ``aws:SourceAccount``: the confused-deputy guard AWS recommends for service principals;
+    - ``aws:SourceArn`` (``ArnLikeIfExists``): the calling resource must be one of this cluster's Pod Identity
+      associations (``arn:...:podidentityassociation/<cluster>/*``) when the service sets the key;
+    - ``aws:RequestTag/eks-cluster-name`` (and namespace / service account when given): the session tags Pod Identity
+      adds (EKS user guide "Create IAM role with trust policy required by EKS Pod Identity"), so an association in
+      another cluster, namespace or service account of the same account cannot use the role either.
+    """
+    equals = {"aws:SourceAccount": account_id, "aws:RequestTag/eks-cluster-name": cluster_name}
+    if namespace is not None:
+        equals["aws:RequestTag/kubernetes-namespace"] = namespace
+    if service_account is not None:
+        equals["aws:RequestTag/kubernetes-service-account"] = service_account
+    associations = f"arn:{partition}:eks:{region}:{account_id}:podidentityassociation/{cluster_name}/*"
+    return _doc({
+        "Sid": "AllowEksPodIdentityForThisCluster",
+        "Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {"StringEquals": equals, "ArnLikeIfExists": {"aws:SourceArn": associations}},
+    })
 
 
 def secrets_encryption_policy(key_arn: str) -> dict[str, Any]:

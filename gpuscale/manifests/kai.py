@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuscale import labels
-from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME, kai_pod_wiring
+from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME, kai_pod_wiring, topology_name
 from gpuscale.sizing import ReplicaShape
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec
@@ -76,8 +76,9 @@ def queue_bodies(teams: Sequence[QueueSpec]) -> list[dict[str, Any]]:
     return [queue_body(q, parent) for top in teams for q, parent in top.walk()]
 
 
-def topology_body(levels: Sequence[TopologyLevel]) -> dict[str, Any]:
-    """The cluster's ``Topology`` named ``gpuscale``: the levels (``spec.topology.levels``), coarsest first."""
+def topology_body(levels: Sequence[TopologyLevel], name: str = TOPOLOGY_NAME) -> dict[str, Any]:
+    """A ``Topology``: the levels, coarsest first, named for its level set (``kai_wiring.topology_name``; ``gpuscale``
+    holds every level of ``spec.topology.levels``)."""
     body_levels: list[dict[str, str]] = []
     for lv in levels:
         level = {"nodeLabel": lv.node_label}
@@ -87,9 +88,19 @@ def topology_body(levels: Sequence[TopologyLevel]) -> dict[str, Any]:
     return {
         "apiVersion": TOPOLOGY_API_VERSION,
         "kind": "Topology",
-        "metadata": {"name": TOPOLOGY_NAME, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+        "metadata": {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
         "spec": {"levels": body_levels},
     }
+
+
+def topology_bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
+    """One ``Topology`` per distinct level set among the GPU pools (``gpuscale`` first when a pool carries every level):
+    a pool's nodes must carry every level of the Topology its workloads name (``TopologySpec.pool_levels``)."""
+    bodies = {
+        body["metadata"]["name"]: body
+        for body in (topology_body(spec.topology.pool_levels(p.name), topology_name(spec, p.name)) for p in spec.topology.gpu_pools)
+    }
+    return [bodies[name] for name in sorted(bodies, key=lambda n: (n != TOPOLOGY_NAME, n))]
 
 
 def kai_chart_values(*, prometheus_url: str | None) -> dict[str, Any]:
@@ -142,7 +153,7 @@ def expected_podgroup(
         "preemptibility": wiring.preemptibility,
     }
     if wiring.topology_required_level or wiring.topology_preferred_level:
-        constraint = {"topology": TOPOLOGY_NAME}
+        constraint = {"topology": wiring.topology or TOPOLOGY_NAME}
         if wiring.topology_required_level:
             constraint["requiredTopologyLevel"] = wiring.topology_required_level
         if wiring.topology_preferred_level:

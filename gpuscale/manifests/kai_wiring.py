@@ -21,7 +21,10 @@ How KAI v0.17.0 reads them (podgrouper plugins ``defaultgrouper``, ``deployment`
   under ``startupPolicy: LeaderCreated``. ``LeaderReady`` would hand the leader to KAI alone first (minMember 1) and
   hold its GPUs while the workers wait: exactly the partial placement gang scheduling exists to prevent.
 
-Topology: every tensor-parallel group lives inside one pod (sizing keeps TP <= GPUs per node), so inside one node and
+Topology: a workload names the KAI Topology of its pool's level set (``topology_name``): the spec's levels minus the AWS
+network layers the pool's instance types do not carry. KAI v0.17 leaves a node that lacks any level of a Topology out of
+its tree, so a Topology with ``network-node-layer-3`` would make g5/g6/p5.4xlarge nodes unschedulable for every workload
+naming it. Every tensor-parallel group lives inside one pod (sizing keeps TP <= GPUs per node), so inside one node and
 one NVLink domain on every catalogue instance type; KAI's required placement at the node level says so. The pods of a
 multi-node replica (pipeline stages) must share a zone (required: EFA and NCCL do not cross zones) and should share the
 finest network layer (preferred: ``topology.k8s.aws/network-node-layer-*`` exist only on some instance types, and a
@@ -41,9 +44,11 @@ from gpuscale.sizing import ReplicaShape
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.topology import network_layer
 
 TOPOLOGY_NAME = "gpuscale"
-"""Name of the cluster's KAI Topology object."""
+"""Name of the KAI Topology with all of the spec's levels; a pool whose nodes lack some network layers gets its own
+Topology ``gpuscale-<n>-network-layers`` (``topology_name``)."""
 
 Preemptibility = Literal["preemptible", "non-preemptible"]
 
@@ -80,13 +85,25 @@ class KaiPodWiring(Spec):
     """Node label every pod of one replica must share (KAI required placement); None when unconstrained."""
     topology_preferred_level: str | None = None
     """Node label the pods of one replica should share when possible (KAI preferred placement)."""
+    topology: str | None = None
+    """The KAI Topology the placement names (``kai.scheduler/topology``); None when unconstrained."""
     lws_startup_policy: Literal["LeaderCreated"] | None = None
     """LeaderWorkerSet ``spec.startupPolicy`` that keeps the whole group one gang; None for single-pod replicas."""
 
 
-def placement_levels(spec: PlatformSpec, shape: ReplicaShape) -> tuple[str | None, str | None]:
-    """(required, preferred) topology levels for the pods of one replica, chosen among the spec's levels."""
-    levels = [lv.node_label for lv in spec.topology.levels]
+def topology_name(spec: PlatformSpec, pool: str) -> str:
+    """The KAI Topology of ``pool``'s level set: ``gpuscale`` when its nodes carry every level of the spec, else
+    ``gpuscale-<n>-network-layers`` with ``n`` the AWS network layers kept."""
+    levels = spec.topology.pool_levels(pool)
+    if len(levels) == len(spec.topology.levels):
+        return TOPOLOGY_NAME
+    kept = sum(1 for lv in levels if network_layer(lv.node_label) is not None)
+    return f"{TOPOLOGY_NAME}-{kept}-network-layers"
+
+
+def placement_levels(spec: PlatformSpec, shape: ReplicaShape, pool: str) -> tuple[str | None, str | None]:
+    """(required, preferred) topology levels for the pods of one replica, among the levels ``pool``'s nodes carry."""
+    levels = [lv.node_label for lv in spec.topology.pool_levels(pool)]
     if not shape.multi_node:
         # one pod = one node = one NVLink domain for every catalogue type: required at the node level
         return (labels.HOSTNAME_LABEL if labels.HOSTNAME_LABEL in levels else None), None
@@ -96,9 +113,9 @@ def placement_levels(spec: PlatformSpec, shape: ReplicaShape) -> tuple[str | Non
     return required, (finer[-1] if finer else None)
 
 
-def finest_network_level(spec: PlatformSpec) -> str | None:
-    """The AWS network-node-layer label closest to the node among the spec's levels (e.g. layer-3), if any."""
-    network = [lv.node_label for lv in spec.topology.levels if lv.node_label.startswith(labels.NETWORK_NODE_LAYER_PREFIX)]
+def finest_network_level(spec: PlatformSpec, pool: str) -> str | None:
+    """The AWS network-node-layer label closest to the node among the levels ``pool``'s nodes carry, if any."""
+    network = [lv.node_label for lv in spec.topology.pool_levels(pool) if network_layer(lv.node_label) is not None]
     return network[-1] if network else None
 
 
@@ -115,7 +132,7 @@ def _affinity(spec: PlatformSpec, model: ModelDeployment, role: Role, shape: Rep
     if role in ("prefill", "decode"):
         other = "decode" if role == "prefill" else "prefill"
         peer = {"matchLabels": {labels.MODEL_LABEL: model.name, labels.ROLE_LABEL: other}}
-        keys = [(finest_network_level(spec), PD_NETWORK_AFFINITY_WEIGHT), (labels.ZONE_LABEL, PD_ZONE_AFFINITY_WEIGHT)]
+        keys = [(finest_network_level(spec, model.node_pool), PD_NETWORK_AFFINITY_WEIGHT), (labels.ZONE_LABEL, PD_ZONE_AFFINITY_WEIGHT)]
         pod_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
             {"weight": weight, "podAffinityTerm": {"labelSelector": peer, "topologyKey": key}}
             for key, weight in keys if key is not None
@@ -128,10 +145,10 @@ def kai_pod_wiring(spec: PlatformSpec, model: ModelDeployment, role: Role, shape
     leaf = spec.queue_chain(model.queue)[-1]
     preemptibility: Preemptibility = "preemptible" if leaf.preemptible else "non-preemptible"
     owner_labels = {labels.KAI_QUEUE_LABEL: leaf.name, labels.KAI_PREEMPTIBILITY_LABEL: preemptibility}
-    required, preferred = placement_levels(spec, shape)
+    required, preferred = placement_levels(spec, shape, model.node_pool)
     topology: dict[str, str] = {}
     if required or preferred:
-        topology[labels.KAI_TOPOLOGY_ANNOTATION] = TOPOLOGY_NAME
+        topology[labels.KAI_TOPOLOGY_ANNOTATION] = topology_name(spec, model.node_pool)
     if required:
         topology[labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION] = required
     if preferred:
@@ -149,5 +166,6 @@ def kai_pod_wiring(spec: PlatformSpec, model: ModelDeployment, role: Role, shape
         preemptibility=preemptibility,
         topology_required_level=required,
         topology_preferred_level=preferred,
+        topology=topology.get(labels.KAI_TOPOLOGY_ANNOTATION),
         lws_startup_policy="LeaderCreated" if shape.multi_node else None,
     )

@@ -10,8 +10,13 @@ GPU pools are conservative by construction:
   no serving pod has come or gone for an hour, so Karpenter never evicts live inference to repack nodes;
 - ``expireAfter: Never``: expiry is *forceful* (budgets and ``karpenter.sh/do-not-disrupt`` do not hold it), so
   a GPU node is never recycled mid-day on a timer. AMI updates roll through *drift* instead, which the
-  disruption budgets govern (one node at a time, optionally frozen in business hours);
-- ``terminationGracePeriod`` bounds a drain to the longest request timeout of the pool's models plus a margin;
+  disruption budgets govern: one node at a time, and only inside the pool's drift window (a ``Drifted`` budget of 0
+  nodes covers the rest of the day);
+- no ``terminationGracePeriod``: in Karpenter v1.14.1 drift is an "eventual" disruption that, on a NodeClaim with a
+  grace period, ignores blocking PDBs and ``do-not-disrupt`` (kubernetes-sigs/karpenter ``disruption/types.go``
+  ``NewCandidate``) and force-deletes serving pods when it elapses. Without one, a drifted node is only drained when
+  every PDB on it allows the eviction, i.e. when each role on it keeps its ready floor; Karpenter launches the
+  replacement node first (drift pre-spins replacements);
 - every node is tainted ``nvidia.com/gpu=true:NoSchedule`` and labelled ``nvidia.com/gpu.present=true`` (the
   device plugin's default node affinity, since Karpenter nodes run no Node Feature Discovery).
 """
@@ -36,10 +41,6 @@ INSTANCE_CATEGORY_LABEL = "karpenter.k8s.aws/instance-category"
 INSTANCE_GENERATION_LABEL = "karpenter.k8s.aws/instance-generation"
 ARCH_LABEL = "kubernetes.io/arch"
 
-DRAIN_MARGIN_S = 120
-"""Added to the longest request timeout: preStop (router deregistration), engine shutdown, eviction retries."""
-DEFAULT_REQUEST_TIMEOUT_S = 300.0
-"""Drain budget assumed for a GPU pool that no model uses yet."""
 GPU_ROOT_IOPS = 10_000
 GPU_ROOT_THROUGHPUT_MIB_S = 500
 """gp3 performance of GPU root volumes: image extraction sits on the cold-start path (Karpenter docs use 10k IOPS)."""
@@ -61,21 +62,6 @@ IMDS_OPTIONS: dict[str, Any] = {
 
 
 # --------------------------------------------------------------------------------------------- GPU pools
-
-
-def longest_request_timeout_s(spec: PlatformSpec, pool_name: str) -> float:
-    timeouts = [m.slo.request_timeout_s for m in spec.models if m.node_pool == pool_name]
-    return max(timeouts, default=DEFAULT_REQUEST_TIMEOUT_S)
-
-
-def termination_grace_period(spec: PlatformSpec, pool_name: str) -> str:
-    """Longest request timeout of the pool's models plus ``DRAIN_MARGIN_S``, rounded up to whole minutes."""
-    return grace_period(longest_request_timeout_s(spec, pool_name))
-
-
-def grace_period(request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> str:
-    """A node drain bound for requests of up to ``request_timeout_s``: plus ``DRAIN_MARGIN_S``, in whole minutes."""
-    return f"{math.ceil((request_timeout_s + DRAIN_MARGIN_S) / 60)}m"
 
 
 def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
@@ -100,6 +86,16 @@ def budgets_body(budgets: list[DisruptionBudget]) -> list[dict[str, Any]]:
     return [b.model_dump(exclude_none=True) for b in budgets]
 
 
+def efa_devices_per_pod(pool: GpuNodePoolSpec, instance_type: str, gpus_per_pod: int) -> int:
+    """``vpc.amazonaws.com/efa`` devices one pod requests: its share of the node's EFA-only interfaces (Karpenter
+    advertises one device per ``efa-only`` entry of the EC2NodeClass); 0 off EFA pools."""
+    if not pool.efa:
+        return 0
+    interfaces = min(it.efa_interfaces for it in pool.instances)
+    gpus = next(it.gpus_per_node for it in pool.instances if it.name == instance_type)
+    return max(1, interfaces * gpus_per_pod // gpus)
+
+
 def gpu_node_labels(pool: GpuNodePoolSpec) -> dict[str, str]:
     return {**pool.labels, labels.NODE_POOL_LABEL: pool.name, labels.GPU_PRESENT_LABEL: "true"}
 
@@ -113,10 +109,9 @@ def object_metadata(name: str) -> dict[str, Any]:
     return {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}}
 
 
-def nodepool_body(
-    pool: GpuNodePoolSpec, *, zones: list[str] | None, termination_grace_period: str, name: str | None = None,
-) -> dict[str, Any]:
-    """The GPU NodePool: safe disruption, GPU taint, GPU/cpu/memory limits, instance and capacity types.
+def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str] | None, name: str | None = None) -> dict[str, Any]:
+    """The GPU NodePool: safe disruption (no terminationGracePeriod, drift only in the window), GPU taint, GPU/cpu/memory
+    limits, instance and capacity types.
 
     ``name`` is the NodePool's (and its EC2NodeClass's) name in the cluster, default the pool's; pods select the pool
     by the ``gpuscale.io/node-pool`` node label, which stays the pool's name whatever the object is called.
@@ -146,14 +141,13 @@ def nodepool_body(
                     ],
                     "taints": [gpu_taint()],
                     "expireAfter": pool.expire_after,
-                    "terminationGracePeriod": termination_grace_period,
                 },
             },
             "limits": gpu_node_limits(pool),
             "disruption": {
                 "consolidationPolicy": pool.consolidation_policy,
                 "consolidateAfter": pool.consolidate_after,
-                "budgets": budgets_body(pool.disruption_budgets),
+                "budgets": budgets_body(pool.effective_budgets),
             },
         },
     }
@@ -215,6 +209,11 @@ def discovery_selector(cluster_name: str) -> list[dict[str, Any]]:
     return [{"tags": {labels.KARPENTER_DISCOVERY_TAG: cluster_name}}]
 
 
+def placement_group_name(cluster_name: str, pool: GpuNodePoolSpec) -> str:
+    """Name of the cluster placement group of an EFA pool (EC2 names are unique per account and region)."""
+    return f"{cluster_name}-{pool.name}"
+
+
 def selector_terms(ids: list[str] | None, cluster_name: str) -> list[dict[str, Any]]:
     """Subnet or security-group selector terms: exactly ``ids`` when given, else every one tagged
     ``karpenter.sh/discovery: <cluster>`` (terms are ORed; an ``id`` term takes no other field)."""
@@ -234,7 +233,8 @@ def ec2nodeclass_body(
     security_group_ids: list[str] | None = None,
     name: str | None = None,
 ) -> dict[str, Any]:
-    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume.
+    """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume, EFA
+    interfaces and a cluster placement group on EFA pools.
 
     Subnets and security groups are the given ids, or discovered by the cluster's ``karpenter.sh/discovery`` tag.
     """
@@ -255,6 +255,9 @@ def ec2nodeclass_body(
         spec["instanceStorePolicy"] = "RAID0"
     if pool.efa:
         spec["networkInterfaces"] = efa_network_interfaces(min(it.efa_interfaces for it in pool.instances))
+    if pool.cluster_placement:
+        # Karpenter v1.11+ resolves the group by name (needs ec2:DescribePlacementGroups, in the controller policy)
+        spec["placementGroupSelector"] = {"name": placement_group_name(cluster_name, pool)}
     if pool.capacity_reservation_ids:
         spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
     spec = cold_start.apply_image_pull(pool, spec)  # SOCI parallel pull, or the image pre-pulled on a snapshot
@@ -291,6 +294,20 @@ def capacity_warnings(pool: GpuNodePoolSpec) -> list[str]:
             "launches into reservations its EC2NodeClass selects, so this pool gets on-demand/spot capacity only"
         ]
     return []
+
+
+def network_layer_warnings(pool: GpuNodePoolSpec) -> list[str]:
+    """A pool mixing instance types with different EC2 network layer counts: which layers its KAI Topology keeps."""
+    layers = {it.name: it.network_node_layers for it in pool.instances}
+    if len(set(layers.values())) <= 1:
+        return []
+    kept = min(layers.values())
+    return [
+        f"GPU pool {pool.name} mixes instance types with different EC2 network layers "
+        f"({', '.join(f'{name}: {n}' for name, n in layers.items())}): its KAI Topology keeps the {kept} layer(s) "
+        "every one of them carries, so nodes of each type stay schedulable, but replicas are packed under a network "
+        "switch on those layers only; split the pool by instance type to keep the finer layers"
+    ]
 
 
 # --------------------------------------------------------------------------------------------- CPU pool
@@ -428,4 +445,28 @@ def device_plugin_values(*, skip_pools: list[str] | None = None) -> dict[str, An
         "priorityClassName": "system-node-critical",
         "gfd": {"enabled": False},
         "nfd": {"enabled": False},
+        # MOFED would mount every /dev/infiniband/uverbs* into GPU pods, including the EFA devices the EFA device plugin
+        # hands out one pod at a time. v0.20.0 leaves it off (chart value null, so no MOFED_ENABLED env); the EKS user
+        # guide says newer plugins default it on, so say it (upstream-facts-2.md B4).
+        "mofedEnabled": False,
+    }
+
+
+def efa_pools(spec: PlatformSpec) -> list[str]:
+    """GPU pools with ``efa: true`` (the EFA device plugin runs on exactly these)."""
+    return sorted(p.name for p in spec.topology.gpu_pools if p.efa)
+
+
+def efa_device_plugin_values(pools: list[str]) -> dict[str, Any]:
+    """Values of the ``aws-efa-k8s-device-plugin`` chart (aws/eks-charts v0.5.30) that land its DaemonSet on the EFA
+    pools only and let it past their GPU taint.
+
+    The chart's required node affinity is one term per ``supportedInstanceLabels.keys`` entry, ``<key> In <values>``
+    (plus ``eks.amazonaws.com/compute-type NotIn [auto]``): keyed on ``gpuscale.io/node-pool`` it selects exactly the EFA
+    pools. Its only default toleration is ``CriticalAddonsOnly``, so without ours it never runs on tainted GPU nodes and
+    no pod ever gets a ``vpc.amazonaws.com/efa`` device.
+    """
+    return {
+        "supportedInstanceLabels": {"keys": [labels.NODE_POOL_LABEL], "values": sorted(pools)},
+        "tolerations": [{"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT}],
     }

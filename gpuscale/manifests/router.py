@@ -3,12 +3,19 @@
 The router watches this model's pods by label (``--prefill-selector`` / ``--decode-selector``), sends each request to a
 prefill pod, then to a decode pod that pulls the KV cache over NIXL. Because it discovers pods itself, the prefill and
 decode autoscalers can add or remove replicas without touching the router. Facts: ``research/serving-facts.md`` 2.1, 2.5.
+
+One router, by choice: ``cache_aware`` keeps its prefix tree in process, so two replicas each see half the requests and
+halve the prefix-cache hits. Its availability comes instead from (1) a PodDisruptionBudget ``minAvailable: 1``, so no
+drain or consolidation evicts it (a node it runs on waits for ``kubectl rollout restart``, which surges a new router
+first), (2) ``maxSurge: 1, maxUnavailable: 0`` rollouts, and (3) on-demand capacity (a spot reclaim would take the entry
+point with two minutes' notice). A stateless policy that survives replicas (``consistent_hash``) was not chosen: it
+keys on session headers, not prompt prefixes, and its behaviour at the pinned router version could not be read here.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from gpuscale import labels, versions
 from gpuscale.manifests.namespaces import WorkloadNamespace
@@ -31,8 +38,8 @@ class RouterSettings(Spec):
     """Model name; the router's Service is ``<model>``, the client entry point."""
     namespace: WorkloadNamespace
     """Namespace it watches (and runs in)."""
-    replicas: int = 1
-    """Router replicas. Affinity state is in-process, so 1 keeps cache-aware routing exact; 2 trades it for HA."""
+    replicas: Literal[1] = 1
+    """One router: its cache-aware prefix state is in process, so a second replica would halve prefix-cache hits."""
     request_timeout_s: int
     """``--request-timeout-secs``: the SLO request timeout."""
     worker_startup_timeout_s: int
@@ -50,8 +57,6 @@ class RouterSettings(Spec):
         return cls(
             model=m.name,
             namespace=args.namespace,
-            # a critical path keeps a second router: losing prefix affinity beats losing the entry point
-            replicas=2 if m.slo.criticality == "critical" else 1,
             request_timeout_s=math.ceil(m.slo.request_timeout_s),
             worker_startup_timeout_s=math.ceil(args.sizing.cold_start.total_s),
             leaders_only=args.shape.multi_node,
@@ -136,10 +141,13 @@ def router_deployment_body(args: RouterSettings) -> dict[str, Any]:
         "spec": {
             "replicas": args.replicas,  # no autoscaler owns the router
             "selector": {"matchLabels": router_selector(args.model)},
+            # the new router is ready before the old one goes: a rollout never leaves the model without an entry point
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "template": {
                 "metadata": {"labels": router_labels(args.model)},
                 "spec": {
                     "serviceAccountName": router_name(args.model),
+                    "nodeSelector": {labels.KARPENTER_CAPACITY_TYPE_LABEL: "on-demand"},
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     # in-flight requests finish before the router exits (it proxies whole requests)
                     "terminationGracePeriodSeconds": args.request_timeout_s + 15,
@@ -201,6 +209,16 @@ def router_pod_monitor_body(args: RouterSettings) -> dict[str, Any]:
     }
 
 
+def router_pdb_body(args: RouterSettings) -> dict[str, Any]:
+    """No voluntary eviction (drain, drift, consolidation) takes the only router: it moves by a surge rollout."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(args, router_name(args.model)),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": router_selector(args.model)}},
+    }
+
+
 def router_objects(args: RouterSettings) -> list[dict[str, Any]]:
     """Every object of the router, in apply order (RBAC before the pods that use it)."""
     return [
@@ -208,6 +226,7 @@ def router_objects(args: RouterSettings) -> list[dict[str, Any]]:
         router_role_body(args),
         router_role_binding_body(args),
         router_deployment_body(args),
+        router_pdb_body(args),
         router_service_body(args),
         router_pod_monitor_body(args),
     ]

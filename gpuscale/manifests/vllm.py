@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from gpuscale import labels, versions
 from gpuscale.manifests import cold_start
 from gpuscale.manifests.kai_wiring import KaiPodWiring, kai_pod_wiring
+from gpuscale.manifests.karpenter import efa_devices_per_pod
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.sizing import ModelSizing, PlatformSizing, ReplicaShape
 from gpuscale.spec.base import Spec
@@ -42,6 +43,10 @@ HF_CACHE_MOUNT = "/root/.cache/huggingface"
 """``HF_HOME`` of the vllm/vllm-openai image (runs as root)."""
 HOST_SHARE = 0.8
 """Fraction of a node's vCPU and memory (per GPU share) a replica requests; the rest is kubelet and DaemonSets."""
+NIXL_EFA_BACKENDS = ["LIBFABRIC"]
+"""NIXL backends on EFA pools: ``kv_connector_extra_config.backends`` (vLLM v0.33.0 ``nixl/base_worker.py`` reads it,
+default ``["UCX"]``); NIXL's ``LIBFABRIC`` plugin (ai-dynamo/nixl ``src/plugins/libfabric``) picks libfabric's ``efa``
+provider when present."""
 
 WorkloadKind = Literal["Deployment", "LeaderWorkerSet"]
 
@@ -93,6 +98,8 @@ class ServingSettings(Spec):
     """PodMonitor scrape interval (``observability.scrape_interval_s``)."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags for the AWS resources the service creates (weights-reader IAM role)."""
+    efa_devices: int = Field(default=0, ge=0)
+    """``vpc.amazonaws.com/efa`` devices per pod (its share of the node's EFA interfaces); 0 off EFA pools."""
 
     @model_validator(mode="after")
     def _consistent(self) -> ServingSettings:
@@ -116,6 +123,7 @@ class ServingSettings(Spec):
             aws_region=spec.environment.aws_region,
             scrape_interval_s=spec.observability.scrape_interval_s,
             tags=spec.environment.tags,
+            efa_devices=efa_devices_per_pod(spec.topology.pool(model.node_pool), ms.shape.instance_type, ms.shape.gpus_per_pod),
         )
 
     @property
@@ -246,20 +254,24 @@ def pvc_claim(weights: WeightsSpec) -> str | None:
     return weights.uri.partition("://")[2].strip("/").split("/", 1)[0]
 
 
-def kv_transfer_config(role: Role) -> dict[str, Any] | None:
+def kv_transfer_config(role: Role, efa: bool = False) -> dict[str, Any] | None:
     """NixlConnector config for a P/D role (vLLM v0.33 ``KVTransferConfig``); ``None`` for aggregated serving.
 
-    vLLM's NIXL connector ignores ``kv_role`` (the router decides who prefills), but producer/consumer keeps the
-    intent readable and stays correct for connectors that do read it. ``fail``: a lost KV transfer errors the request
-    instead of silently recomputing the prefill on the decode pod (the docs warn against ``recompute`` in production).
+    ``kv_role`` producer/consumer: the NIXL worker reads it (it refuses a ``kv_consumer`` with pipeline parallelism,
+    which sizing therefore never emits). ``fail``: a lost KV transfer errors the request instead of silently recomputing
+    the prefill on the decode pod (the docs warn against ``recompute`` in production). On EFA pools NIXL uses the
+    ``LIBFABRIC`` backend; UCX (the default) would move the KV cache over TCP.
     """
     if role == "aggregated":
         return None
-    return {
+    config: dict[str, Any] = {
         "kv_connector": "NixlConnector",
         "kv_role": "kv_producer" if role == "prefill" else "kv_consumer",
         "kv_load_failure_policy": "fail",
     }
+    if efa:
+        config["kv_connector_extra_config"] = {"backends": list(NIXL_EFA_BACKENDS)}
+    return config
 
 
 def vllm_args(args: ServingSettings, role: Role, node_rank: int | str | None = None) -> list[str]:
@@ -284,7 +296,7 @@ def vllm_args(args: ServingSettings, role: Role, node_rank: int | str | None = N
     ]
     if m.serving.max_num_seqs is not None:
         out += ["--max-num-seqs", str(m.serving.max_num_seqs)]
-    kv = kv_transfer_config(role)
+    kv = kv_transfer_config(role, efa=args.efa_devices > 0)
     if kv is not None:
         out += ["--kv-transfer-config", json.dumps(kv, sort_keys=True, separators=(",", ":"))]
     if shape.multi_node:
@@ -313,6 +325,9 @@ def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
         # the decode side dials the prefill pod's advertised host; localhost (the default) only works on one machine
         env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
         env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(NIXL_SIDE_CHANNEL_PORT)})
+    if args.efa_devices > 0:
+        # libfabric's provider filter: use EFA or fail loudly, never fall back to its tcp provider unnoticed
+        env.append({"name": "FI_PROVIDER", "value": "efa"})
     return env + cold_start.compile_cache_env(m)
 
 
@@ -326,8 +341,10 @@ def resources(args: ServingSettings) -> dict[str, Any]:
     share = args.shape.gpus_per_pod / args.instance.gpus_per_node
     cpu = max(1, math.floor(args.instance.vcpus * share * HOST_SHARE))
     mem = max(4, math.floor(args.instance.memory_gib * share * HOST_SHARE))
-    gpu = gpu_quantity(args.shape)
-    return {"requests": {"cpu": str(cpu), "memory": f"{mem}Gi", **gpu}, "limits": dict(gpu)}
+    devices = gpu_quantity(args.shape)
+    if args.efa_devices:
+        devices[labels.EFA_RESOURCE] = str(args.efa_devices)  # extended resources: requests = limits
+    return {"requests": {"cpu": str(cpu), "memory": f"{mem}Gi", **devices}, "limits": dict(devices)}
 
 
 def shm_size_gib(shape: ReplicaShape) -> int:
@@ -353,8 +370,13 @@ def probes(sizing: ModelSizing) -> dict[str, dict[str, Any]]:
     }
 
 
-def container_security_context() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+def container_security_context(efa: bool = False) -> dict[str, Any]:
+    """No privilege escalation, every capability dropped; on EFA pools ``IPC_LOCK`` back, because RDMA pins (locks)
+    the memory it registers with the EFA device."""
+    caps: dict[str, list[str]] = {"drop": ["ALL"]}
+    if efa:
+        caps["add"] = ["IPC_LOCK"]
+    return {"allowPrivilegeEscalation": False, "capabilities": caps}
 
 
 def vllm_container(args: ServingSettings, role: Role, pod: Literal["single", "leader", "worker"]) -> dict[str, Any]:
@@ -370,7 +392,7 @@ def vllm_container(args: ServingSettings, role: Role, pod: Literal["single", "le
         "args": vllm_args(args, role, rank),
         "env": vllm_env(args, role),
         "resources": resources(args),
-        "securityContext": container_security_context(),
+        "securityContext": container_security_context(efa=args.efa_devices > 0),
         "volumeMounts": volume_mounts(args),
     }
     if pod == "worker":
@@ -427,8 +449,9 @@ def pod_labels(args: ServingSettings, role: Role) -> dict[str, str]:
 
 
 def pod_annotations(args: ServingSettings, role: Role) -> dict[str, str]:
-    # Karpenter never voluntarily evicts a loaded model; only our autoscaler (via a drained scale-down) removes it
-    return {**args.wiring[role].pod_annotations, labels.DO_NOT_DISRUPT_ANNOTATION: "true"}
+    # no karpenter.sh/do-not-disrupt: it would block drift (AMI rollouts) on every node with a serving pod forever;
+    # the role's PDB holds its ready floor instead, and GPU pools consolidate only empty nodes
+    return dict(args.wiring[role].pod_annotations)
 
 
 def pod_template(args: ServingSettings, role: Role, pod: Literal["single", "leader", "worker"] = "single") -> dict[str, Any]:
@@ -538,14 +561,19 @@ def service_body(args: ServingSettings, role: Role) -> dict[str, Any]:
 
 
 def pdb_body(args: ServingSettings, role: Role) -> dict[str, Any]:
-    """Node drains take one pod (for LWS: one pod breaks one group) of a role at a time. ``AlwaysAllow`` lets a drain
-    evict a pod that is not Ready anyway (crash-looping, still loading) instead of blocking on it."""
+    """The role's ready floor (``RoleSizing.pdb_min_available``, in pods: replicas x pods per replica): a drain or a
+    drift evicts a pod only while the other replicas keep the floor, so a role with a warm minimum is never evicted to
+    zero (with one replica, its node waits until the autoscaler adds a second). A role that may scale to zero gets
+    ``maxUnavailable: 1``. ``AlwaysAllow`` lets a drain evict a pod that is not Ready anyway (crash-looping, still
+    loading) instead of blocking on it."""
+    floor = args.sizing.role(role).pdb_min_available
+    budget: dict[str, Any] = {"minAvailable": floor * args.shape.pods} if floor else {"maxUnavailable": 1}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": object_meta(args, workload_name(args.model.name, role), role),
         "spec": {
-            "maxUnavailable": 1,
+            **budget,
             "selector": {"matchLabels": selector_labels(args.model.name, role)},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },

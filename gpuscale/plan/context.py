@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gpuscale import labels
 from gpuscale.first_answer import fastest_cold_start
-from gpuscale.manifests.kai_wiring import kai_pod_wiring
+from gpuscale.manifests import karpenter
+from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
 from gpuscale.spec.base import Spec, duration_seconds
 from gpuscale.spec.platform import PlatformSpec
@@ -25,6 +26,16 @@ class PoolRow(Spec):
     usd_per_gpu_hour: float
     root_volume_gib: int
     acknowledged_unsafe: bool
+    drift_window: str
+    """When drifted nodes roll (``DriftWindow.describe``), or ``any hour``."""
+    placement: str
+    """``cluster placement group in <zone>`` or ``all zones``."""
+    efa: str
+    """EFA devices per node (``-`` off EFA pools)."""
+    kai_topology: str
+    """The KAI Topology the pool's workloads name (its level set)."""
+    network_layers_note: str = ""
+    """Set when the pool mixes instance types with different EC2 network layers: which layers its Topology keeps."""
 
 
 class ModelRow(Spec):
@@ -97,6 +108,10 @@ class RoleRow(Spec):
     replicas_peak: int
     min_replicas: int
     max_replicas: int
+    max_why: str
+    """Where the ceiling comes from (the share of the tightest GPU bound, or the stack file)."""
+    pdb_floor: str
+    """The role's PDB: ``minAvailable N`` (ready floor) or ``maxUnavailable 1``."""
     scale_down_stabilization_s: int
     polling_interval_s: int
     cooldown_s: int
@@ -223,6 +238,11 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
             usd_per_gpu_hour=round(min(i.usd_per_gpu_hour for i in p.instances), 3),
             root_volume_gib=sizing.root_volume_gib[p.name],
             acknowledged_unsafe=p.acknowledge_underutilized_consolidation_evicts_inference,
+            drift_window=p.drift_window.describe() if p.drift_window is not None else "any hour",
+            placement=f"cluster placement group in {topo.pool_zones(p.name)[0]}" if p.cluster_placement else "all zones",
+            efa=str(min(i.efa_interfaces for i in p.instances)) if p.efa else "-",
+            kai_topology=topology_name(spec, p.name),
+            network_layers_note=" ".join(karpenter.network_layer_warnings(p)),
         )
         for p in topo.gpu_pools
     ]
@@ -284,14 +304,19 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
             roles.append(RoleRow(
                 model=m.name, role=r.role, backend=m.autoscaling.backend, metric=metric, target=target, why=_why(r),
                 replicas_base=r.replicas_at_base, replicas_peak=r.replicas_at_peak, min_replicas=r.min_replicas,
-                max_replicas=r.max_replicas, scale_down_stabilization_s=r.scale_down_stabilization_s,
+                max_replicas=r.max_replicas, max_why=r.max_replicas_why,
+                pdb_floor=f"minAvailable {r.pdb_min_available}" if r.pdb_min_available else "maxUnavailable 1",
+                scale_down_stabilization_s=r.scale_down_stabilization_s,
                 polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s, policy=_policy(r),
                 tuned=(f"tuned by `{m.autoscaling.tuned_on}`" if m.autoscaling.tuned_on else
                        "sizing's defaults (not tuned; `gpuscale tune --trace FILE` fits them to a trace)"),
             ))
         c = ms.cold_start
         if m.slo.criticality == "critical":
-            decision = f"warm pool: min_replicas >= 1 per role (a cold start costs {c.total_s:.0f} s against a {m.slo.ttft_p99_s:g} s TTFT p99)"
+            decision = (
+                f"warm pool: min_replicas >= 2 per role, so a drifted or failed node never takes a role to zero (a cold "
+                f"start costs {c.total_s:.0f} s against a {m.slo.ttft_p99_s:g} s TTFT p99)"
+            )
         elif min(r.min_replicas for r in ms.roles) >= 1:
             decision = "one warm replica per role (standard SLO; first request after idle would otherwise wait a cold start)"
         else:

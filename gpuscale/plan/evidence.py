@@ -65,6 +65,16 @@ def _first_ready(r: PolicyResult, _: ScenarioResult) -> str:
     return _n(t, ".0f", " s")
 
 
+def _min_ready(r: PolicyResult, res: ScenarioResult) -> str:
+    """Per role, the fewest ready replicas sampled from ``parameters.drift_at_s`` on (the ``ami-rollout`` table)."""
+    at = float(res.parameters.get("drift_at_s", 0.0))
+    parts = []
+    for role in r.series.roles:
+        after = [n for t, n in zip(r.series.t_s, role.ready, strict=True) if t >= at]
+        parts.append(f"{role.role} {min(after) if after else 0}")
+    return ", ".join(parts)
+
+
 COLUMNS: dict[str, tuple[str, str, Cell]] = {
     "policy": ("policy", "---", lambda r, _: r.name),
     "attainment": ("on time, all / servable", "---:", lambda r, _: f"{100 * r.slo_attainment:.1f}% / {100 * r.slo_attainment_servable:.1f}%"),
@@ -90,6 +100,9 @@ COLUMNS: dict[str, tuple[str, str, Cell]] = {
     "unanswered_day": ("unanswered / day", "---:", lambda r, res: f"{r.unanswered * _per_day(res):,.0f}"),
     "gpu_hours_day": ("GPU-hours / day", "---:", lambda r, res: f"{r.gpu_hours * _per_day(res):,.1f}"),
     "cost_day": ("cost / day", "---:", lambda r, res: f"${r.cost_usd * _per_day(res):,.0f}"),
+    "lost_unanswered": ("lost in flight / unanswered", "---:", lambda r, _: f"{r.lost_in_flight:,} / {r.unanswered:,}"),
+    "min_ready": ("fewest ready replicas during the rollout", "---", _min_ready),
+    "evictions": ("evictions", "---:", lambda r, _: f"{r.evictions:,}"),
 }
 """Every column a plan table can show: header, Markdown alignment, cell from one result row."""
 

@@ -8,8 +8,9 @@ at the pinned releases:
 - Labels: Karpenter v1.14.1 ``pkg/providers/instancetype/types.go`` ``computeRequirements`` (every single-valued
   requirement becomes a node label) and ``pkg/apis/v1/labels.go``; the NodePool template's labels and taints; the
   kubelet's ``kubernetes.io/hostname``; the AWS cloud-controller-manager's ``topology.k8s.aws/network-node-layer-N``
-  only on instance types EC2 reports a topology for (``GpuInstanceType.network_topology_labels``).
-- Allocatable: Karpenter v1.14.1 ``types.go``: memory minus ``vmMemoryOverheadPercent`` (0.075), ``kubeReserved``
+  one per network node EC2 reports for the type (``GpuInstanceType.network_node_layers``, the catalogue data the KAI
+  Topology is built from; none on types EC2 topology does not support).
+- Allocatable: the EFA devices of EFA pools (``efa_devices``); Karpenter v1.14.1 ``types.go``: memory minus ``vmMemoryOverheadPercent`` (0.075), ``kubeReserved``
   (CPU by range; memory ``11 * maxPods + 255`` MiB), eviction threshold 100Mi; ``maxPods`` ENI-limited on AL2023.
 
 Not modelled: DaemonSet pods (the serving pods request ``HOST_SHARE`` of the node, leaving room for them);
@@ -54,8 +55,6 @@ ENI_LIMITED_MAX_PODS: Mapping[str, int] = {
 """``ENILimitedPods``: default-card ENIs x (IPv4 per ENI - 1) + 2, from Karpenter v1.14.1
 ``zz_generated.vpclimits.go``."""
 
-NETWORK_LAYERS = 3
-"""Layers EC2 reports for every topology-capable type in the catalogue (upstream-facts-2.md B2)."""
 NETWORK_BLOCK_NODES = 4
 """Nodes per synthetic layer-3 network node (an assumption: EC2 does not document block sizes)."""
 CAPACITY_TYPE_PREFERENCE = ("reserved", "spot", "on-demand")
@@ -171,6 +170,15 @@ def node_count(pool: Mapping[str, Any], it: GpuInstanceType, root_volume_bytes: 
     return max(0, min(counts))
 
 
+def efa_devices(node_class: Mapping[str, Any] | None) -> int:
+    """``vpc.amazonaws.com/efa`` devices a node of this EC2NodeClass offers: one per ``efa-only`` entry of its
+    ``networkInterfaces`` (Karpenter v1.14.1 ``pkg/providers/instancetype/types.go`` counts them when the field is set;
+    upstream-facts-2.md B4). gpuscale sets the field, and runs the EFA device plugin, on EFA pools only; 0 elsewhere."""
+    if node_class is None:
+        return 0
+    return sum(1 for nic in node_class.get("spec", {}).get("networkInterfaces", []) if nic.get("interfaceType") == "efa-only")
+
+
 def root_volume_bytes(node_class: Mapping[str, Any] | None) -> int | None:
     if node_class is None:
         return None
@@ -203,6 +211,18 @@ def _instance_labels(it: GpuInstanceType) -> dict[str, str]:
     return out
 
 
+def network_node_labels(it: GpuInstanceType, zone: str, index_in_zone: int) -> dict[str, str]:
+    """The ``network-node-layer-N`` labels the AWS CCM writes on a node of ``it``: one per layer of the type's
+    ``network_node_layers`` (none where EC2 topology does not support it). Synthetic IDs: one network node per zone on
+    every layer but the last, which groups ``NETWORK_BLOCK_NODES`` nodes."""
+    layers = it.network_node_layers
+    block = index_in_zone // NETWORK_BLOCK_NODES
+    return {
+        f"{labels.NETWORK_NODE_LAYER_PREFIX}{layer}": f"nn-{zone}-{layer}" + (f"-{block}" if layer == layers else "")
+        for layer in range(1, layers + 1)
+    }
+
+
 def pool_nodes(
     pool: Mapping[str, Any], node_class: Mapping[str, Any] | None, region: str, request: PodRequest | None,
     zone_block: int = 1,
@@ -218,6 +238,7 @@ def pool_nodes(
     allowed = _requirement(pool, labels.KARPENTER_CAPACITY_TYPE_LABEL) or ["on-demand"]
     capacity_type = next((c for c in CAPACITY_TYPE_PREFERENCE if c in allowed), allowed[0])
     node_class_name = template["spec"].get("nodeClassRef", {}).get("name", name)
+    efa = {labels.EFA_RESOURCE: str(n)} if (n := efa_devices(node_class)) else {}
     nodes: list[dict[str, Any]] = []
     per_zone: dict[str, int] = {}
     for i in range(node_count(pool, it, root)):
@@ -237,19 +258,15 @@ def pool_nodes(
             KARPENTER_INITIALIZED_LABEL: "true",
             labels.HOSTNAME_LABEL: node_name,
         }
-        if it.network_topology_labels:
-            block = index_in_zone // NETWORK_BLOCK_NODES
-            layer_ids = [f"nn-{zone}-1", f"nn-{zone}-2", f"nn-{zone}-3-{block}"]
-            for layer, node_id in enumerate(layer_ids[:NETWORK_LAYERS], start=1):
-                node_labels[f"{labels.NETWORK_NODE_LAYER_PREFIX}{layer}"] = node_id
+        node_labels.update(network_node_labels(it, zone, index_in_zone))
         node: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": node_name, "labels": dict(sorted(node_labels.items()))},
             "spec": {"providerID": f"aws:///{zone}/i-{name}-{i:04d}"},
             "status": {
-                "capacity": capacity(it, root),
-                "allocatable": allocatable(it, root),
+                "capacity": {**capacity(it, root), **efa},
+                "allocatable": {**allocatable(it, root), **efa},
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
             },
         }

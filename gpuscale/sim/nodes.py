@@ -120,6 +120,27 @@ class SpotSpec(Spec):
     notice_s: float = Field(default=SPOT_NOTICE_S, ge=0)
 
 
+class DriftRollout(Spec):
+    """Every GPU node drifts at ``at_s`` (an AMI bump, a NodePool or EC2NodeClass edit) and Karpenter replaces them.
+
+    Karpenter v1.14.1 pre-spins a replacement node and only then drains a drifted one (``disruption/drift.go``). With no
+    ``terminationGracePeriod`` (gpuscale's GPU NodePools), a node is a candidate only while every PDB on it allows the
+    eviction, and its pods get their own grace to finish. With one (``force_after_s``), drift ignores PDBs and
+    ``do-not-disrupt`` (``NewCandidate``): the pods keep serving until it elapses and are then deleted with their
+    requests in flight."""
+
+    at_s: float = Field(ge=0)
+    budget_nodes: int = Field(default=1, ge=1)
+    """Nodes replaced at once (the NodePool's disruption budget)."""
+    force_after_s: float | None = Field(default=None, gt=0)
+    """The NodePool's ``terminationGracePeriod``; None: PDBs hold."""
+    drain_grace_s: float = Field(default=0.0, ge=0)
+    """Pod ``terminationGracePeriodSeconds``: in-flight requests' time to finish on a graceful eviction."""
+    ready_floor: dict[str, int] = {}
+    """Per role, the PDB's ready floor (replicas that must stay ready)."""
+    poll_s: float = Field(default=KARPENTER_DISRUPTION_POLL_S, gt=0)
+
+
 class ConsolidationSpec(Spec):
     """Who removes GPU nodes, and when."""
 

@@ -5,7 +5,10 @@ Three sources of node events, all through ``disrupt(node, reason, grace_s)``:
 * consolidation (``nodes.consolidation_candidate``), polled every 10 s, ``budget_nodes`` per poll, no grace;
 * spot interruptions: each spot node draws its interruption time from an exponential at the configured rate; on the
   two-minute notice Karpenter cordons and drains the node (replacement capacity is asked for at once);
-* anything else a scenario schedules (a drift rollout is ``disrupt`` per node, paced by the disruption budget).
+* drift (``Variant.drift``): every node drifts at once; one at a time (the budget) Karpenter launches a replacement, waits
+  for it, and drains the old node: without ``terminationGracePeriod`` a node is a candidate while each of its pods' PDBs
+  allows a disruption, and its pods are evicted one at a time as their PDBs allow (the eviction API); with one, the
+  pods are deleted regardless once the grace period forces it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class NodeLayer:
         self.last_scale_up_t = -float("inf")
         self.launched = self.terminated = self.max_nodes = self.interruptions = 0
         self.ready_latencies: list[float] = []
+        self.drifted: list[Node] = []
+        self.replacing = 0
+        self.drift_blocked_polls = 0
 
     # ------------------------------------------------------------------ start
 
@@ -49,6 +55,8 @@ class NodeLayer:
             run.env.at(run.variant.consolidation.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
         if run.variant.provisioner.scan_interval_s > 0:
             run.env.at(run.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
+        if run.variant.drift is not None:
+            run.env.at(run.variant.drift.at_s, self._drift_start, priority=PRIORITY_CONTROL)
 
     def warm_node(self) -> Node:
         """A node up since before the run, image (and weights, when cacheable) already local."""
@@ -193,6 +201,90 @@ class NodeLayer:
             run.log("terminate", f"node {node.nid} ({'underutilized' if evict else 'empty'})")
             self.disrupt(node, LossReason.EVICTION, 0.0)
         run.env.at(now + spec.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
+
+    # ------------------------------------------------------------------ drift
+
+    def _drift_start(self) -> None:
+        self.drifted = [n for n in self.nodes if n.state != GONE and not n.foreign]
+        self.run.log("drift", f"{len(self.drifted)} GPU node(s) drifted")
+        self._drift_poll()
+
+    def _evictable(self, rep: Replica) -> bool:
+        """Whether the eviction API lets ``rep`` go now: its role's PDB keeps ``ready_floor`` ready replicas."""
+        drift = self.run.variant.drift
+        assert drift is not None
+        return len(rep.role.ready) - (1 if rep in rep.role.ready else 0) >= drift.ready_floor.get(rep.role.name, 0)
+
+    def _pdb_allows(self, node: Node) -> bool:
+        """Karpenter's candidate check (``pdb.Limits.CanEvictPods``): every PDB covering a pod on the node allows at
+        least one disruption; the pods are then evicted one at a time, each as its PDB allows (``_drift_evict``)."""
+        return all(self._evictable(rep) for rep, _ in self.pods_on(node))
+
+    def _drift_poll(self) -> None:
+        run = self.run
+        drift = run.variant.drift
+        assert drift is not None
+        self.drifted = [n for n in self.drifted if n.state != GONE and not n.cordoned]
+        for node in list(self.drifted):
+            if self.replacing >= drift.budget_nodes:
+                break
+            if drift.force_after_s is None and not self._pdb_allows(node):
+                self.drift_blocked_polls += 1
+                continue
+            self.drifted.remove(node)
+            self.replacing += 1
+            replacement = self.new_node(run.env.now)
+            self.launched += 1
+            boot = run.variant.provisioner.sample_boot(self.rng)
+            run.log("drift", f"node {node.nid}: replacement node {replacement.nid} launched first")
+            run.env.after(boot, self._node_ready, replacement)
+            run.env.after(boot, self._drift_drain, node)
+            run.accounting.gpu_change()
+        if self.drifted or self.replacing:
+            run.env.at(run.env.now + drift.poll_s, self._drift_poll, priority=PRIORITY_CONTROL)
+
+    def _drift_drain(self, node: Node) -> None:
+        run = self.run
+        drift = run.variant.drift
+        assert drift is not None
+        node.cordoned = True  # Karpenter's disrupted taint: nothing new lands here
+        if drift.force_after_s is None:
+            self._drift_evict(node)
+        else:
+            # the grace period counts from the drain; do-not-disrupt pods keep serving until it forces them out
+            run.env.after(drift.force_after_s, self._drift_force, node)
+
+    def _drift_evict(self, node: Node) -> None:
+        """Evict the node's pods one at a time, each once its PDB allows (the replacement pod of the last one is ready
+        elsewhere, on the replacement node); the node goes once it is empty and the last pods' grace has passed."""
+        run = self.run
+        drift = run.variant.drift
+        assert drift is not None
+        evicted = False
+        for rep in list({id(r): r for r, _ in self.pods_on(node)}.values()):
+            if self._evictable(rep):
+                run.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} (drift)")
+                run.replicas.evict(rep, LossReason.EVICTION, drift.drain_grace_s)
+                evicted = True
+        if evicted:
+            run.scheduler.schedule()
+            run.accounting.gpu_change()
+        if self.pods_on(node):
+            run.env.after(drift.poll_s, self._drift_evict, node)
+        else:
+            run.env.after(drift.drain_grace_s, self._drift_gone, node)
+
+    def _drift_gone(self, node: Node) -> None:
+        self._remove(node)
+        self._drift_done()
+
+    def _drift_force(self, node: Node) -> None:
+        node.cordoned = False  # disrupt() skips cordoned nodes: this is the forced deletion
+        self.disrupt(node, LossReason.EVICTION, 0.0)
+        self._drift_done()
+
+    def _drift_done(self) -> None:
+        self.replacing -= 1
 
     def _arm_spot(self, node: Node) -> None:
         spot = self.run.setup.spot

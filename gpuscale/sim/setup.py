@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from gpuscale.first_answer import FrontDoorSizing
-from gpuscale.sim.nodes import ConsolidationSpec, ProvisionerSpec, SpotSpec, StartupSpec
+from gpuscale.sim.nodes import ConsolidationSpec, DriftRollout, ProvisionerSpec, SpotSpec, StartupSpec
 from gpuscale.sim.placement import SchedulerSpec
 from gpuscale.sim.policies import PolicySpec
 from gpuscale.sim.replica import ReplicaModel
@@ -105,6 +105,8 @@ class Variant(Spec):
     policy: PolicySpec
     provisioner: ProvisionerSpec
     consolidation: ConsolidationSpec
+    drift: DriftRollout | None = None
+    """Every GPU node drifts during the run and is replaced (the ``ami-rollout`` scenario)."""
     scheduler: SchedulerSpec
     retry_evicted: bool = False
     """Clients retry requests lost to an eviction or interruption (else they count as lost)."""

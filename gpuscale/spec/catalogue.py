@@ -47,7 +47,13 @@ class GpuInstanceType(Spec):
     nvlink_domain_gpus: int = Field(gt=0)
     """GPUs that share NVLink/NVSwitch; 1 for PCIe-only parts. A tensor-parallel group must fit in one domain."""
     efa_interfaces: int = Field(ge=0)
-    """Elastic Fabric Adapter interfaces; 0 means no EFA."""
+    """Elastic Fabric Adapter interfaces (EC2 ``EfaInfo.MaximumEfaInterfaces``; upstream-facts-2.md B4); 0 means no EFA.
+    Karpenter advertises this many ``vpc.amazonaws.com/efa`` devices per node."""
+    network_node_layers: int = Field(default=0, ge=0, le=4)
+    """How many ``topology.k8s.aws/network-node-layer-N`` labels nodes of this type get: the network nodes EC2
+    DescribeInstanceTopology returns for it (3 for p4d/p5/g6e..., 4 for p6-b200), 0 for types it does not support (g5, g6,
+    p5.4xlarge), which then carry none (upstream-facts-2.md B2: EC2 User Guide "Prerequisites for Amazon EC2 topology",
+    AWS cloud-controller-manager v1.36.1 ``getAdditionalLabels``)."""
     vcpus: int = Field(gt=0)
     """vCPUs per instance."""
     memory_gib: int = Field(gt=0)
@@ -60,11 +66,6 @@ class GpuInstanceType(Spec):
     """Baseline network bandwidth of the instance, Gbit/s (EFA included on p4/p5): Karpenter's
     ``pkg/providers/instancetype/zz_generated.bandwidth.go`` (EC2 DescribeInstanceTypes, commit 9c68c87f). ``up to``
     burst figures are not counted. The simulator times prefill -> decode KV transfers and image pulls with it."""
-    network_topology_labels: bool = False
-    """Whether its nodes get ``topology.k8s.aws/network-node-layer-1..3``: the AWS cloud-controller-manager writes one
-    label per network node ``ec2:DescribeInstanceTopology`` returns, and EC2 answers only for the types on its list
-    (EC2 User Guide "Prerequisites for Amazon EC2 topology"; ``research/upstream-facts-2.md`` B2). Every listed type
-    in this catalogue has three layers; g5, g6 and ``p5.4xlarge`` get none."""
 
     @property
     def family(self) -> str:
@@ -96,11 +97,11 @@ A10G = GpuModel(name="A10G", memory_gib=22.9, bf16_dense_tflops=70, fp8_dense_tf
 L4 = GpuModel(name="L4", memory_gib=22.0, bf16_dense_tflops=121, fp8_dense_tflops=242, memory_bandwidth_tb_s=0.3)
 
 
-_NETWORK_TOPOLOGY_LABELLED = frozenset({
-    "p5.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
-    "g6e.xlarge", "g6e.2xlarge", "g6e.12xlarge", "g6e.24xlarge", "g6e.48xlarge",
-})
-"""Catalogue types on EC2's instance-topology list (upstream-facts-2.md B2, 3 network nodes each)."""
+_NETWORK_NODE_LAYERS = {
+    "p5.48xlarge": 3, "p5en.48xlarge": 3, "p4d.24xlarge": 3, "p4de.24xlarge": 3,
+    "g6e.xlarge": 3, "g6e.2xlarge": 3, "g6e.12xlarge": 3, "g6e.24xlarge": 3, "g6e.48xlarge": 3,
+}
+"""``network_node_layers`` of the catalogue types EC2 topology supports (upstream-facts-2.md B2); every other type: 0."""
 
 
 def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, mem: int, nvme: int, usd: float) -> GpuInstanceType:
@@ -110,11 +111,11 @@ def _it(name: str, gpu: GpuModel, gpus: int, nvlink: int, efa: int, vcpus: int, 
         gpus_per_node=gpus,
         nvlink_domain_gpus=nvlink,
         efa_interfaces=efa,
+        network_node_layers=_NETWORK_NODE_LAYERS.get(name, 0),
         vcpus=vcpus,
         memory_gib=mem,
         local_nvme_gib=nvme,
         on_demand_usd_per_hour=usd,
-        network_topology_labels=name in _NETWORK_TOPOLOGY_LABELLED,
     )
 
 

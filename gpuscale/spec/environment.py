@@ -99,14 +99,20 @@ class EnvironmentSpec(Spec):
     """Lifecycle stage; ``prod`` refuses unpinned AMIs and zero warm replicas on critical models."""
     aws_region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
     """AWS region, e.g. ``us-east-1``."""
-    kubernetes_version: str = "1.33"
-    """EKS Kubernetes minor version."""
+    kubernetes_version: str = versions.DEFAULT_KUBERNETES_VERSION
+    """EKS Kubernetes minor version; only minors in EKS standard support that the pinned Karpenter supports."""
     networking: NewVpcSpec | ExistingSubnetsSpec = NewVpcSpec()
     """A new VPC (``vpc_cidr``) or existing subnets (``vpc_id`` + ``private_subnet_ids``)."""
     endpoint_public_access: bool = False
-    """Expose the EKS API endpoint publicly (private access is always on)."""
+    """Expose the EKS API endpoint publicly, to ``public_access_cidrs`` only (private access is always on). The same
+    ``pulumi up`` installs charts and custom resources through the cluster's API, so the machine running it must reach
+    the endpoint: from outside the VPC that needs the public endpoint with its egress CIDR listed."""
     public_access_cidrs: list[Ipv4Cidr] = []
-    """CIDRs allowed to reach a public endpoint; required when it is public."""
+    """CIDRs allowed to reach a public endpoint (e.g. the CI runners' egress); required when it is public."""
+    acknowledge_private_endpoint_runs_inside_vpc: bool = False
+    """Private-only endpoint: confirm that ``pulumi up`` runs inside the VPC or a network connected to it (VPN, Transit
+    Gateway, in-VPC runner). A new VPC does not exist before the first run, so its private-only endpoint is refused
+    without this."""
     admin_principal_arns: list[IamPrincipalArn] = []
     """IAM principals granted cluster-admin through EKS access entries."""
     tags: dict[str, str] = {}
@@ -124,7 +130,18 @@ class EnvironmentSpec(Spec):
     @classmethod
     def _k8s(cls, v: str) -> str:
         if v not in versions.SUPPORTED_KUBERNETES_VERSIONS:
-            raise ValueError(f"{v!r}: supported versions are {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)}")
+            raise ValueError(
+                f"{v!r}: use a Kubernetes minor in EKS standard support that Karpenter "
+                f"{versions.KARPENTER.version} supports: {', '.join(versions.SUPPORTED_KUBERNETES_VERSIONS)} "
+                f"(default {versions.DEFAULT_KUBERNETES_VERSION})"
+            )
+        ends = versions.EKS_STANDARD_SUPPORT_ENDS[v]
+        if versions.today() > ends:
+            newer = [k for k, end in versions.EKS_STANDARD_SUPPORT_ENDS.items() if versions.today() <= end]
+            raise ValueError(
+                f"{v!r} left EKS standard support on {ends.isoformat()}: extended support is billed and ends with EKS "
+                f"upgrading the control plane itself; use {', '.join(newer) or 'a newer minor (bump gpuscale)'}"
+            )
         return v
 
     @model_validator(mode="after")
@@ -133,6 +150,23 @@ class EnvironmentSpec(Spec):
             raise at("public_access_cidrs",
                 "endpoint_public_access: true needs public_access_cidrs listing the networks allowed in "
                 "(not 0.0.0.0/0); or keep the endpoint private"
+            )
+        if not self.endpoint_public_access and self.public_access_cidrs:
+            raise at("public_access_cidrs",
+                "public_access_cidrs are set but endpoint_public_access is false, so they would be ignored; set "
+                "endpoint_public_access: true to use them, or remove them for a private-only endpoint"
+            )
+        if (
+            not self.endpoint_public_access
+            and isinstance(self.networking, NewVpcSpec)
+            and not self.acknowledge_private_endpoint_runs_inside_vpc
+        ):
+            raise at("endpoint_public_access",
+                "the EKS endpoint would be private-only on a VPC this same `pulumi up` creates: the program installs "
+                "charts and custom resources through that endpoint, and a machine outside the new VPC cannot reach it, "
+                "so the run stops after creating the cluster. Set endpoint_public_access: true with public_access_cidrs "
+                "listing the deploying machines' egress CIDRs (private access stays on for nodes), or set "
+                "acknowledge_private_endpoint_runs_inside_vpc: true if pulumi runs inside the VPC or a connected network"
             )
         return self
 

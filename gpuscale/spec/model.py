@@ -182,7 +182,8 @@ class RoleScalingSpec(Spec):
     """Per-replica target of the primary signal; default derived by sizing (prompt tokens/s, or the KV use of the
     batch that meets the ITL target)."""
     min_replicas: int | None = Field(default=None, ge=0, le=INT32_MAX)
-    """Warm minimum; default 1 (critical and standard SLOs) or 0 (best effort)."""
+    """Warm minimum; default 2 (critical SLO: one keeps serving while another is replaced), 1 (standard) or 0 (best
+    effort)."""
     max_replicas: int | None = Field(default=None, gt=0, le=INT32_MAX)
     """Ceiling; default what the queue limit and the NodePool GPU limit allow."""
     scale_down_stabilization_s: int | None = Field(default=None, ge=0, le=3600)
@@ -356,10 +357,12 @@ class ModelDeployment(Spec):
             )
         for role in self.serving.roles:
             spec = a.role(role)
-            if self.slo.criticality == "critical" and spec.min_replicas == 0:
+            if self.slo.criticality == "critical" and spec.min_replicas is not None and spec.min_replicas < 2:
                 raise at(f"autoscaling.{role}.min_replicas",
-                    f"autoscaling.{role}.min_replicas: 0 on a critical SLO means a cold start "
-                    "(node + image + weights + engine, minutes) on the first request; keep min_replicas >= 1"
+                    f"autoscaling.{role}.min_replicas: {spec.min_replicas} on a critical SLO: a node drift, spot "
+                    "reclaim or node failure takes one replica at a time, and the next one needs a cold start (node + "
+                    "image + weights + engine, minutes); keep min_replicas >= 2 (the default for critical) so one keeps "
+                    "serving, or lower slo.criticality"
                 )
         return self
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from gpuscale import versions
+from gpuscale import labels, versions
 from gpuscale.spec.base import (
     CronSchedule,
     KarpenterDuration,
@@ -68,6 +68,63 @@ class DisruptionBudget(Spec):
         return self
 
 
+_HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+Weekday = Literal["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+WEEKDAYS: tuple[str, ...] = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+"""Cron day-of-week order (0 = Sunday)."""
+
+
+class DriftWindow(Spec):
+    """When Karpenter may replace drifted GPU nodes (a new AMI, any EC2NodeClass or NodePool template change).
+
+    Emitted as a NodePool budget ``{nodes: "0", reasons: [Drifted], schedule, duration}`` that freezes drift for the rest
+    of the day (or week), so an AMI bump never rolls GPU nodes during traffic. Karpenter pre-spins the replacement node
+    before draining a drifted one, and each role's PodDisruptionBudget keeps its ready floor, so a node whose pods hold
+    a role at that floor waits for a spare replica.
+    """
+
+    start_utc: str = Field(default="02:00", pattern=_HH_MM)
+    """Window start, ``HH:MM`` UTC (Karpenter budget schedules are UTC)."""
+    duration: KarpenterDuration = "4h"
+    """Window length, e.g. ``4h`` or ``1h30m`` (at least 30 minutes, less than a day or a week)."""
+    day: Weekday | None = None
+    """Only on this weekday (``sat``); every day when unset."""
+
+    @property
+    def period_s(self) -> int:
+        return 86400 * (7 if self.day else 1)
+
+    @model_validator(mode="after")
+    def _fits_period(self) -> DriftWindow:
+        seconds = duration_seconds(self.duration)
+        if not 1800 <= seconds < self.period_s or seconds % 60:
+            raise ValueError(
+                f"duration {self.duration}: use whole minutes, at least 30m and less than "
+                f"{'a week' if self.day else 'a day'} (the rest of the {'week' if self.day else 'day'} freezes drift)"
+            )
+        return self
+
+    def freeze_budget(self) -> DisruptionBudget:
+        """The budget that blocks drift from the window's end until its next start."""
+        hh, mm = (int(x) for x in self.start_utc.split(":"))
+        start_min = hh * 60 + mm
+        window_min = int(duration_seconds(self.duration) // 60)
+        end_min = start_min + window_min
+        day = "*"
+        if self.day is not None:
+            day = WEEKDAYS[(WEEKDAYS.index(self.day) + end_min // 1440) % 7]
+        end_min %= 1440
+        frozen = self.period_s // 60 - window_min
+        hours, minutes = divmod(frozen, 60)
+        return DisruptionBudget(
+            nodes="0", reasons=["Drifted"], schedule=f"{end_min % 60} {end_min // 60} * * {day}",
+            duration=f"{hours}h{minutes}m" if minutes else f"{hours}h",
+        )
+
+    def describe(self) -> str:
+        return f"{self.day or 'daily'} {self.start_utc} UTC for {self.duration}"
+
+
 class GpuNodePoolSpec(Spec):
     """A Karpenter NodePool + EC2NodeClass for GPU nodes. Safe disruption is the default."""
 
@@ -88,12 +145,22 @@ class GpuNodePoolSpec(Spec):
     """Set to accept ``WhenEmptyOrUnderutilized``/``Balanced`` (or a short ``consolidate_after``) on this GPU pool."""
     expire_after: KarpenterDuration = "Never"
     """Node maximum lifetime; ``Never`` so GPU nodes are never force-recycled mid-day (roll AMIs through drift)."""
-    disruption_budgets: list[DisruptionBudget] = Field(default=[DisruptionBudget(nodes="1")], max_length=50)
-    """Voluntary-disruption budgets; default one GPU node at a time."""
+    disruption_budgets: list[DisruptionBudget] = Field(default=[DisruptionBudget(nodes="1")], max_length=49)
+    """Voluntary-disruption budgets; default one GPU node at a time. The drift window's freeze is added to them."""
+    drift_window: DriftWindow | None = DriftWindow()
+    """When drifted nodes may be replaced (default daily 02:00 UTC for 4h); ``null`` lets drift roll nodes at any time,
+    paced only by ``disruption_budgets``."""
     ami_alias: str = versions.EKS_AL2023_AMI_ALIAS
     """EC2NodeClass AMI alias ``family@version``; ``@latest`` is refused in prod."""
     efa: bool = False
-    """Attach EFA interfaces (multi-node tensor/pipeline traffic, NIXL over libfabric)."""
+    """Attach EFA interfaces and use them: the EFA device plugin runs on the pool, pods request the instance type's EFA
+    devices, and NIXL (P/D KV transfer) runs over libfabric."""
+    placement_group: Literal["cluster", "none"] | None = None
+    """EC2 placement group Karpenter launches into (EC2NodeClass ``placementGroupSelector``, Karpenter >= v1.11):
+    ``cluster`` puts nodes on one low-latency network segment of ONE zone (EFA bandwidth between nodes), so the pool
+    gives up zone redundancy; default ``cluster`` on EFA pools, ``none`` otherwise."""
+    placement_zone: str | None = None
+    """Zone of the cluster placement group (one cannot span zones); default the first of ``topology.zones``."""
     root_volume_gib: int | None = Field(default=None, gt=0)
     """Root EBS volume; default sized for the vLLM image plus the largest model cache on the pool."""
     labels: Labels = {}
@@ -230,6 +297,17 @@ class GpuNodePoolSpec(Spec):
         return self
 
     @model_validator(mode="after")
+    def _placement(self) -> GpuNodePoolSpec:
+        if self.placement_zone is not None and not self.cluster_placement:
+            raise ValueError("placement_zone is only used with placement_group: cluster (set it, or drop placement_zone)")
+        return self
+
+    @property
+    def cluster_placement(self) -> bool:
+        """Whether the pool launches into a cluster placement group (one zone)."""
+        return (self.placement_group or ("cluster" if self.efa else "none")) == "cluster"
+
+    @model_validator(mode="after")
     def _not_cpu_pool_name(self) -> GpuNodePoolSpec:
         if self.name == CPU_POOL_NAME:
             raise at("name", f"name {self.name!r} is the general-purpose CPU NodePool's name; choose another")
@@ -238,6 +316,12 @@ class GpuNodePoolSpec(Spec):
     @property
     def instances(self) -> list[GpuInstanceType]:
         return [CATALOGUE[t] for t in self.instance_types]
+
+    @property
+    def effective_budgets(self) -> list[DisruptionBudget]:
+        """What the NodePool carries: ``disruption_budgets`` plus the drift window's freeze."""
+        freeze = [self.drift_window.freeze_budget()] if self.drift_window is not None else []
+        return [*self.disruption_budgets, *freeze]
 
     @property
     def consolidate_after_s(self) -> float:
@@ -351,10 +435,39 @@ class TopologySpec(Spec):
         problem = level_problem(self.levels)
         if problem:
             raise at("levels", problem)
+        for j, p in enumerate(self.gpu_pools):
+            if p.placement_zone is not None and p.placement_zone not in self.zones:
+                raise at(f"gpu_pools[{j}].placement_zone",
+                         f"gpu pool {p.name}: placement_zone {p.placement_zone} is not in zones {self.zones}")
         return self
+
+    def pool_zones(self, name: str) -> list[str]:
+        """Zones pool ``name`` launches in: all of ``zones``, or the one of its cluster placement group."""
+        pool = self.pool(name)
+        return [pool.placement_zone or self.zones[0]] if pool.cluster_placement else list(self.zones)
 
     def pool(self, name: str) -> GpuNodePoolSpec:
         for p in self.gpu_pools:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+    def pool_levels(self, name: str) -> list[TopologyLevel]:
+        """The levels every node of pool ``name`` carries: ``levels`` without the AWS network layers its instance types
+        do not get. KAI v0.17 leaves a node missing any level of a Topology out of the topology tree, so a workload
+        naming it never lands there (upstream-facts-2.md B2). A pool that mixes types with different layer counts (e.g.
+        p5.48xlarge with 3 and p5.4xlarge with none) gets the layers *all* of its types carry, so every node stays
+        schedulable; packing under a switch then only covers the common layers."""
+        layers = min(it.network_node_layers for it in self.pool(name).instances)
+        return [lv for lv in self.levels if (n := network_layer(lv.node_label)) is None or n <= layers]
+
+    def pool_network_layers(self, name: str) -> dict[str, int]:
+        """``network_node_layers`` of each instance type of pool ``name`` (shown where a mixed pool loses layers)."""
+        return {it.name: it.network_node_layers for it in self.pool(name).instances}
+
+
+
+def network_layer(node_label: str) -> int | None:
+    """``N`` of a ``topology.k8s.aws/network-node-layer-N`` label; ``None`` for any other label."""
+    suffix = node_label.removeprefix(labels.NETWORK_NODE_LAYER_PREFIX)
+    return int(suffix) if suffix != node_label and suffix.isdigit() else None

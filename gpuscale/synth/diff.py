@@ -10,7 +10,8 @@ The summary ranks what a reviewer must not miss:
 
 - **GPU nodes**: Karpenter drift. Every EC2NodeClass spec field and every NodePool ``spec.template`` field is
   hashed; a change marks the nodes launched from it drifted and Karpenter replaces them (each GPU node replaced is
-  a model cold start), paced only by the NodePool disruption budgets. Requirements, subnets, security groups and
+  a model cold start), paced only by the NodePool disruption budgets; the summary says how many nodes roll at a time, in
+  which drift window, and whether a ``terminationGracePeriod`` lets drift force-evict serving pods. Requirements, subnets, security groups and
   AMI selectors are resolved: only nodes that no longer match are replaced. ``spec.disruption`` changes replace
   nothing but change what Karpenter may evict; ``spec.limits`` changes the ceiling. (Karpenter
   docs/concepts/disruption.md, "Drift" and "Behavioral Fields".)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -310,7 +312,7 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
     for d in diffs:
         entry = (b.resources.get(d.key) if d.status != "removed" else a.resources.get(d.key)) or {}
         before = a.resources.get(d.key) or {}
-        out.extend(_node_highlights(d, entry, gpu_classes))
+        out.extend(_node_highlights(d, entry, gpu_classes, b))
         out.extend(_autoscaling_highlights(d))
         out.extend(_replacement_highlights(d))
         out.extend(_rollout_highlights(d, entry, before))
@@ -319,10 +321,82 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
     return sorted(out, key=lambda h: (rank[h.category], h.key))
 
 
-def _node_highlights(d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set[str]) -> list[Highlight]:
+_DAILY = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* (\*|[a-z]{3}|[0-6])$")
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+
+
+def drift_pacing(nodepool_spec: Mapping[str, Any]) -> str:
+    """How Karpenter will roll a NodePool's drifted nodes, read from its budgets and template (disruption.md "Budgets",
+    "TerminationGracePeriod"): how many at a time, in which window, and whether drift may force-evict serving pods."""
+    budgets = [_map(b) for b in _list(_map(nodepool_spec.get("disruption")).get("budgets"))] or [{"nodes": "10%"}]
+    drift = [b for b in budgets if not b.get("reasons") or "Drifted" in _list(b.get("reasons"))]
+    always = [str(b.get("nodes")) for b in drift if not b.get("schedule")]
+    frozen = [b for b in drift if b.get("schedule") and str(b.get("nodes")) == "0"]
+    if "0" in always:
+        text = "drift frozen (a Drifted budget of 0 nodes with no schedule): no node rolls until that budget changes"
+    else:
+        pace = min(always, key=lambda n: (n.endswith("%"), int(n.rstrip("%")))) if always else "10%"
+        text = f"drifted nodes roll {pace} at a time"
+        if frozen:
+            text += ", " + "; ".join(_window(str(b["schedule"]), str(b.get("duration", ""))) for b in frozen)
+        else:
+            text += " at any hour (no drift window)"
+    tgp = _map(_map(_map(nodepool_spec.get("template")).get("spec"))).get("terminationGracePeriod")
+    if tgp:
+        text += (f"; terminationGracePeriod {tgp}: drift disrupts a node despite PDBs and karpenter.sh/do-not-disrupt "
+                 "and force-deletes its serving pods when it elapses")
+    else:
+        text += "; each node waits until the PDBs of its pods allow the eviction (a role at its ready floor holds it)"
+    return text
+
+
+def _window(schedule: str, duration: str) -> str:
+    """A freeze budget as the drift window it leaves open (daily or weekly freezes), else as written."""
+    m = _DAILY.match(schedule.strip())
+    seconds = _duration_s(duration)
+    if m is None or seconds is None:
+        return f"drift frozen from cron '{schedule}' (UTC) for {duration}"
+    minute, hour, day = int(m.group(1)), int(m.group(2)), m.group(3)
+    period = 86400 if day == "*" else 7 * 86400
+    open_s = period - seconds
+    if open_s <= 0:
+        return f"drift frozen from cron '{schedule}' (UTC) for {duration}, which leaves no window"
+    start = (hour * 3600 + minute * 60 + seconds) % 86400
+    days = (hour * 3600 + minute * 60 + seconds) // 86400
+    when = "daily" if day == "*" else _WEEKDAYS[(_day_index(day) + days) % 7]
+    return (f"only in the drift window {when} {start // 3600:02d}:{start % 3600 // 60:02d} UTC for "
+            f"{open_s // 3600}h{(open_s % 3600) // 60:02d}m (frozen from cron '{schedule}' for {duration})")
+
+
+def _day_index(day: str) -> int:
+    return int(day) if day.isdigit() else _WEEKDAYS.index(day)
+
+
+def _duration_s(value: str) -> int | None:
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:0s)?", value)
+    if not value or parts is None:
+        return None
+    return int(parts.group(1) or 0) * 3600 + int(parts.group(2) or 0) * 60
+
+
+def _pools_of_class(s: Synth, class_name: str) -> list[Mapping[str, Any]]:
+    """Specs of the NodePools whose nodeClassRef names ``class_name``."""
+    out = []
+    for entry in s.resources.values():
+        spec = _map(_inputs(entry).get("spec"))
+        ref = _map(_map(_map(spec.get("template")).get("spec")).get("nodeClassRef"))
+        if entry.get("type") == NODEPOOL and ref.get("name") == class_name:
+            out.append(spec)
+    return out
+
+
+def _node_highlights(
+    d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set[str], head: Synth | None = None,
+) -> list[Highlight]:
     inputs = _inputs(entry)
     if d.type == NODEPOOL:
-        gpu = nodepool_selects_gpus(_map(inputs.get("spec")))
+        spec = _map(inputs.get("spec"))
+        gpu = nodepool_selects_gpus(spec)
         cat: Category = "gpu-nodes" if gpu else "nodes"
         if d.status == "removed":
             return [Highlight(cat, d.key, d.label, "NodePool removed: Karpenter terminates every node it launched")]
@@ -334,12 +408,13 @@ def _node_highlights(d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set
         hashed = [c for c in drift if c not in resolved]
         if hashed:
             out.append(Highlight(cat, d.key, d.label, (
-                f"drift: {_paths(hashed)} changed; every node of this NodePool is replaced, paced by its disruption "
-                "budgets" + (" (each GPU node replaced is a model cold start)" if gpu else "")
+                f"drift: {_paths(hashed)} changed; every node of this NodePool will be replaced"
+                + (" (each GPU node replaced is a model cold start)" if gpu else "") + f": {drift_pacing(spec)}"
             )))
         if resolved:
             out.append(Highlight(cat, d.key, d.label, (
-                f"requirements changed ({_paths(resolved)}): nodes that no longer satisfy them drift and are replaced"
+                f"requirements changed ({_paths(resolved)}): nodes that no longer satisfy them drift and are replaced: "
+                f"{drift_pacing(spec)}"
             )))
         disruption = [c for c in d.changes if c.path.startswith("/spec/disruption")]
         if disruption:
@@ -357,9 +432,11 @@ def _node_highlights(d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set
         if d.status == "changed" and spec_changes:
             ami = [c for c in spec_changes if c.path.startswith("/spec/amiSelectorTerms")]
             what = f"new AMI ({_change_list(ami)})" if ami else f"{_paths(spec_changes)} changed"
+            pools = _pools_of_class(head, name) if head is not None else []
+            pacing = "; ".join(drift_pacing(p) for p in pools) or "paced by the NodePool disruption budgets"
             return [Highlight(cat, d.key, d.label, (
-                f"drift: {what}; every node launched from this EC2NodeClass is replaced, paced by the NodePool "
-                "disruption budgets" + (" (each GPU node replaced is a model cold start)" if cat == "gpu-nodes" else "")
+                f"drift: {what}; every node launched from this EC2NodeClass will be replaced"
+                + (" (each GPU node replaced is a model cold start)" if cat == "gpu-nodes" else "") + f": {pacing}"
             ))]
     return []
 
@@ -675,6 +752,10 @@ def _inputs(entry: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else []
 
 
 def _is_list(value: Any) -> bool:

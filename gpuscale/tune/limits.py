@@ -75,26 +75,28 @@ def check_limits(bench: TraceBench, spec: PlatformSpec, ceiling: PolicyResult) -
 
 
 def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list[str]:
+    """What to raise so the model's roles can run ``needed`` replicas while every other model keeps its warm minimum:
+    each GPU bound (``sizing.gpu_bounds``: queue quotas and limits, pool limits) the sum would exceed."""
     model = model_of(spec, model_name)
     i = [m.name for m in spec.models].index(model_name)
-    ms = sizing_mod.size_model(spec, model)
-    gpus = ms.shape.gpus
-    total = sum(needed.values()) * gpus
+    sized = {ms.model: ms for ms in sizing_mod.size_platform(spec).models}
+    gpus_of: dict[sizing_mod.RoleKey, int] = {}
+    for name, ms in sized.items():
+        for r in ms.roles:
+            n = needed.get(r.role, r.min_replicas) if name == model_name else r.min_replicas
+            gpus_of[(name, r.role)] = n * ms.shape.gpus
+    pools = [p.name for p in spec.topology.gpu_pools]
     out: list[str] = []
-    pool = spec.topology.pool(model.node_pool)
-    j = [p.name for p in spec.topology.gpu_pools].index(pool.name)
-    # the pool's other models keep their warm minimums
-    others = sum(
-        r.min_replicas * sizing_mod.size_model(spec, m).shape.gpus
-        for m in spec.models if m.node_pool == pool.name and m.name != model_name
-        for r in sizing_mod.size_model(spec, m).roles
-    )
-    if pool.gpu_limit < total + others:
-        out.append(f"topology.gpu_pools[{j}].gpu_limit from {pool.gpu_limit} to {total + others} GPUs")
-    budget = sizing_mod.queue_gpu_budget(spec, model.queue)
-    if budget.gpus < total:
-        what = "gpu_quota" if budget.kind == "gpu_quota" else "gpu_limit"
-        out.append(f"the {budget.queue} queue's {what} from {budget.gpus:g} to {total} GPUs (and its parents' with it)")
+    for bound in sizing_mod.gpu_bounds(spec):
+        if not any(m == model_name for m, _ in bound.roles):
+            continue
+        used = sizing_mod.bound_usage(bound, gpus_of)
+        if used <= bound.gpus:
+            continue
+        if bound.kind == "pool_gpu_limit":
+            out.append(f"topology.gpu_pools[{pools.index(bound.name)}].gpu_limit from {bound.gpus:g} to {used} GPUs")
+        else:
+            out.append(f"the {bound.name} queue's {bound.kind} from {bound.gpus:g} to {used} GPUs")
     for role, n in needed.items():
         stated = model.autoscaling.role(role).max_replicas  # type: ignore[arg-type]
         if stated is not None and stated < n:

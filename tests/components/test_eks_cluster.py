@@ -32,8 +32,9 @@ OUTPUTS = ("cluster_name", "cluster_arn", "endpoint", "kubeconfig", "node_securi
 
 
 def prod_spec() -> PlatformSpec:
+    # a private-only endpoint: acknowledged, as if pulumi ran inside the VPC (a new VPC is refused without it)
     env = {**environment(name="p", stage="prod"), "endpoint_public_access": False, "public_access_cidrs": [],
-           "admin_principal_arns": [ADMIN], "tags": TAGS, "networking": {"vpc_cidr": "10.40.0.0/16"}}
+           "acknowledge_private_endpoint_runs_inside_vpc": True, "admin_principal_arns": [ADMIN], "tags": TAGS, "networking": {"vpc_cidr": "10.40.0.0/16"}}
     return small_spec(environment=env, topology={
         "zones": ["us-east-1a", "us-east-1b", "us-east-1c"],
         "gpu_pools": [{"name": "l40s", "instance_types": ["g6e.xlarge"], "gpu_limit": 16}],
@@ -59,10 +60,11 @@ def prod() -> tuple[Records, dict[str, Any]]:
 def test_control_plane_is_encrypted_private_and_api_authenticated(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
     cluster = one(records, "aws:eks/cluster:Cluster").inputs
-    assert cluster["name"] == "inference-p" and cluster["version"] == "1.33"
+    assert cluster["name"] == "inference-p" and cluster["version"] == "1.36"
     assert cluster["accessConfig"]["authenticationMode"] == "API"
+    # pulumi up runs outside the new VPC: public endpoint for the declared CI CIDR only, private for the nodes
     assert cluster["vpcConfig"]["endpointPrivateAccess"] is True
-    assert cluster["vpcConfig"]["endpointPublicAccess"] is False
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is False  # private-only, acknowledged in prod_spec()
     assert "publicAccessCidrs" not in cluster["vpcConfig"]
     assert cluster["encryptionConfig"]["resources"] == ["secrets"]
     assert cluster["encryptionConfig"]["provider"]["keyArn"].startswith("arn:aws:kms:us-east-1:")
@@ -76,7 +78,7 @@ def test_control_plane_is_encrypted_private_and_api_authenticated(prod: tuple[Re
 def test_iam_roles_are_auto_named_so_two_clusters_never_share_one(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
     roles = of_type(records, "aws:iam/role:Role")
-    assert len(roles) == 2 and all("name" not in r.inputs for r in roles)  # Pulumi appends a random suffix
+    assert len(roles) == 3 and all("name" not in r.inputs for r in roles)  # cluster, system nodes, EBS CSI driver  # Pulumi appends a random suffix
     role = named(records, "eks-cluster-role")
     assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {"Service": "eks.amazonaws.com"}
     policy = json.loads(one(records, "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
@@ -187,7 +189,10 @@ def test_system_node_group_is_on_demand_tainted_and_imdsv2_only(prod: tuple[Reco
 def test_core_addons_versions_and_ordering(prod: tuple[Records, dict[str, Any]]) -> None:
     records, _ = prod
     addons = {a.inputs["addonName"]: a for a in of_type(records, "aws:eks/addon:Addon")}
-    assert set(addons) == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns"}
+    assert set(addons) == {"vpc-cni", "kube-proxy", "eks-pod-identity-agent", "coredns", "aws-ebs-csi-driver"}
+    # the EBS CSI driver (Prometheus' volume) gets its own Pod Identity role, trusted for its service account only
+    (assoc,) = addons["aws-ebs-csi-driver"].inputs["podIdentityAssociations"]
+    assert assoc["serviceAccount"] == "ebs-csi-controller-sa"
     assert all(a.inputs["addonVersion"] == "v0.0.0-synth" for a in addons.values())  # from getAddonVersion
     node_group = one(records, "aws:eks/nodeGroup:NodeGroup")
     assert {addons[n].urn for n in ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")} <= set(node_group.dependencies)

@@ -48,7 +48,8 @@ def test_from_spec_emits_a_safe_pool_for_the_named_cluster() -> None:
     assert (pool["disruption"]["consolidationPolicy"], pool["disruption"]["consolidateAfter"]) == ("WhenEmpty", "1h")
     assert pool["template"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
     assert pool["limits"]["nvidia.com/gpu"] == 64
-    assert pool["template"]["spec"]["terminationGracePeriod"] == "3m"  # 60 s request timeout + 120 s drain margin
+    # no grace period: with one, Karpenter's drift would force-evict serving pods past their PDBs
+    assert "terminationGracePeriod" not in pool["template"]["spec"]
     assert {"key": labels.ZONE_LABEL, "operator": "In", "values": ["us-east-1a", "us-east-1b"]} in pool["template"]["spec"]["requirements"]
     node_class = ints(nc.inputs["spec"])
     # the user's cluster, not one derived from the environment name
@@ -168,6 +169,16 @@ def test_acknowledged_unsafe_pool_is_emitted_with_a_warning(caplog: pytest.LogCa
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("evict in-flight inference" in m and "risky" in m for m in messages)
     assert any("shorter than the slowest cold start" in m for m in messages)
+
+
+def test_a_pool_mixing_network_layer_counts_says_which_layers_its_topology_keeps(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pool = GpuNodePoolSpec(name="mixed", instance_types=["p5.48xlarge", "p5.4xlarge"], gpu_limit=16)
+    with caplog.at_level(logging.WARNING):
+        build(GpuNodePoolArgs(pool=pool, cluster_name="c", node_role_name="r", root_volume_gib=100, stage="dev"))
+    (message,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "mixed" in r.getMessage()]
+    assert "p5.48xlarge: 3, p5.4xlarge: 0" in message and "keeps the 0 layer(s)" in message
 
 
 def test_safe_pool_logs_no_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -60,3 +60,19 @@ def test_a_second_topology_on_one_cluster_is_refused() -> None:
 
     with pytest.raises(NameClash, match="create it once"):
         run(twice)
+
+
+def test_a_pool_without_network_layers_gets_its_own_topology() -> None:
+    # g6 nodes carry no topology.k8s.aws/network-node-layer-* label: a Topology listing them would exclude the nodes
+    spec = small_spec(topology={"zones": ["us-east-1a"], "gpu_pools": [
+        {"name": "l40s", "instance_types": ["g6e.xlarge"], "gpu_limit": 8},
+        {"name": "l4", "instance_types": ["g6.xlarge"], "gpu_limit": 8},
+    ]})
+    args = KaiTopologyArgs.from_spec(spec)
+    assert list(args.reduced) == ["gpuscale-0-network-layers"]
+    records = run(lambda: KaiTopology("kai", args))
+    topos = {r.inputs["metadata"]["name"]: r for r in records if r.type == TOPOLOGY}
+    assert sorted(topos) == ["gpuscale", "gpuscale-0-network-layers"]
+    assert topos["gpuscale-0-network-layers"].name == "kai-gpuscale-0-network-layers"
+    assert [lv["nodeLabel"] for lv in topos["gpuscale-0-network-layers"].inputs["spec"]["levels"]] == [
+        "topology.kubernetes.io/zone", "kubernetes.io/hostname"]

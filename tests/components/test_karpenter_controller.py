@@ -89,6 +89,13 @@ def test_controller_role_is_bound_by_pod_identity_to_the_chart_service_account(
     trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    # only on behalf of this account's cluster, for Karpenter's own service account
+    equals = trust["Condition"]["StringEquals"]
+    assert set(equals) == {"aws:SourceAccount", "aws:RequestTag/eks-cluster-name", "aws:RequestTag/kubernetes-namespace",
+                           "aws:RequestTag/kubernetes-service-account"}
+    assert equals["aws:RequestTag/eks-cluster-name"] == CLUSTER
+    assert equals["aws:RequestTag/kubernetes-service-account"] == "karpenter"
+    assert trust["Condition"]["ArnLikeIfExists"]["aws:SourceArn"].endswith(f":podidentityassociation/{CLUSTER}/*")
     (assoc,) = of_type(records, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
     assert assoc.inputs["roleArn"] == outputs["controller_role_arn"]
     assert assoc.inputs["clusterName"] == CLUSTER
@@ -154,6 +161,7 @@ def test_chart_is_pinned_and_wired_to_the_cluster_and_queue(
     (chart,) = of_type(records, CHART)
     assert chart.inputs["chart"] == versions.KARPENTER.chart == "oci://public.ecr.aws/karpenter/karpenter"
     assert chart.inputs["version"] == versions.KARPENTER.version == "1.14.1"
+    assert chart.inputs["name"] == "karpenter"  # explicit release name, like every other chart
     settings = chart.inputs["values"]["settings"]
     assert settings["clusterName"] == CLUSTER
     assert settings["interruptionQueue"] == outputs["interruption_queue_name"]

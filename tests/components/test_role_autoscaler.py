@@ -181,6 +181,9 @@ def test_zero_warm_replicas_on_a_critical_slo_is_refused() -> None:
     msg = refuse(with_autoscaling(pd_raw(), decode={"min_replicas": 0}))
     assert msg.startswith("gpuscale:models[0].autoscaling.decode.min_replicas: autoscaling.decode.min_replicas: 0 on a "
                           "critical SLO")
+    assert "cold start" in msg and "min_replicas >= 2" in msg
+    # one warm replica: a drift or node loss is an outage
+    assert "autoscaling.decode.min_replicas: 1 on a critical SLO" in refuse(with_autoscaling(pd_raw(), decode={"min_replicas": 1}))
 
 
 def test_hpa_scale_to_zero_and_pausing_are_refused() -> None:

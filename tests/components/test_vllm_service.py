@@ -104,7 +104,7 @@ def test_a_namespace_output_reaches_every_object_and_carries_the_namespace() -> 
     records = run(program)
     ns_urn = named(records, "team-ns").urn
     objects = [r for r in records if r.type in OBJECT_TYPES]
-    assert len(objects) == 1 + 2 * 4 + 6  # service account, four objects per role, the router's six
+    assert len(objects) == 1 + 2 * 4 + 7  # service account, four objects per role, the router's seven (with its PDB)
     assert {r.inputs["metadata"]["namespace"] for r in objects} == {"team-llm"}
     assert all(ns_urn in r.dependencies for r in objects)
     assert outputs["endpoint"] == "http://m70b.team-llm.svc.cluster.local:8000"
@@ -196,16 +196,17 @@ def test_opts_depends_on_reaches_every_object_and_the_router() -> None:
 
 
 def test_multi_node_model_is_a_leader_worker_set() -> None:
+    # multi-node replicas serve aggregated: vLLM's NIXL decode side refuses pipeline parallelism
     spec = pd_spec(models=[model("m70b", arch=pd_spec().models[0].architecture.model_dump(), queue="chat", pool="h100",
-                                 mode="disaggregated", criticality="critical",
+                                 criticality="critical",
                                  parallelism={"tensor_parallel_size": 8, "pipeline_parallel_size": 2},
-                                 autoscaling={"prefill": {"max_replicas": 2}, "decode": {"max_replicas": 2}})])
+                                 autoscaling={"aggregated": {"max_replicas": 2}})])
     records, outputs = build(spec)
     lws = of_type(records, "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
-    assert {r.name for r in lws} == {"m70b-prefill", "m70b-decode"}
+    assert {r.name for r in lws} == {"m70b-aggregated"}
     assert all(r.inputs["spec"]["leaderWorkerTemplate"]["size"] == 2 and "replicas" not in r.inputs["spec"] for r in lws)
-    assert not of_type(records, DEPLOYMENT)[2:]  # only the router's Deployment
-    assert outputs["m70b.workloads"] == {"prefill": "m70b-prefill", "decode": "m70b-decode"}
+    assert not of_type(records, DEPLOYMENT)  # no router: aggregated
+    assert outputs["m70b.workloads"] == {"aggregated": "m70b-aggregated"}
 
 
 def test_workload_namespaces_are_checked_and_a_second_copy_is_refused() -> None:

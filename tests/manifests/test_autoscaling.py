@@ -15,6 +15,7 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config
 from tests.conftest import STACKS, requires_shared
+from tests.specs import multi_node_aggregated
 
 
 def role_args(spec: PlatformSpec, model: str, role: str) -> AutoscalerSettings:
@@ -258,12 +259,10 @@ def test_paused_annotation(raw_stack: Callable[[str], dict[str, Any]]) -> None:
 
 
 def test_lws_target_uses_its_scale_subresource(raw_stack: Callable[[str], dict[str, Any]]) -> None:
-    raw = raw_stack("prod")
-    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
-    body = au.scaled_object_body(role_args(validate_config(raw, "t"), "llama-70b-fp8", "decode"))
+    raw = multi_node_aggregated(raw_stack("prod"))
+    body = au.scaled_object_body(role_args(validate_config(raw, "t"), "llama-70b-fp8", "aggregated"))
     assert body["spec"]["scaleTargetRef"] == {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "llama-70b-fp8-decode",
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "llama-70b-fp8-aggregated",
     }
 
 
@@ -424,3 +423,29 @@ def test_keda_crd_refuses_min_above_max(prod_spec: PlatformSpec) -> None:
     body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", "decode"))
     body["spec"]["minReplicaCount"] = body["spec"]["maxReplicaCount"] + 1
     assert any("minReplicaCount" in p for p in validate_object(body))
+
+
+# ---------------------------------------------------------------- when Prometheus cannot answer
+
+
+def test_scaled_objects_hold_current_replicas_while_prometheus_is_away(prod_spec: PlatformSpec) -> None:
+    for role in ("prefill", "decode"):
+        body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", role))
+        # KEDA v2.20: after more than 3 failed polls the HPA sees a metric that keeps max(current, min) replicas
+        assert body["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
+        for trigger in body["spec"]["triggers"]:
+            # an empty answer after a Prometheus restart is an error (fallback), never a 0 that scales down
+            assert trigger["metadata"]["ignoreNullValues"] == "false"
+            # KEDA v2.20 falls back on AverageValue (target x replicas) and Value (target x replicas / ready) triggers
+            assert trigger["type"] == "prometheus" and trigger["metricType"] in ("AverageValue", "Value")
+
+
+def test_prometheus_runs_on_demand_with_a_volume() -> None:
+    spec = au.prometheus_stack_values(15)["prometheus"]["prometheusSpec"]
+    assert spec["nodeSelector"] == {labels.KARPENTER_CAPACITY_TYPE_LABEL: "on-demand"}
+    claim = spec["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == au.prometheus_storage_class_body()["metadata"]["name"] == "gp3"
+    assert claim["resources"]["requests"]["storage"] == f"{au.PROMETHEUS_VOLUME_GIB}Gi"
+    sc = au.prometheus_storage_class_body()
+    assert sc["provisioner"] == "ebs.csi.aws.com" and sc["parameters"]["encrypted"] == "true"
+    assert sc["volumeBindingMode"] == "WaitForFirstConsumer"  # EBS volumes are zonal

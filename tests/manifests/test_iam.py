@@ -166,9 +166,25 @@ def test_zonal_shift_statement_only_when_enabled_and_policies_fit_the_size_limit
 
 
 def test_trust_policies() -> None:
-    pod = iam.pod_identity_trust_policy()["Statement"][0]
+    pod = iam.pod_identity_trust_policy(
+        partition="aws", region="us-east-1", account_id="123456789012", cluster_name="gpuscale-prod",
+    )["Statement"][0]
     assert pod["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert pod["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    # only Pod Identity acting for this account's cluster (confused-deputy guard + the session tags it adds)
+    assert pod["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "123456789012", "aws:RequestTag/eks-cluster-name": "gpuscale-prod"},
+        "ArnLikeIfExists": {
+            "aws:SourceArn": "arn:aws:eks:us-east-1:123456789012:podidentityassociation/gpuscale-prod/*",
+        },
+    }
+    scoped = iam.pod_identity_trust_policy(
+        partition="aws-cn", region="cn-north-1", account_id="1", cluster_name="c", namespace="kube-system",
+        service_account="karpenter",
+    )["Statement"][0]["Condition"]
+    assert scoped["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert scoped["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "karpenter"
+    assert scoped["ArnLikeIfExists"]["aws:SourceArn"].startswith("arn:aws-cn:eks:cn-north-1:1:podidentityassociation/c/")
     node = iam.node_role_trust_policy()["Statement"][0]
     assert node["Principal"] == {"Service": "ec2.amazonaws.com"} and node["Action"] == ["sts:AssumeRole"]
     assert iam.node_role_trust_policy("amazonaws.com.cn")["Statement"][0]["Principal"] == {

@@ -13,6 +13,7 @@ from gpuscale.manifests.kai import (
     kai_chart_values,
     kai_prometheus_url,
     queue_bodies,
+    topology_bodies,
     topology_body,
 )
 from gpuscale.manifests.kai_wiring import TOPOLOGY_NAME
@@ -175,7 +176,7 @@ def test_every_queue_topology_and_podgroup_is_schema_valid(
     stack_specs: dict[str, PlatformSpec], raw_stack, name: str,  # type: ignore[no-untyped-def]
 ) -> None:
     spec = {"gang": gang_spec, "three-level": lambda: three_level_spec(raw_stack)}.get(name, lambda: stack_specs[name])()
-    assert_valid(*queue_bodies(spec.teams), topology_body(spec.topology.levels), *_all_podgroups(spec))
+    assert_valid(*queue_bodies(spec.teams), *topology_bodies(spec), *_all_podgroups(spec))
 
 
 @requires_shared

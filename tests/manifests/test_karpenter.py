@@ -31,11 +31,7 @@ def bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for pool in spec.topology.gpu_pools:
         out.append(
-            karpenter.nodepool_body(
-                pool,
-                zones=spec.topology.zones,
-                termination_grace_period=karpenter.termination_grace_period(spec, pool.name),
-            )
+            karpenter.nodepool_body(pool, zones=spec.topology.pool_zones(pool.name))
         )
         out.append(
             karpenter.ec2nodeclass_body(
@@ -65,7 +61,7 @@ def bodies(spec: PlatformSpec) -> list[dict[str, Any]]:
 def test_every_stack_gpu_nodepool_is_safe_tainted_limited(stack: str, stack_specs: dict[str, PlatformSpec]) -> None:
     spec = stack_specs[stack]
     for pool in spec.topology.gpu_pools:
-        body = karpenter.nodepool_body(pool, zones=spec.topology.zones, termination_grace_period="5m")
+        body = karpenter.nodepool_body(pool, zones=spec.topology.pool_zones(pool.name))
         s = body["spec"]
         assert body["metadata"]["name"] == pool.name
         assert s["disruption"]["consolidationPolicy"] == "WhenEmpty"
@@ -79,7 +75,9 @@ def test_every_stack_gpu_nodepool_is_safe_tainted_limited(stack: str, stack_spec
             "values": pool.instance_types,
         }
         assert requirement(body, labels.KARPENTER_CAPACITY_TYPE_LABEL)["values"] == pool.capacity_types
-        assert requirement(body, labels.ZONE_LABEL)["values"] == spec.topology.zones
+        assert requirement(body, labels.ZONE_LABEL)["values"] == spec.topology.pool_zones(pool.name)
+        # no grace period: Karpenter's drift would otherwise ignore PDBs and force-delete serving pods when it elapsed
+        assert "terminationGracePeriod" not in s["template"]["spec"]
         node_labels = s["template"]["metadata"]["labels"]
         assert node_labels[labels.NODE_POOL_LABEL] == pool.name
         assert node_labels[labels.GPU_PRESENT_LABEL] == "true"
@@ -102,22 +100,19 @@ def test_cpu_and_memory_limits_never_bind_before_the_gpu_limit() -> None:
     }
 
 
-def test_budgets_keep_schedule_duration_and_reasons(prod_spec: PlatformSpec) -> None:
+def test_budgets_keep_the_stack_s_and_add_the_drift_window_freeze(prod_spec: PlatformSpec) -> None:
     h100 = prod_spec.topology.pool("h100")
-    budgets = karpenter.nodepool_body(h100, zones=ZONES, termination_grace_period="4m")["spec"]["disruption"]["budgets"]
+    budgets = karpenter.nodepool_body(h100, zones=ZONES)["spec"]["disruption"]["budgets"]
+    # the stack's one-at-a-time budget, then drift frozen from the end of the Sunday 06:00 6h window for the rest of the week
     assert budgets == [
         {"nodes": "1"},
-        {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 13 * * mon-fri", "duration": "10h"},
+        {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 12 * * sun", "duration": "162h"},
     ]
 
 
-def test_termination_grace_period_covers_the_longest_request_timeout(prod_spec: PlatformSpec) -> None:
-    # llama-70b-fp8 on h100 times out after 120 s; + 120 s drain margin = 4 min
-    assert karpenter.termination_grace_period(prod_spec, "h100") == "4m"
-    # search-8b on l40s: 60 s + 120 s = 3 min
-    assert karpenter.termination_grace_period(prod_spec, "l40s") == "3m"
-    # a pool without models gets the default budget
-    assert karpenter.termination_grace_period(prod_spec, "unused") == f"{(300 + 120) // 60}m"
+def test_a_pool_without_a_drift_window_may_drift_at_any_hour() -> None:
+    pool = gpu_pool(drift_window=None)
+    assert karpenter.nodepool_body(pool, zones=ZONES)["spec"]["disruption"]["budgets"] == [{"nodes": "1"}]
 
 
 def test_acknowledged_unsafe_policy_is_emitted_annotated_and_warned() -> None:
@@ -126,11 +121,11 @@ def test_acknowledged_unsafe_policy_is_emitted_annotated_and_warned() -> None:
         consolidate_after="5m",
         acknowledge_underutilized_consolidation_evicts_inference=True,
     )
-    body = karpenter.nodepool_body(pool, zones=ZONES, termination_grace_period="5m")
+    body = karpenter.nodepool_body(pool, zones=ZONES)
     assert body["spec"]["disruption"] == {
         "consolidationPolicy": "WhenEmptyOrUnderutilized",
         "consolidateAfter": "5m",
-        "budgets": [{"nodes": "1"}],
+        "budgets": [{"nodes": "1"}, {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 6 * * *", "duration": "20h"}],
     }
     assert body["metadata"]["annotations"] == {labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION: "true"}
     warnings = karpenter.disruption_warnings(pool, cold_start_s=600)
@@ -142,7 +137,7 @@ def test_acknowledged_unsafe_policy_is_emitted_annotated_and_warned() -> None:
 def test_safe_pool_has_no_warnings_and_no_annotation() -> None:
     pool = gpu_pool()
     assert karpenter.disruption_warnings(pool, cold_start_s=600) == []
-    assert "annotations" not in karpenter.nodepool_body(pool, zones=ZONES, termination_grace_period="5m")["metadata"]
+    assert "annotations" not in karpenter.nodepool_body(pool, zones=ZONES)["metadata"]
 
 
 def test_reserved_capacity_without_reservations_is_warned_and_selected_when_given() -> None:
@@ -256,7 +251,7 @@ def test_device_plugin_selects_the_label_our_nodepools_set_and_tolerates_their_t
     pool = gpu_pool()
     node_labels = karpenter.gpu_node_labels(pool)
     assert node_labels[labels.GPU_PRESENT_LABEL] == "true"
-    (taint,) = karpenter.nodepool_body(pool, zones=ZONES, termination_grace_period="5m")["spec"]["template"]["spec"][
+    (taint,) = karpenter.nodepool_body(pool, zones=ZONES)["spec"]["template"]["spec"][
         "taints"
     ]
     assert any(
@@ -264,6 +259,8 @@ def test_device_plugin_selects_the_label_our_nodepools_set_and_tolerates_their_t
         for t in v["tolerations"]
     )
     assert "NotIn" not in repr(karpenter.device_plugin_values())
+    # GPU pods must not get every uverbs device: the EFA devices belong to the EFA device plugin, one pod each
+    assert v["mofedEnabled"] is False
 
 
 # ------------------------------------------------------------------------------------------------ schemas
@@ -300,7 +297,7 @@ def test_variants_validate_efa_bottlerocket_acknowledged_reserved() -> None:
     ]
     objs: list[dict[str, Any]] = []
     for p in pools:
-        objs.append(karpenter.nodepool_body(p, zones=ZONES, termination_grace_period="10m"))
+        objs.append(karpenter.nodepool_body(p, zones=ZONES))
         objs.append(
             karpenter.ec2nodeclass_body(p, cluster_name="c", node_role_name="r", root_volume_gib=100, tags={"a": "b"})
         )
@@ -318,3 +315,46 @@ def test_spec_refuses_node_labels_karpenter_restricts_or_gpuscale_owns(key: str)
 def test_spec_refuses_a_gpu_pool_named_like_the_cpu_pool() -> None:
     with pytest.raises(ValueError, match="general-purpose CPU NodePool"):
         gpu_pool(name=karpenter.CPU_POOL_NAME)
+
+
+# ------------------------------------------------------------------------------------------------ EFA and placement
+
+
+def test_efa_pool_gets_a_cluster_placement_group_in_one_zone(prod_spec: PlatformSpec) -> None:
+    h100 = prod_spec.topology.pool("h100")
+    node_class = karpenter.ec2nodeclass_body(
+        h100, cluster_name="gpuscale-prod", node_role_name="r", root_volume_gib=200, tags={},
+    )["spec"]
+    # Karpenter >= v1.11 resolves the group by name; a cluster placement group cannot span zones
+    assert node_class["placementGroupSelector"] == {"name": "gpuscale-prod-h100"}
+    assert prod_spec.topology.pool_zones("h100") == ["us-east-1a"]
+    assert requirement(karpenter.nodepool_body(h100, zones=prod_spec.topology.pool_zones("h100")), labels.ZONE_LABEL)[
+        "values"] == ["us-east-1a"]
+    efa_only = [n for n in node_class["networkInterfaces"] if n["interfaceType"] == "efa-only"]
+    assert len(efa_only) == 32  # p5.48xlarge: 32 EFA interfaces, each one advertised device
+    l40s = prod_spec.topology.pool("l40s")
+    assert "placementGroupSelector" not in karpenter.ec2nodeclass_body(
+        l40s, cluster_name="c", node_role_name="r", root_volume_gib=100, tags={})["spec"]
+    assert prod_spec.topology.pool_zones("l40s") == prod_spec.topology.zones
+
+
+def test_placement_can_be_turned_off_or_moved() -> None:
+    assert not gpu_pool(instance_types=["p5.48xlarge"], efa=True, placement_group="none").cluster_placement
+    with pytest.raises(ValueError, match="placement_zone is only used with placement_group: cluster"):
+        gpu_pool(placement_zone="us-east-1b")
+
+
+def test_pods_request_their_share_of_the_node_s_efa_devices() -> None:
+    pool = gpu_pool(instance_types=["p5.48xlarge"], efa=True)
+    assert karpenter.efa_devices_per_pod(pool, "p5.48xlarge", 4) == 16
+    assert karpenter.efa_devices_per_pod(pool, "p5.48xlarge", 8) == 32
+    assert karpenter.efa_devices_per_pod(gpu_pool(instance_types=["p5.48xlarge"]), "p5.48xlarge", 8) == 0
+
+
+def test_efa_device_plugin_runs_on_efa_pools_past_the_gpu_taint(prod_spec: PlatformSpec) -> None:
+    values = karpenter.efa_device_plugin_values(karpenter.efa_pools(prod_spec))
+    # the chart turns each key into a required node-affinity term "<key> In <values>"
+    assert values["supportedInstanceLabels"] == {"keys": [labels.NODE_POOL_LABEL], "values": ["h100"]}
+    (taint,) = karpenter.nodepool_body(prod_spec.topology.pool("h100"), zones=ZONES)["spec"]["template"]["spec"]["taints"]
+    assert any(t["key"] == taint["key"] and t["operator"] == "Exists" and t["effect"] == taint["effect"]
+               for t in values["tolerations"])

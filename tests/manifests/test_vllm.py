@@ -16,6 +16,7 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
 from tests.conftest import STACKS, requires_shared
+from tests.specs import multi_node_aggregated
 
 
 def service_args(spec: PlatformSpec, model: str) -> ServingSettings:
@@ -33,10 +34,7 @@ def all_args(stack_specs: dict[str, PlatformSpec]) -> list[tuple[str, ServingSet
 
 def multi_node_spec(raw_stack: Callable[[str], dict[str, Any]]) -> PlatformSpec:
     """Prod with the 70B model at TP8 x PP2 on p5.48xlarge: 16 GPUs, two 8-GPU pods on two nodes."""
-    raw = raw_stack("prod")
-    raw["models"][0]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
-    raw["models"][0]["workload"]["peak_rps"] = 20  # what one 16-GPU replica per role in chat's quota carries
-    return validate_config(raw, "multi-node test")
+    return validate_config(multi_node_aggregated(raw_stack("prod")), "multi-node test")
 
 
 def flag(args: list[str], name: str) -> str:
@@ -82,9 +80,12 @@ def test_every_stack_args_match_sizing(stack_specs: dict[str, PlatformSpec]) -> 
             assert int(flag(args, "--tensor-parallel-size")) * int(flag(args, "--pipeline-parallel-size")) == shape.gpus
             assert int(flag(args, "--max-model-len")) == a.model.architecture.max_context_tokens
             assert float(flag(args, "--gpu-memory-utilization")) == a.model.serving.gpu_memory_utilization
-            gpu = {labels.GPU_RESOURCE: str(shape.gpus_per_pod)}
-            assert c["resources"]["limits"] == gpu  # GPUs only: no CPU throttling, no memory OOM-kill on load
-            assert {k: v for k, v in c["resources"]["requests"].items() if k == labels.GPU_RESOURCE} == gpu
+            devices = {labels.GPU_RESOURCE: str(shape.gpus_per_pod)}
+            if a.efa_devices:  # EFA pools: the pod's share of the node's EFA interfaces
+                devices[labels.EFA_RESOURCE] = str(a.efa_devices)
+            # devices only: no CPU throttling, no memory OOM-kill on load
+            assert c["resources"]["limits"] == devices
+            assert {k: v for k, v in c["resources"]["requests"].items() if k in devices} == devices
 
 
 def test_fp8_kv_cache_and_max_num_seqs(raw_stack: Callable[[str], dict[str, Any]]) -> None:
@@ -112,9 +113,7 @@ def test_tolerations_match_the_nodepool_taint(stack_specs: dict[str, PlatformSpe
     for _stack, a in all_args(stack_specs):
         spec = next(s for s in stack_specs.values() if a.model in s.models)
         pool = spec.topology.pool(a.model.node_pool)
-        nodepool = karpenter.nodepool_body(
-            pool, zones=spec.topology.zones, termination_grace_period=karpenter.termination_grace_period(spec, pool.name)
-        )
+        nodepool = karpenter.nodepool_body(pool, zones=spec.topology.pool_zones(pool.name))
         taints = nodepool["spec"]["template"]["spec"]["taints"]
         node_labels = nodepool["spec"]["template"]["metadata"]["labels"]
         for role in a.model.serving.roles:
@@ -127,9 +126,8 @@ def test_tolerations_match_the_nodepool_taint(stack_specs: dict[str, PlatformSpe
                 ), (taint, pod["tolerations"])
             assert pod["nodeSelector"] == {labels.NODE_POOL_LABEL: pool.name}
             assert node_labels[labels.NODE_POOL_LABEL] == pool.name  # the NodePool's nodes carry that label
-            # drain fits inside Karpenter's forced-termination deadline for the pool
-            ngp = int(nodepool["spec"]["template"]["spec"]["terminationGracePeriod"].removesuffix("m")) * 60
-            assert pod["terminationGracePeriodSeconds"] <= ngp
+            # no node-level deadline cuts the pod's drain short: GPU NodePools carry no terminationGracePeriod
+            assert "terminationGracePeriod" not in nodepool["spec"]["template"]["spec"]
 
 
 def test_pod_carries_kai_scheduler_and_a_leaf_queue(stack_specs: dict[str, PlatformSpec]) -> None:
@@ -172,7 +170,8 @@ def test_drain_settings(stack_specs: dict[str, PlatformSpec]) -> None:
             assert c["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep" and sleep > 0
             assert int(flag(c["args"], "--shutdown-timeout")) == math.ceil(timeout)
             assert pod["spec"]["terminationGracePeriodSeconds"] >= timeout + sleep
-            assert pod["metadata"]["annotations"][labels.DO_NOT_DISRUPT_ANNOTATION] == "true"
+            # do-not-disrupt would block drift (AMI rollouts) forever on every node with a serving pod
+            assert labels.DO_NOT_DISRUPT_ANNOTATION not in pod["metadata"]["annotations"]
 
 
 def test_probes_are_sized_to_the_cold_start(stack_specs: dict[str, PlatformSpec]) -> None:
@@ -206,7 +205,8 @@ def test_container_is_unprivileged(stack_specs: dict[str, PlatformSpec]) -> None
     for _stack, a in all_args(stack_specs):
         body = vllm.workload_body(a, a.model.serving.roles[0])
         c = container(body)
-        assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+        caps = {"drop": ["ALL"], **({"add": ["IPC_LOCK"]} if a.efa_devices else {})}  # RDMA pins memory on EFA
+        assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": caps}
         pod = body["spec"]["template"]["spec"]
         assert pod["automountServiceAccountToken"] is False
         assert pod["enableServiceLinks"] is False
@@ -262,9 +262,12 @@ def test_weights_read_policy_is_least_privilege() -> None:
     assert all(s["Resource"] != "*" for s in doc["Statement"])
     gov = vllm.weights_read_policy("s3://b/p", "us-gov-west-1")
     assert gov["Statement"][0]["Resource"].startswith("arn:aws-us-gov:s3:::b/p/")
-    trust = iam.pod_identity_trust_policy()["Statement"][0]
+    trust = iam.pod_identity_trust_policy(partition="aws", region="us-east-1", account_id="123456789012",
+                                          cluster_name="c", namespace="inference", service_account="m-vllm")["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "m-vllm"
 
 
 # ---------------------------------------------------------------- P/D
@@ -275,7 +278,10 @@ def test_pd_roles_use_nixl_with_producer_and_consumer(prod_spec: PlatformSpec) -
     for role, kv_role in (("prefill", "kv_producer"), ("decode", "kv_consumer")):
         c = container(vllm.workload_body(a, role))
         kv = json.loads(flag(c["args"], "--kv-transfer-config"))
-        assert kv == {"kv_connector": "NixlConnector", "kv_role": kv_role, "kv_load_failure_policy": "fail"}
+        # prod's h100 pool has EFA: NIXL moves the KV cache over libfabric (EFA), not UCX over TCP
+        assert kv == {"kv_connector": "NixlConnector", "kv_role": kv_role, "kv_load_failure_policy": "fail",
+                      "kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
+        assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
         (host,) = [e for e in c["env"] if e["name"] == "VLLM_NIXL_SIDE_CHANNEL_HOST"]
         assert host["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         assert {"name": "nixl", "containerPort": vllm.NIXL_SIDE_CHANNEL_PORT, "protocol": "TCP"} in c["ports"]
@@ -293,7 +299,9 @@ def test_services_pdbs_and_pod_monitors(prod_spec: PlatformSpec) -> None:
         assert svc["metadata"]["name"] == f"llama-70b-fp8-{role}"
         assert svc["spec"]["selector"] == own
         assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}]
-        assert pdb["spec"]["selector"]["matchLabels"] == own and pdb["spec"]["maxUnavailable"] == 1
+        # critical: two warm replicas, a ready floor of one; a drain never takes the role to zero
+        assert pdb["spec"]["selector"]["matchLabels"] == own and pdb["spec"]["minAvailable"] == 1
+        assert "maxUnavailable" not in pdb["spec"]
         assert pm["spec"]["selector"]["matchLabels"] == own
         assert pm["spec"]["podTargetLabels"] == [labels.MODEL_LABEL, labels.ROLE_LABEL]
         assert pm["spec"]["podMetricsEndpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
@@ -311,7 +319,7 @@ def test_multi_node_replica_is_a_leader_worker_set_of_size_pods(raw_stack: Calla
     spec = multi_node_spec(raw_stack)
     a = service_args(spec, "llama-70b-fp8")
     assert a.shape.pods == 2 and a.shape.gpus_per_pod == 8 and a.shape.multi_node
-    body = vllm.workload_body(a, "decode")
+    body = vllm.workload_body(a, "aggregated")
     assert body["apiVersion"] == "leaderworkerset.x-k8s.io/v1" and body["kind"] == "LeaderWorkerSet"
     lwt = body["spec"]["leaderWorkerTemplate"]
     assert lwt["size"] == a.shape.pods
@@ -319,7 +327,8 @@ def test_multi_node_replica_is_a_leader_worker_set_of_size_pods(raw_stack: Calla
     assert "replicas" not in body["spec"]
     leader, worker = container(body, "leaderTemplate"), container(body, "workerTemplate")
     for c in (leader, worker):
-        assert c["resources"]["limits"] == {labels.GPU_RESOURCE: "8"}  # one pod per 8-GPU node
+        # one pod per 8-GPU node, with all 32 of its EFA devices
+        assert c["resources"]["limits"] == {labels.GPU_RESOURCE: "8", labels.EFA_RESOURCE: "32"}
         assert flag(c["args"], "--nnodes") == "2" and flag(c["args"], "--master-addr") == "$(LWS_LEADER_ADDRESS)"
         assert flag(c["args"], "--tensor-parallel-size") == "8" and flag(c["args"], "--pipeline-parallel-size") == "2"
     assert flag(leader["args"], "--node-rank") == "0" and "--headless" not in leader["args"]

@@ -4,7 +4,8 @@
 
 - pool ``gang`` (g6e.12xlarge, 4 L40S per node, 12 GPUs = 3 nodes over 2 zones): ``llama-70b`` TP4 x PP2 is an
   8-GPU LeaderWorkerSet gang of 2 pods (queue ``llm``, quota 8), and ``filler-8b`` 1-GPU pods (queue ``fill``,
-  quota 5) take GPUs away from it; both queues have room, so only the nodes decide;
+  quota 5) take GPUs away from it; both queues have room, so only the nodes decide. The ceilings (8 + 4) fit the pool,
+  as the summed-bound check requires; the contention scenarios ask for a fifth filler on purpose;
 - pool ``shared`` (g6e.xlarge, 8 GPUs): ``serve-8b`` (queue ``serve``, non-preemptible, quota 4) and ``batch-8b``
   (queue ``batch``, preemptible, quota 2) compete for the same GPUs;
 - pool ``plain`` (g6.xlarge, no network-node-layer labels, 2 GPUs): ``plain-8b``.
@@ -56,10 +57,10 @@ def fixture_raw() -> dict[str, Any]:
                architecture=dict(big["architecture"], weight_precision="bf16"),
                parallelism={"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
                             "allow_tensor_parallel_over_pcie": True},
-               serving={"mode": "aggregated"}, autoscaling={"backend": "keda",
-                                                            "aggregated": {"min_replicas": 1, "max_replicas": 1}}),
-        _model(small, "filler-8b", "fill", "gang",
-               autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 5}}),
+               serving={"mode": "aggregated"}, slo=dict(big["slo"], criticality="standard"),
+               autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 1}}),
+        _model(small, "filler-8b", "fill", "gang", rps=(2, 8),
+               autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 4}}),
         _model(small, "serve-8b", "serve", "shared", rps=(2, 8), autoscaling=autoscale),
         _model(small, "batch-8b", "batch", "shared", rps=(2, 8), autoscaling=autoscale),
         _model(small, "plain-8b", "edge", "plain", rps=(0.05, 0.2),
@@ -78,23 +79,28 @@ def prod_variant_raw() -> dict[str, Any]:
     - the ``l40s`` pool on g6e.12xlarge serving ``llama-70b-bf16`` TP4 x PP2 (an 8-GPU, 2-pod LeaderWorkerSet gang,
       queue ``chat``), as ``tests/manifests/test_kai_wiring.py`` builds it;
     - ``search-8b`` moved to a new pool ``l4`` on g6.xlarge (no network-node-layer labels);
-    - ``batch-70b``, a preemptible copy of ``llama-70b-fp8`` in the ``training`` queue on the ``h100`` pool.
+    - ``batch-70b``, a preemptible copy of ``llama-70b-fp8`` in the ``training`` queue on the ``h100`` pool, its
+      ceiling (6 x 4 GPUs) what the chat ceilings (40) leave of the pool's 64;
+    - traffic each model's share of its queue can carry (``llama-70b-fp8`` peaks at 28 rps, sharing chat's quota with
+      the bf16 gang).
     """
     raw = read_stack_config(stack_path("prod"))
     fp8, search = raw["models"][0], raw["models"][1]
     raw["topology"]["gpu_pools"][1]["instance_types"] = ["g6e.12xlarge"]
     raw["topology"]["gpu_pools"].append({"name": "l4", "instance_types": ["g6.xlarge"], "gpu_limit": 12})
+    # traffic each model's ceilings carry once the bf16 gang shares chat's quota (sizing refuses an unreachable peak)
+    fp8["workload"] = dict(fp8["workload"], base_rps=10, peak_rps=28)
     raw["models"] = [
         fp8,
-        _model(search, "search-8b", "search", "l4", rps=(0.5, 1.2)),
+        _model(search, "search-8b", "search", "l4", rps=(0.5, 1.0)),
         _model(search, "llama-70b-bf16", "chat", "l40s", rps=(0.05, 0.2),
                architecture=dict(fp8["architecture"], weight_precision="bf16"),
                parallelism={"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
                             "allow_tensor_parallel_over_pcie": True},
                autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 2}}),
-        _model(fp8, "batch-70b", "training", "h100", serving={"mode": "aggregated"},
+        _model(fp8, "batch-70b", "training", "h100", serving={"mode": "aggregated"}, rps=(5, 20),
                slo=dict(fp8["slo"], criticality="standard"),
-               autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 16}}),
+               autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 6}}),
     ]
     return raw
 

@@ -40,8 +40,17 @@ def test_network_layer_labels_only_where_ec2_reports_a_topology(fixture_snapshot
         for node in _nodes(fixture_snapshot, pool):
             node_labels = node["metadata"]["labels"]
             it = CATALOGUE[node_labels["node.kubernetes.io/instance-type"]]
-            assert it.network_topology_labels is labelled
+            assert (it.network_node_layers == 3) is labelled
             assert all((layer in node_labels) is labelled for layer in LAYERS)
+
+
+def test_network_layer_labels_follow_the_catalogue_layer_count() -> None:
+    # The replay's nodes and the KAI Topology read the same catalogue field: a 4-layer type gets 4 labels, 0 gets none.
+    four = CATALOGUE["p5.48xlarge"].model_copy(update={"network_node_layers": 4})
+    got = nodes.network_node_labels(four, "us-east-1a", 5)
+    assert sorted(got) == [f"{labels.NETWORK_NODE_LAYER_PREFIX}{i}" for i in (1, 2, 3, 4)]
+    assert got[f"{labels.NETWORK_NODE_LAYER_PREFIX}4"] == f"nn-us-east-1a-4-{5 // nodes.NETWORK_BLOCK_NODES}"
+    assert nodes.network_node_labels(CATALOGUE["g6.xlarge"], "us-east-1a", 0) == {}
 
 
 def test_nodes_carry_the_pool_labels_taints_and_a_karpenter_allocatable(fixture_snapshot: dict[str, Any]) -> None:
@@ -57,6 +66,21 @@ def test_nodes_carry_the_pool_labels_taints_and_a_karpenter_allocatable(fixture_
     assert alloc["cpu"] == "3920m" and alloc["pods"] == "58"
     assert alloc["memory"] == f"{32768 - 2458 - (11 * 58 + 255) - 100}Mi"
     assert nodes.parse_quantity(alloc["memory"]) < nodes.parse_quantity(cap["memory"])
+
+
+def test_efa_pools_offer_the_efa_devices_their_pods_request() -> None:
+    # prod's h100 pool is an EFA pool: its nodes offer one device per efa-only interface, and the decode pods' request
+    # (their share of the node's devices) fits; the l40s pool has no EFA and offers none
+    s = synthesized("prod")
+    snapshot = build_snapshot(s.spec, s.sizing, s.objects, s.charts, [replica_targets(s.sizing, "warm")]).input
+    p5 = CATALOGUE["p5.48xlarge"]
+    for node in _nodes(snapshot, "h100"):
+        assert node["status"]["allocatable"][labels.EFA_RESOURCE] == str(p5.efa_interfaces)
+        assert node["status"]["capacity"][labels.EFA_RESOURCE] == str(p5.efa_interfaces)
+    assert all(labels.EFA_RESOURCE not in n["status"]["allocatable"] for n in _nodes(snapshot, "l40s"))
+    pods = [p for wave in snapshot["waves"] for p in wave if p["metadata"]["name"].startswith("llama-70b-fp8-decode")]
+    asked = {c["resources"]["limits"][labels.EFA_RESOURCE] for p in pods for c in p["spec"]["containers"]}
+    assert pods and asked == {str(p5.efa_interfaces * s.sizing.model("llama-70b-fp8").shape.gpus_per_pod // p5.gpus_per_node)}
 
 
 def test_a_gang_pool_fills_one_zone_per_gang(fixture_snapshot: dict[str, Any]) -> None:

@@ -33,6 +33,7 @@ from gpuscale.sim.replica import replica_model_from_sizing
 from gpuscale.sizing import size_platform
 from gpuscale.spec.model import WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import validate_config
 
 
 def obs(
@@ -196,7 +197,12 @@ def test_every_policy_kind_has_one_controller_factory(prod_spec: PlatformSpec) -
     assert fixed.decide(0.0, {}) == {"prefill": 2, "decode": 5}
 
 
-def test_gpuscale_controller_reads_the_emitted_signals(prod_spec: PlatformSpec) -> None:
+def test_gpuscale_controller_reads_the_emitted_signals(raw_stack) -> None:  # type: ignore[no-untyped-def]
+    # ceilings that do not bind in this test: 5 + 5 four-GPU replicas fill chat's 40-GPU quota
+    raw = raw_stack("prod")
+    raw["models"][0]["autoscaling"]["prefill"]["max_replicas"] = 5
+    raw["models"][0]["autoscaling"]["decode"]["max_replicas"] = 5
+    prod_spec = validate_config(raw, "t")
     ms = size_platform(prod_spec).model(prod_spec.models[0].name)
     c = build_controller(GpuscalePolicy(), prod_context(prod_spec))
     assert isinstance(c, HpaController)
@@ -207,12 +213,12 @@ def test_gpuscale_controller_reads_the_emitted_signals(prod_spec: PlatformSpec) 
     util = ms.role("prefill").target_utilisation
     coef = ms.role("prefill").signals[0].coefficients
     assert coef is not None
-    # prompt tokens worth 6 replicas' target load on 2 replicas: the HPA asks for 6
-    rate = 6 * util / coef.prefill_s(1500)
-    assert prefill.decide(0.0, RoleObservation("prefill", 2, 2, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=rate)) == 6
-    # KV at 1.4x its target on 4 decode replicas asks for 6 even when the load does not
+    # prompt tokens worth 5 replicas' target load on 2 replicas: the HPA asks for 5
+    rate = 5 * util / coef.prefill_s(1500)
+    assert prefill.decide(0.0, RoleObservation("prefill", 2, 2, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=rate)) == 5
+    # KV at 1.2x its target on 4 decode replicas asks for 5 even when the load does not
     kv_target = ms.role("decode").signals[1].target
-    assert decode.decide(60.0, obs(4, 4, kv=4 * 1.4 * kv_target, role="decode")) == 6
+    assert decode.decide(60.0, obs(4, 4, kv=4 * 1.2 * kv_target, role="decode")) == 5
 
 
 def test_the_proportional_signal_holds_capacity_the_queue_signal_drops(prod_spec: PlatformSpec) -> None:

@@ -110,3 +110,46 @@ def test_score_follows_the_printed_formula() -> None:
     for r in res.results:
         expected = 100 * r.slo_attainment - 100 * r.unanswered / r.arrived - 20 * max(0.0, r.gpu_hours / ref - 1)
         assert r.score == pytest.approx(expected, abs=0.01)
+
+
+def test_ami_rollout_pdb_floors_keep_every_role_serving_where_a_grace_period_drops_it() -> None:
+    # tiny-disaggregated: one warm replica per role (ready floor 1), each on its own node
+    res = run_scenario("tiny-disaggregated", "ami-rollout", 1800.0)
+    from gpuscale.sim.scenarios.ami_rollout import min_ready_after
+
+    at = float(res.parameters["drift_at_s"])
+    pdb, grace = res.results
+    assert pdb.name == "no-grace-period+pdb" and grace.name.startswith("grace-period-")
+    # with PDBs holding, drift waits: nothing is evicted, nothing lost, every role keeps its floor
+    assert (pdb.evictions, pdb.lost_in_flight) == (0, 0)
+    assert all(n >= 1 for n in min_ready_after(pdb, at).values())
+    # a grace period overrides the PDBs: the nodes go anyway, requests in flight with them, roles down to zero
+    assert grace.evictions > 0 and grace.lost_in_flight > 0
+    assert min(min_ready_after(grace, at).values()) == 0
+    assert pdb.slo_attainment > grace.slo_attainment
+    assert "the PDB floors held every drifted node" in findings(build_scenario("ami-rollout", spec_of("tiny-disaggregated"),
+                                                                               duration_s=1800.0), res)[0]
+
+
+def test_ami_rollout_with_a_spare_replica_evicts_pod_by_pod_and_never_drops_below_the_floor() -> None:
+    # two warm replicas (critical) on one 4-GPU node, ready floor 1: the PDB allows one disruption, so Karpenter takes
+    # the drifted node, and the eviction API lets one pod go at a time, the next once its replacement is ready on the
+    # new node (a node-at-once drain would wait forever: both replicas at once would break the floor)
+    from gpuscale.sim.scenarios.ami_rollout import min_ready_after
+    from gpuscale.stackfile import read_stack_config, validate_config
+    from tests.sim.conftest import FIXTURES
+
+    raw = read_stack_config(FIXTURES / "tiny-aggregated.yaml")
+    (m,) = raw["models"]
+    m["slo"] = dict(m["slo"], criticality="critical")
+    m["autoscaling"]["aggregated"]["min_replicas"] = 2
+    raw["topology"]["gpu_pools"][0]["instance_types"] = ["g6e.12xlarge"]
+    spec = validate_config(raw, "tiny-critical")
+    sc = build_scenario("ami-rollout", spec, duration_s=1800.0)
+    res = Runner(sc, seed=0).run()
+    at = float(res.parameters["drift_at_s"])
+    pdb, grace = res.results
+    assert res.parameters["ready_floor_aggregated"] == 1
+    assert pdb.evictions >= 2 and pdb.lost_in_flight == 0  # both replicas moved, gracefully
+    assert min_ready_after(pdb, at)["aggregated"] >= 1
+    assert min_ready_after(grace, at)["aggregated"] < min_ready_after(pdb, at)["aggregated"] or grace.lost_in_flight > 0

@@ -102,7 +102,9 @@ def test_warm_minimum_must_fit_inference_quota(raw_stack) -> None:  # type: igno
     raw = raw_stack("prod")
     raw["models"][0]["autoscaling"]["prefill"]["min_replicas"] = 10
     problems = refuse(raw)
-    assert any("queue chat: warm minimum replicas need 44 GPUs but its gpu_quota is 40" in p for p in problems)
+    # 10 prefill + 2 decode warm replicas of 4 GPUs: 48 GPUs against chat's quota of 40
+    assert any("warm minimum replicas need llama-70b-fp8/prefill 40 + llama-70b-fp8/decode 8 = 48 GPUs, above queue chat "
+               "gpu_quota 40" in p for p in problems)
 
 
 @pytest.mark.parametrize(

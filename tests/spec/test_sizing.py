@@ -150,12 +150,17 @@ def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untype
     assert m.decode_tokens_per_s == pytest.approx(9801, abs=1)
     assert (decode.replicas_at_base, decode.replicas_at_peak) == (1, 3)
     assert prefill.min_replicas >= 1 and decode.min_replicas >= 1
-    # non-preemptible chat queue: quota 40 GPUs less the other role's warm replica (4) over 4 GPUs each
-    assert prefill.max_replicas == (40 - 4) // 4
+    # non-preemptible chat queue: the two roles share its 40-GPU quota in proportion to peak demand, every GPU of it
+    # used (whole-replica rounding leftovers go to the largest remainder), and each role's ceiling covers its peak
+    assert (prefill.max_replicas + decode.max_replicas) * 4 == 40
+    assert prefill.max_replicas >= prefill.replicas_at_peak and decode.max_replicas >= decode.replicas_at_peak
+    assert "queue chat gpu_quota 40" in prefill.max_replicas_why and "queue chat gpu_quota 40" in decode.max_replicas_why
     assert prefill.scale_down_stabilization_s > m.cold_start.total_s
-    base = sum(r.replicas_at_base for r in m.roles)
-    peak = sum(r.replicas_at_peak for r in m.roles)
-    assert m.gpu_hours_per_day == (base * 16 + peak * 8) * 4
+    # off-peak the warm minimum (2 per role) runs even where base traffic needs fewer replicas; 4 GPUs each
+    base = max(prefill.replicas_at_base + decode.replicas_at_base, prefill.min_replicas + decode.min_replicas)
+    assert base == 4
+    peak_h = prod_spec.models[0].workload.peak_hours_per_day
+    assert m.gpu_hours_per_day == (base * (24 - peak_h) + (prefill.replicas_at_peak + decode.replicas_at_peak) * peak_h) * 4
 
 
 def test_prod_signals_by_hand(prod_spec) -> None:  # type: ignore[no-untyped-def]
@@ -290,12 +295,14 @@ def test_an_explicit_zero_minimum_stays_zero_for_the_other_roles_budget() -> Non
     from tests.specs import model, small_spec
 
     wake = {"start": "0 8 * * 1-5", "end": "0 19 * * 1-5"}
-    pd = model(mode="disaggregated", autoscaling={"prefill": {"min_replicas": 0, "wake_schedule": wake}},
+    # a TTFT budget the KV transfer over g6e's 2.5 Gbit/s fits in (1.7 s of 10 s)
+    slo = {"ttft_p99_s": 10.0, "itl_p99_s": 0.05, "request_timeout_s": 60}
+    pd = model(mode="disaggregated", slo=slo, autoscaling={"prefill": {"min_replicas": 0, "wake_schedule": wake}},
                front_door={"enabled": False})  # the cron wakes it; no first-answer deadline to meet
     ms = checked_sizing(small_spec(models=[pd])).model("m8b")
     assert ms.role("prefill").min_replicas == 0
-    # 16 GPUs, the prefill role keeps none warm: decode may use all 16 (an explicit 0 was once read as 1 -> 15)
-    assert ms.role("decode").max_replicas == 16
+    # the prefill role keeps none warm, so nothing of the 16 GPUs is set aside for it: the roles share all 16 by demand
+    assert sum(r.max_replicas for r in ms.roles) == 16
     assert sizing.default_min_replicas(small_spec(models=[pd]).models[0], "prefill") == 0
 
 
@@ -308,17 +315,19 @@ def test_best_effort_defaults_to_zero_and_others_to_one() -> None:
     assert sizing.default_min_replicas(small_spec().models[0], "aggregated") == 1
 
 
-def test_queue_budget_is_quota_in_quota_only_queues_and_the_tightest_limit_otherwise() -> None:
-    from tests.specs import pd_spec
+def test_bounds_are_quota_in_quota_only_queues_and_every_limit_otherwise() -> None:
+    from tests.specs import model, pd_spec
 
-    spec = pd_spec(teams=[{"name": "dept", "gpu_quota": 40, "gpu_limit": 48, "children": [
-        {"name": "chat", "gpu_quota": 40, "gpu_limit": 48},
-        {"name": "batch", "gpu_quota": 0, "gpu_limit": -1, "preemptible": True},
-    ]}])
-    chat = sizing.queue_gpu_budget(spec, "chat")
-    assert (chat.gpus, chat.kind, chat.queue) == (40, "gpu_quota", "chat")
-    batch = sizing.queue_gpu_budget(spec, "batch")  # an unlimited leaf is bound by its parent's 48
-    assert (batch.gpus, batch.kind, batch.queue) == (48, "gpu_limit", "dept")
+    spec = pd_spec(
+        teams=[{"name": "dept", "gpu_quota": 40, "gpu_limit": 56, "children": [
+            {"name": "chat", "gpu_quota": 40, "gpu_limit": 48},
+            {"name": "batch", "gpu_quota": 0, "gpu_limit": 48, "preemptible": True},
+        ]}],
+        models=[*pd_spec().model_dump()["models"][:0], model("m8b", queue="batch", pool="h100")],
+    )
+    bounds = {(b.kind, b.name): b.gpus for b in sizing.gpu_bounds(spec)}
+    # a preemptible leaf counts against every limit on its path (its own 48 and the parent's 56), never a quota
+    assert bounds == {("gpu_limit", "batch"): 48, ("gpu_limit", "dept"): 56, ("pool_gpu_limit", "h100"): 64}
 
 
 def test_scheduler_defaults_and_rollout_deadline_come_from_sizing() -> None:

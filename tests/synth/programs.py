@@ -26,7 +26,7 @@ SECRET_KUBECONFIG = "kubeconfig-with-a-token-do-not-leak"
 class Knobs:
     """What a change in a PR could touch."""
 
-    ami_alias: str = "al2023@v20251117"
+    ami_alias: str = "al2023@v20260625"
     consolidation_policy: str = "WhenEmpty"
     consolidate_after: str = "1h"
     gpu_limit: int = 64
@@ -40,6 +40,10 @@ class Knobs:
     """Extra aggregated models (a Deployment + ScaledObject each), to make large synths and diffs."""
     extra_args: tuple[str, ...] = ()
     """Extra vLLM arguments on every model, to change many resources at once."""
+    budgets_json: str = '[{"nodes": "1"}]'
+    """The GPU NodePool's disruption budgets (JSON, so the knobs stay hashable)."""
+    termination_grace_period: str | None = None
+    """``spec.template.spec.terminationGracePeriod`` of the GPU NodePool (gpuscale never sets it)."""
 
 
 def _opts(parent: pulumi.Resource, **kw: Any) -> pulumi.ResourceOptions:
@@ -62,12 +66,13 @@ def nodepool_body(k: Knobs) -> dict[str, Any]:
                     ],
                     "taints": [{"key": "nvidia.com/gpu", "value": k.taint_value, "effect": "NoSchedule"}],
                     "expireAfter": "Never",
+                    **({"terminationGracePeriod": k.termination_grace_period} if k.termination_grace_period else {}),
                 },
             },
             "disruption": {
                 "consolidationPolicy": k.consolidation_policy,
                 "consolidateAfter": k.consolidate_after,
-                "budgets": [{"nodes": "1"}],
+                "budgets": json.loads(k.budgets_json),
             },
             "limits": {"nvidia.com/gpu": k.gpu_limit},
         },

@@ -71,22 +71,50 @@ def test_decode_max_replicas_is_an_autoscaling_change(root: Path) -> None:
 
 
 def test_a_new_ami_is_highlighted_as_gpu_node_replacement(root: Path) -> None:
-    d = diff(root, Knobs(), Knobs(ami_alias="al2023@v20251201"))
+    d = diff(root, Knobs(), Knobs(ami_alias="al2023@v20260714"))
     [msg] = messages(d, "gpu-nodes")
     assert msg.startswith("EC2NodeClass h100: drift: new AMI (/spec/amiSelectorTerms/0/alias: ")
-    assert '"al2023@v20251117" -> "al2023@v20251201"' in msg
-    assert "every node launched from this EC2NodeClass is replaced" in msg and "cold start" in msg
+    assert '"al2023@v20260625" -> "al2023@v20260714"' in msg
+    assert "every node launched from this EC2NodeClass will be replaced" in msg and "cold start" in msg
+    # how it rolls, read from the NodePool that uses the class: one at a time, no window, PDBs respected
+    assert msg.endswith(
+        "drifted nodes roll 1 at a time at any hour (no drift window); each node waits until the PDBs of its pods "
+        "allow the eviction (a role at its ready floor holds it)"
+    )
     text = render_text(d)
     assert text.index("GPU nodes replaced or disrupted (1):") < text.index("Resources:")
     md = render_markdown(d)
     assert md.index("GPU nodes replaced or disrupted") < md.index("Details")
 
 
+WINDOW = '[{"nodes": "1"}, {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 6 * * *", "duration": "20h"}]'
+
+
+def test_an_ami_bump_says_in_which_drift_window_nodes_roll(root: Path) -> None:
+    d = diff(root, Knobs(budgets_json=WINDOW), Knobs(budgets_json=WINDOW, ami_alias="al2023@v20260714"))
+    [msg] = messages(d, "gpu-nodes")
+    assert ("drifted nodes roll 1 at a time, only in the drift window daily 02:00 UTC for 4h00m "
+            "(frozen from cron '0 6 * * *' for 20h)") in msg
+
+
+def test_an_ami_bump_under_a_grace_period_warns_of_forced_eviction(root: Path) -> None:
+    d = diff(root, Knobs(termination_grace_period="4m"), Knobs(termination_grace_period="4m", ami_alias="al2023@v20260714"))
+    [msg] = messages(d, "gpu-nodes")
+    assert "terminationGracePeriod 4m: drift disrupts a node despite PDBs" in msg and "force-deletes" in msg
+
+
+def test_a_frozen_pool_says_no_node_rolls(root: Path) -> None:
+    frozen = '[{"nodes": "0", "reasons": ["Drifted"]}, {"nodes": "1"}]'
+    d = diff(root, Knobs(budgets_json=frozen), Knobs(budgets_json=frozen, ami_alias="al2023@v20260714"))
+    [msg] = messages(d, "gpu-nodes")
+    assert "drift frozen (a Drifted budget of 0 nodes with no schedule): no node rolls" in msg
+
+
 def test_taint_and_requirement_changes_drift_gpu_nodes(root: Path) -> None:
     d = diff(root, Knobs(), Knobs(taint_value="yes"))
     [msg] = messages(d, "gpu-nodes")
     assert "NodePool h100: drift: /spec/template/spec/taints/0/value changed" in msg
-    assert "every node of this NodePool is replaced" in msg
+    assert "every node of this NodePool will be replaced" in msg
 
 
 def test_disruption_and_limit_changes_are_highlighted_without_drift(root: Path) -> None:
@@ -168,7 +196,7 @@ def test_markdown_of_a_huge_synthetic_diff_stays_under_the_limit(tmp_path: Path)
 
 def test_identical_changes_on_many_resources_collapse_into_one_block(root: Path) -> None:
     base = Knobs(extra_models=40)
-    head = Knobs(extra_models=40, ami_alias="al2023@v20251201", prefill_threshold="9",
+    head = Knobs(extra_models=40, ami_alias="al2023@v20260714", prefill_threshold="9",
                  extra_args=tuple(f"--flag-{i}=value-{i}" for i in range(40)))
     d = diff(root, base, head)
     assert len(d.resources) == 84

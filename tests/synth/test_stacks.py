@@ -78,7 +78,8 @@ def test_cli_synth_refuses_cross_layer_conflicts(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
     result = runner.invoke(app, ["synth", "--stack-file", str(path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert "max_replicas 20 x 4 GPUs = 80 GPUs exceeds queue chat" in result.output
+    # summed over both roles of the model, against the leaf queue that binds (chat's quota), not one role alone
+    assert "llama-70b-fp8/prefill 2 x 4 + llama-70b-fp8/decode 20 x 4 = 88 GPUs exceed queue chat gpu_quota 40" in result.output
     assert not (tmp_path / "out").exists()  # nothing half-written
     validate = runner.invoke(app, ["validate", "--stack-file", str(path)])
-    assert validate.exit_code == 2 and "exceeds node pool h100 gpu_limit 64" in validate.output
+    assert validate.exit_code == 2 and "= 88 GPUs exceed node pool h100 gpu_limit 64" in validate.output

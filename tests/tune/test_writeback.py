@@ -23,13 +23,13 @@ def test_prod_keeps_every_comment_and_line_and_adds_the_tuned_keys(tmp_path: Pat
     path = stack_path("prod")
     text = path.read_text()
     spec = load_stack_file(path)
-    params = current_params(spec, "llama-70b-fp8").replace_role("prefill", target_utilisation=0.3, min_replicas=2)
+    params = current_params(spec, "llama-70b-fp8").replace_role("prefill", target_utilisation=0.5, min_replicas=3)
     params = params.replace_role("decode", warm_schedule=[WakeSchedule(start="53 8 * * *", end="0 17 * * *", replicas=3)])
     new = updated_text(text, "llama-70b-fp8", params, keda=True, tuned_on="gpuscale tune --trace t.csv --compress 5 --seed 0")
     removed, added = changed_lines(text, new)
-    assert removed == ["          min_replicas: 1"]  # the prefill minimum, rewritten in place
-    assert "          min_replicas: 2" in added
-    assert "          target_utilisation: 0.3" in added
+    assert removed == ["          min_replicas: 2"]  # the prefill minimum, rewritten in place
+    assert "          min_replicas: 3" in added
+    assert "          target_utilisation: 0.5" in added
     assert "          warm_schedule:" in added
     assert '            - {timezone: UTC, start: 53 8 * * *, end: 0 17 * * *, replicas: 3}' in added
     assert "        tuned_on: gpuscale tune --trace t.csv --compress 5 --seed 0" in added
@@ -41,7 +41,7 @@ def test_prod_keeps_every_comment_and_line_and_adds_the_tuned_keys(tmp_path: Pat
     out.write_text(new)
     check_text(new, out)
     tuned = load_stack_file(out).models[0].autoscaling
-    assert tuned.prefill.target_utilisation == 0.3 and tuned.prefill.min_replicas == 2
+    assert tuned.prefill.target_utilisation == 0.5 and tuned.prefill.min_replicas == 3
     assert tuned.decode.warm_schedule[0].replicas == 3 and tuned.tuned_on is not None
 
 
