@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
-from gpuscale.plan.evidence import primary_model  # noqa: E402
 from gpuscale.plan.goal_table import load_goal_table  # noqa: E402
 from gpuscale.plan.render import goal_table_markdown  # noqa: E402
 from gpuscale.sim.metrics import PolicyResult  # noqa: E402
+from gpuscale.sim.scenarios import primary_model  # noqa: E402
 from gpuscale.sim.traffic import TraceTraffic, generate  # noqa: E402
 from gpuscale.sizing import size_model  # noqa: E402
 from gpuscale.spec.platform import PlatformSpec  # noqa: E402
