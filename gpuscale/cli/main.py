@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from gpuscale.cli import plan as _plan
-from gpuscale.cli import policy as _policy
-from gpuscale.cli import schedule as _schedule
-from gpuscale.cli import simulate as _simulate
-from gpuscale.cli import synth as _synth
-from gpuscale.cli import tune as _tune
-from gpuscale.cli import validate as _validate
-from gpuscale.cli import versions as _versions
-from gpuscale.cli import workload as _workload
+from gpuscale.cli import common
 from gpuscale.cli.common import EXIT_CODES_HELP, say
 
 
@@ -46,11 +40,52 @@ class Command(TyperCommand):
         return pieces
 
 
+class Subcommand(NamedTuple):
+    module: str
+    function: str
+    epilog: str | None = "EXIT_CODES_HELP"
+    """Name of the module attribute holding the command's exit-code help (``EXIT_CODES_HELP``: the shared one of
+    ``gpuscale.cli.common``); ``None``: no epilog."""
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "validate": Subcommand("gpuscale.cli.validate", "validate"),
+    "schema": Subcommand("gpuscale.cli.validate", "schema"),
+    "synth": Subcommand("gpuscale.cli.synth", "synth", "SYNTH_EXIT_CODES"),
+    "diff": Subcommand("gpuscale.cli.diff", "diff", "DIFF_EXIT_CODES"),
+    "simulate": Subcommand("gpuscale.cli.simulate", "simulate"),
+    "plan": Subcommand("gpuscale.cli.plan", "plan"),
+    "workload": Subcommand("gpuscale.cli.workload", "workload"),
+    "tune": Subcommand("gpuscale.cli.tune", "tune_command", "TUNE_EXIT_CODES"),
+    "versions": Subcommand("gpuscale.cli.versions", "versions_command"),
+    "policy-path": Subcommand("gpuscale.cli.policy", "policy_path", None),
+    "schedule": Subcommand("gpuscale.cli.schedule", "schedule", "SCHEDULE_EXIT_CODES"),
+}
+"""Every subcommand, in help order. A command's module is imported only when that command runs (or help lists it):
+``gpuscale diff`` need not load Pulumi, the simulator or matplotlib, which saves about a second per invocation."""
+
+
+@functools.cache
+def load_subcommand(name: str) -> Any:  # typer's click Command (typer vendors click as a private module)
+    sub = SUBCOMMANDS[name]
+    module = importlib.import_module(sub.module)
+    one = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    epilog = None if sub.epilog is None else getattr(module, sub.epilog, None) or getattr(common, sub.epilog)
+    one.command(name, cls=Command, epilog=epilog)(getattr(module, sub.function))
+    return typer.main.get_command(one)
+
+
 class Group(TyperGroup):
-    """The top-level help: flags without a type label."""
+    """The top-level help: flags without a type label; subcommands loaded on first use."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return load_subcommand(cmd_name) if cmd_name in SUBCOMMANDS else None
 
 
 app = typer.Typer(
@@ -80,19 +115,6 @@ def _root(
     ] = False,
 ) -> None:
     """GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, tune, plan, schedule."""
-
-
-app.command("validate", cls=Command, epilog=EXIT_CODES_HELP)(_validate.validate)
-app.command("schema", cls=Command, epilog=EXIT_CODES_HELP)(_validate.schema)
-app.command("synth", cls=Command, epilog=_synth.SYNTH_EXIT_CODES)(_synth.synth)
-app.command("diff", cls=Command, epilog=_synth.DIFF_EXIT_CODES)(_synth.diff)
-app.command("simulate", cls=Command, epilog=EXIT_CODES_HELP)(_simulate.simulate)
-app.command("plan", cls=Command, epilog=EXIT_CODES_HELP)(_plan.plan)
-app.command("workload", cls=Command, epilog=EXIT_CODES_HELP)(_workload.workload)
-app.command("tune", cls=Command, epilog=_tune.TUNE_EXIT_CODES)(_tune.tune_command)
-app.command("versions", cls=Command, epilog=EXIT_CODES_HELP)(_versions.versions_command)
-app.command("policy-path", cls=Command)(_policy.policy_path)
-app.command("schedule", cls=Command, epilog=_schedule.SCHEDULE_EXIT_CODES)(_schedule.schedule)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``gpuscale synth`` (offline render of a stack) and ``gpuscale diff`` (compare two renders)."""
+"""``gpuscale synth``: the offline render of a stack (``gpuscale diff`` compares two)."""
 
 from __future__ import annotations
 
@@ -21,32 +21,18 @@ from gpuscale.cli.common import (
     source_of,
     spec_from_options,
     warn,
-    write_text,
 )
 from gpuscale.policy.rules import check_resources
 from gpuscale.problems import Problems
 from gpuscale.stackfile import format_errors
-from gpuscale.synth.diff import MARKDOWN_LIMIT, NotASynthDirError, diff_synth_dirs, render_markdown, render_text
-from gpuscale.synth.render import (
-    FORMAT,
-    MANIFESTS_DIR,
-    RESOURCES_FILE,
-    ProgramUnavailableError,
-    SynthResult,
-    synth_spec,
-)
+from gpuscale.synth.layout import FORMAT, MANIFESTS_DIR, RESOURCES_FILE
+from gpuscale.synth.render import ProgramUnavailableError, SynthResult, synth_spec
 
-EXIT_DIFFERENT = 1
-"""``gpuscale diff``: the synths differ (0: equal; 2: not a synth directory)."""
 EXIT_ERROR = 1
 """``gpuscale synth``: the platform program is missing (2 stays "invalid input")."""
 SYNTH_EXIT_CODES = (
     "Exit codes: 0 written; 1 the platform program is not installed; 2 invalid input (stack file, option or --out), "
     "nothing written."
-)
-DIFF_EXIT_CODES = (
-    "Exit codes: 0 the synths are equal; 1 they differ; 2 invalid input (a directory that is not a synth output, "
-    "or an unusable --out), nothing written."
 )
 
 OutOpt = Annotated[
@@ -116,30 +102,3 @@ def print_warnings(result: SynthResult) -> None:
     """What the components warned about (pulumi.log.warn), as ``warning:`` lines on stderr."""
     for w in result.warnings:
         warn(w)
-
-
-def diff(
-    base: Annotated[Path, typer.Argument(help="Synth output of the base (e.g. the target branch).", show_default=False)],
-    head: Annotated[Path, typer.Argument(help="Synth output of the head (e.g. the pull request).", show_default=False)],
-    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown for a PR comment, summarised to fit.")] = False,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write here instead of stdout.", dir_okay=False, show_default=False)
-    ] = None,
-    max_chars: Annotated[
-        int, typer.Option("--max-chars", min=1000, help="Length bound of --markdown output (GitHub allows 65,536).")
-    ] = MARKDOWN_LIMIT,
-) -> None:
-    """Added, removed and changed resources between two synths, GPU-node and autoscaling changes first."""
-    check_outputs((out, "--out", False))
-    try:
-        d = diff_synth_dirs(base, head)
-    except NotASynthDirError as exc:
-        fail([str(exc)])
-    text = render_markdown(d, limit=max_chars) if markdown else render_text(d)
-    if out is None:
-        typer.echo(text, nl=False)
-    else:
-        write_text(out, text, "--out")
-        say(f"wrote {out}", stderr=True)
-    raise typer.Exit(EXIT_DIFFERENT if d.different else 0)
-

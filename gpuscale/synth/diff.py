@@ -42,7 +42,7 @@ from gpuscale.policy.rules import (
     SCALEDOBJECT,
     nodepool_selects_gpus,
 )
-from gpuscale.synth.render import FORMAT, RESOURCES_FILE
+from gpuscale.synth.layout import FORMAT, RESOURCES_FILE
 
 MARKDOWN_LIMIT = 60_000
 """Default ``--markdown`` budget: under GitHub's 65,536-character comment limit with room for a wrapper."""

@@ -30,13 +30,8 @@ from typing import Any
 import yaml
 
 from gpuscale.synth import sdk
+from gpuscale.synth.layout import CHARTS_FILE, FORMAT, MANIFESTS_DIR, RESOURCES_FILE
 from gpuscale.synth.mocks import RecordedResource, run_program
-
-FORMAT = "gpuscale-synth/1"
-"""Marker in ``resources.json``; ``gpuscale diff`` refuses directories without it."""
-RESOURCES_FILE = "resources.json"
-CHARTS_FILE = "charts.yaml"
-MANIFESTS_DIR = "manifests"
 
 REDACTED = "[secret]"
 """What a secret value renders as."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,22 @@ def test_make_plan_paths_match_the_cli_and_are_ignored_by_git() -> None:
     kept = ["outputs/skill-gpu-autoscaler-plan.md", "outputs/skill-gpu-autoscaler-plan-images/stack/ttft.png"]
     check = subprocess.run(["git", "check-ignore", "--no-index", *ignored, *kept], cwd=REPO, capture_output=True, text=True)
     assert set(check.stdout.split()) == set(ignored)
+
+
+def test_a_command_imports_only_what_it_needs() -> None:
+    # `gpuscale diff` reads two folders: it must not pay for Pulumi, the simulator or matplotlib on every invocation
+    code = (
+        "import sys; from gpuscale.cli.main import load_subcommand; load_subcommand('diff'); "
+        "print(sorted(m for m in ('pulumi', 'numpy', 'matplotlib', 'gpuscale.sim', 'gpuscale.plan') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_help_lists_every_subcommand() -> None:
+    from gpuscale.cli.main import SUBCOMMANDS
+
+    panel = help_text().split(" Commands ")[1].splitlines()
+    listed = [m.group(1) for line in panel if (m := re.match(r"^  ([a-z][a-z-]+)  ", line))]
+    assert listed == list(SUBCOMMANDS)
