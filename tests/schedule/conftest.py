@@ -80,4 +80,6 @@ def kai_binary() -> Path:
     except BuildError as exc:
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{REQUIRE_ENV}=1 and the KAI replay program does not build: {exc}")
-        pytest.skip(f"the KAI replay program does not build here: {exc}")
+        lines = str(exc).splitlines()  # Go repeats one module error per import: the first says why
+        more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
+        pytest.skip(f"the KAI replay program does not build here: {lines[0] if lines else exc}{more}")
