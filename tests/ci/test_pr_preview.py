@@ -34,12 +34,12 @@ def _preview(tmp: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_stacks_that_differ_or_are_new_make_a_comment_and_do_not_fail_the_step(tmp_path: Path) -> None:
+    # a stack that differs makes `gpuscale diff` exit 1, the case `bash -e` would turn into a failed step; an equal
+    # stack takes the same path with exit 0 (the diff's own tests cover "No differences")
     same, changed = small_raw(), small_raw()
     changed["topology"]["gpu_pools"][0]["gpu_limit"] = 8
     changed["teams"] = [{"name": "dept", "gpu_quota": 8, "gpu_limit": 8,
                          "children": [{"name": "team", "gpu_quota": 8, "gpu_limit": 8}]}]
-    for side in ("base", "head"):
-        _stack(tmp_path / side, "same", same)
     _stack(tmp_path / "base", "changed", same)
     _stack(tmp_path / "head", "changed", changed)
     _stack(tmp_path / "head", "added", same)
@@ -48,11 +48,11 @@ def test_stacks_that_differ_or_are_new_make_a_comment_and_do_not_fail_the_step(t
     comment = (tmp_path / "out" / "comment.md").read_text()
     assert comment.startswith("<!-- gpuscale-pr-preview -->\n## gpuscale offline preview")
     sections = {part.split("`")[1]: part for part in comment.split("\n### ")[1:]}
-    assert set(sections) == {"added", "changed", "same"}
+    assert set(sections) == {"added", "changed"}
     assert "nothing to compare against" in sections["added"]
-    assert "No differences" in sections["same"]
     assert "~ /spec/resources/gpu/limit: 16 -> 8" in sections["changed"]  # the team queue, as KAI will see it
     assert (tmp_path / "out" / "synth" / "head" / "changed" / "resources.json").is_file()
+    assert (tmp_path / "out" / "diff" / "changed.md").is_file() and not (tmp_path / "out" / "diff" / "added.md").exists()
 
 
 def test_a_stack_that_does_not_synthesize_fails_the_step_with_its_error(tmp_path: Path) -> None:
