@@ -21,7 +21,7 @@ from tests.conftest import stack_path
 from tests.schedule.fixture_specs import fixture_spec, prod_variant_spec
 
 REQUIRE_ENV = "GPUSCALE_REQUIRE_KAI"
-"""Set to 1 (``.ci/run`` does when Go is present) to fail instead of skip when the program cannot be built."""
+"""Set to 1 to fail instead of skip when the program cannot be built (a machine that must run the real scheduler)."""
 
 
 @dataclass(frozen=True)
