@@ -25,10 +25,11 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import Field, model_validator
 
-from gpuscale import sizing, versions
+from gpuscale import sizing
 from gpuscale.components.children import object_name
 from gpuscale.components.inputs import ClusterName, NonEmpty, SecurityGroupIds, StrInput, StrListInput, SubnetIds
 from gpuscale.components.node_pool_resources import node_class_and_pool, node_class_spec
+from gpuscale.guardrails import production
 from gpuscale.manifests import karpenter
 from gpuscale.spec.base import Name, Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -79,11 +80,8 @@ class GpuNodePoolArgs(Spec):
 
     @model_validator(mode="after")
     def _pinned_in_prod(self) -> GpuNodePoolArgs:
-        if self.stage == "prod" and self.pool.ami_alias.endswith("@latest"):
-            raise ValueError(
-                f"pool {self.pool.name}: {self.pool.ami_alias} in prod drifts every GPU node whenever AWS publishes an "
-                f"AMI; pin a version (e.g. {versions.EKS_AL2023_AMI_ALIAS}), or set stage to dev/staging"
-            )
+        if production.is_production(self.stage) and production.unpinned_alias(self.pool.ami_alias):
+            raise ValueError(production.unpinned_ami_message(f"pool {self.pool.name}: {self.pool.ami_alias}"))
         return self
 
     @classmethod
@@ -153,12 +151,12 @@ class GpuNodePool(pulumi.ComponentResource):
         class_spec = node_class_spec(
             lambda cluster, role, subnets, groups: karpenter.ec2nodeclass_body(
                 pool, cluster_name=cluster, node_role_name=role, root_volume_gib=volume_gib,
-                tags=args.tags, subnet_ids=subnets, security_group_ids=groups, name=args.k8s_name,
+                tags=args.tags, subnet_ids=subnets, security_group_ids=groups, name=args.k8s_name, stage=args.stage,
             ),
             cluster_name=args.cluster_name, node_role_name=args.node_role_name,
             subnet_ids=args.subnet_ids, security_group_ids=args.security_group_ids,
         )
-        pool_body = karpenter.nodepool_body(pool, zones=args.zones, name=args.k8s_name)
+        pool_body = karpenter.nodepool_body(pool, zones=args.zones, name=args.k8s_name, cold_start_s=args.cold_start_s)
         node_class, node_pool = node_class_and_pool(
             self, name, f"GpuNodePool {name!r}", k8s_name=args.k8s_name, class_spec=class_spec, pool_body=pool_body,
             opts=opts,

@@ -16,7 +16,6 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import labels
-from gpuscale.checks import checked_sizing
 from gpuscale.components.children import child_opts
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
@@ -35,6 +34,7 @@ from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStac
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.feasibility import checked_sizing
 from gpuscale.manifests import autoscaling, vllm
 from gpuscale.manifests.karpenter import efa_pools
 from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from gpuscale import PlatformSpec
-from gpuscale.checks import checked_sizing
+from gpuscale.feasibility import checked_sizing
 from gpuscale.components import (
     QueueTree,
     QueueTreeArgs,

@@ -29,6 +29,11 @@ DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 ACK_UNSAFE_CONSOLIDATION_ANNOTATION = "gpuscale.io/acknowledge-underutilized-consolidation-evicts-inference"
 """NodePool annotation (value ``"true"``) set when the spec acknowledges non-``WhenEmpty``/short consolidation on a
 GPU pool; the policy pack accepts such a NodePool instead of refusing it."""
+COLD_START_ANNOTATION = "gpuscale.io/cold-start-seconds"
+"""NodePool annotation: the cold start (seconds) of the slowest model on the pool, which sets its consolidateAfter floor
+(``gpuscale.guardrails.consolidation``); the policy pack reads it."""
+STAGE_TAG = "gpuscale.io/stage"
+"""EC2NodeClass ``spec.tags`` key holding the stack's ``environment.stage``: how the policy pack knows production."""
 
 KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"

@@ -15,6 +15,7 @@ from pydantic import Field
 from gpuscale import perf
 from gpuscale.first_answer import ColdStart, FrontDoorSizing, first_answer, front_door_sizing
 from gpuscale.first_answer import cold_start as stage_cold_start
+from gpuscale.guardrails import warm_minimum
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
@@ -75,9 +76,8 @@ VLLM_IMAGE_GIB = 30
 """Uncompressed vllm/vllm-openai image plus layers being extracted (perf-model.md 4.2: 28.6 GB); the disk it needs."""
 DEFAULT_MAX_NUM_SEQS = 256
 """vLLM's ``max_num_seqs`` default on A100-class parts; H100/H200 get 1024 (perf-model.md 2.3)."""
-CRITICAL_MIN_REPLICAS = 2
-"""Warm minimum of every role of a critical model: a drift replacement, a spot or node failure takes one replica at a
-time, and a second one keeps serving while the replacement loads (a cold start is minutes)."""
+CRITICAL_MIN_REPLICAS = warm_minimum.CRITICAL_MIN_REPLICAS
+"""Warm minimum of every role of a critical model (defined in ``gpuscale.guardrails.warm_minimum``)."""
 KV_BATCH_FLOOR_SHARE = 0.5
 """A replica's KV cache must hold at least this share of the decode batch the ITL target needs. Below half, the replica
 runs under half the batch its compute serves within the ITL target, so its decode GPUs cost more than twice what they
@@ -94,8 +94,10 @@ class SizingError(ValueError):
     ``path`` is the model's field to change, relative to the model (e.g. ``parallelism.tensor_parallel_size``).
     """
 
-    def __init__(self, message: str, path: str = "parallelism") -> None:
+    def __init__(self, message: str, path: str = "parallelism", model: str = "") -> None:
         self.path = path
+        self.model = model
+        """The model that cannot be placed (set by ``size_models``; the feasibility checks name it by index)."""
         super().__init__(message)
 
 
@@ -320,7 +322,6 @@ class ModelSizing(Spec):
     """GPU-hours per day if the base-load replica count ran all day."""
     gpu_hours_per_day_peak: float
     """GPU-hours per day if the peak replica count ran all day."""
-    warm_pool: bool = Field(description="critical SLO keeps at least one warm replica per role")
     front_door: FrontDoorSizing | None = None
     """Hold limit, queue bound, ``Retry-After`` and the first answer from zero, when the model has a front door."""
 
@@ -567,10 +568,7 @@ def rollout_deadline_s(cold: ColdStart) -> int:
 def default_min_replicas(model: ModelDeployment, role: Role) -> int:
     """The role's warm minimum: the stack's (an explicit 0 stays 0), else ``CRITICAL_MIN_REPLICAS`` for a critical SLO,
     1 for a standard one, 0 for best effort."""
-    explicit = model.autoscaling.role(role).min_replicas
-    if explicit is not None:
-        return explicit
-    return {"critical": CRITICAL_MIN_REPLICAS, "standard": 1, "best_effort": 0}[model.slo.criticality]
+    return warm_minimum.warm_minimum(model.slo.criticality, model.autoscaling.role(role).min_replicas)
 
 
 def pdb_min_available(min_replicas: int) -> int:
@@ -581,7 +579,7 @@ def pdb_min_available(min_replicas: int) -> int:
 
 def gpu_bounds(spec: PlatformSpec, models: Sequence[ModelDeployment] | None = None) -> list[GpuBound]:
     """Every GPU ceiling, with every ``(model, role)`` counted against it. The ONE function behind both the derived
-    ``max_replicas`` (``replica_ceilings``) and the cross-layer check (``crosscheck``): for each queue (leaves first),
+    ``max_replicas`` (``replica_ceilings``) and the cross-layer check (``cross_layer``): for each queue (leaves first),
     its ``gpu_quota`` over the non-preemptible roles below it and its ``gpu_limit`` (when set and a preemptible role is
     below) over all roles below it; for each GPU pool, its ``gpu_limit`` over the roles it runs. Bounds no role counts
     against are left out."""
@@ -936,7 +934,6 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         gpu_hours_per_day=round(base_gpus * (24 - peak_h) + peak_gpus * peak_h, 2),
         gpu_hours_per_day_base=float(base_gpus * 24),
         gpu_hours_per_day_peak=float(peak_gpus * 24),
-        warm_pool=model.slo.criticality == "critical",
         front_door=door,
     )
 
@@ -944,7 +941,7 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
 def size_models(spec: PlatformSpec, models: Sequence[ModelDeployment]) -> list[ModelSizing]:
     """Sizing of ``models`` run together on ``spec``'s queues and pools: each alone, then every role's ``max_replicas``
     from the bounds they share (``gpu_bounds`` + ``replica_ceilings``)."""
-    alone = [_size_alone(spec, m) for m in models]
+    alone = [_size_one(spec, m) for m in models]
     demands = {
         (ms.model, r.role): _Demand(
             gpus_per_replica=ms.shape.gpus, min_replicas=r.min_replicas, peak_replicas=r.replicas_at_peak,
@@ -961,6 +958,13 @@ def size_models(spec: PlatformSpec, models: Sequence[ModelDeployment]) -> list[M
         ]})
         for ms in alone
     ]
+
+
+def _size_one(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
+    try:
+        return _size_alone(spec, model)
+    except SizingError as exc:
+        raise SizingError(str(exc), exc.path, model.name) from None
 
 
 def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuscale.checks import checked_sizing
+from gpuscale.feasibility import checked_sizing
 from gpuscale.problems import NAMESPACE, Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 

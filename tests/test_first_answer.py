@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpuscale import sizing
-from gpuscale.checks import checked_sizing
+from gpuscale.feasibility import checked_sizing
 from gpuscale.first_answer import (
     cold_start,
     fastest_cold_start,

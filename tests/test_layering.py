@@ -38,7 +38,7 @@ def test_core_never_imports_components() -> None:
 
 
 def test_spec_is_structural_and_imports_nothing_derived() -> None:
-    derived = ("gpuscale.sizing", "gpuscale.checks", "gpuscale.crosscheck", "gpuscale.manifests", "gpuscale.sim",
+    derived = ("gpuscale.sizing", "gpuscale.feasibility", "gpuscale.cross_layer", "gpuscale.manifests", "gpuscale.sim",
                "gpuscale.plan", "gpuscale.synth", "gpuscale.cli")
     assert _offenders("gpuscale/spec", derived) == []
 

@@ -36,8 +36,8 @@ def test_base_dependencies_leave_the_cli_packages_to_the_extra() -> None:
 
 def test_components_spec_sizing_and_synth_import_without_the_extra() -> None:
     done = _run("""
-        import gpuscale, gpuscale.components, gpuscale.checks, gpuscale.synth.render
-        from gpuscale.checks import checked_sizing
+        import gpuscale, gpuscale.components, gpuscale.feasibility, gpuscale.synth.render
+        from gpuscale.feasibility import checked_sizing
         from tests.specs import small_spec
         print(checked_sizing(small_spec()).model("m8b").shape.gpus)
     """)

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from gpuscale import checks
+from gpuscale import feasibility
 from gpuscale.problems import Problem, Problems
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
@@ -80,7 +80,7 @@ def fail_problems(exc: Problems, source: str = "gpuscale") -> NoReturn:
 def checked_sizing(spec: PlatformSpec, source: str = "gpuscale") -> PlatformSizing:
     """Sizing of a feasible spec whose layers agree; exit 2 with the paths and numbers otherwise."""
     try:
-        return checks.checked_sizing(spec)
+        return feasibility.checked_sizing(spec)
     except Problems as exc:
         fail_problems(exc, source)
 

@@ -68,7 +68,7 @@ def synth(stack: StackOpt = None, stack_file: StackFileOpt = None, out: OutOpt =
         written = result.write(target)
     except OSError as exc:
         fail([f"--out {target}: cannot write the synth ({exc.strerror or exc})"])
-    _report(result, target, len(written), prod=spec.environment.stage == "prod")
+    _report(result, target, len(written), stage=spec.environment.stage)
 
 
 def _refuse_foreign_dir(out: Path | None) -> None:
@@ -85,7 +85,7 @@ def _refuse_foreign_dir(out: Path | None) -> None:
               f"format {FORMAT}); synth replaces its {MANIFESTS_DIR}/, so name an empty or new directory"])
 
 
-def _report(result: SynthResult, target: Path, files: int, *, prod: bool) -> None:
+def _report(result: SynthResult, target: Path, files: int, *, stage: str) -> None:
     objects = result.kubernetes_objects()
     say(
         f"synth {result.stack}: {len(result.resources)} resources, {len(objects)} Kubernetes objects, "
@@ -94,7 +94,7 @@ def _report(result: SynthResult, target: Path, files: int, *, prod: bool) -> Non
     print_warnings(result)
     rows = [(r["type"], r["inputs"] if isinstance(r["inputs"], dict) else {}) for r in result.resources]
     # the policy pack's rules, offline: what `pulumi preview --policy-pack policy` would report
-    for i, rule, msg in check_resources(rows, prod=prod):
+    for i, rule, msg in check_resources(rows, stage=stage):
         say(f"policy {rule}: {result.resources[i]['key']}: {msg}", stderr=True)
 
 

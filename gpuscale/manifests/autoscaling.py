@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from pydantic import model_validator
 
 from gpuscale import labels, versions
+from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics
 from gpuscale.manifests import front_door
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
@@ -117,8 +118,12 @@ class AutoscalerSettings(Spec):
     def _one_role(self) -> AutoscalerSettings:
         if self.scaling.role != self.role:
             raise ValueError(f"scaling is sized for role {self.scaling.role!r}, not {self.role!r}")
-        if self.backend == "hpa" and self.scaling.min_replicas == 0:
-            raise ValueError(f"{self.model}/{self.role}: an HPA cannot scale to zero (minReplicas >= 1); use backend keda")
+        # the spec refuses these first; args built by hand meet the same rule (gpuscale.guardrails.autoscaler_backend)
+        for _, message in autoscaler_backend.hpa_breaches(
+            self.role, backend=self.backend, min_replicas=self.scaling.min_replicas,
+            warm_schedule=bool(self.scaling.warm_schedule),
+        ):
+            raise ValueError(f"{self.model}/{self.role}: {message}")
         return self
 
     @classmethod
@@ -201,8 +206,8 @@ def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "
             f"role {role!r}: an autoscaler query must select exactly one of {', '.join(ROLES)}; one query over "
             "prefill and decode together scales the wrong role. Give each role its own autoscaler"
         )
-    if metric in versions.VLLM_REMOVED_METRICS:
-        raise ValueError(f"{metric} is not exposed by vLLM {versions.VLLM.tag}: {versions.VLLM_REMOVED_METRICS[metric]}")
+    for finding in autoscaler_metrics.banned_in(metric):  # the spec's rule (gpuscale.guardrails.autoscaler_metrics)
+        raise ValueError(f"{metric}: {finding.message()}")
     selector = role_selector(namespace, model, role)
     if kind == "rate":
         if metric not in versions.VLLM_RATE_METRICS:
@@ -448,8 +453,6 @@ def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
             f"{args.model}/{args.role}: backend hpa reads one vLLM metric per pod (prometheus-adapter); the composite "
             "load, backlog and latency signals need backend keda"
         )
-    if s.warm_schedule:
-        raise ValueError(f"{args.model}/{args.role}: warm_schedule needs backend keda (cron triggers)")
     metrics = [
         {
             "type": "Pods",

@@ -27,8 +27,8 @@ import math
 from typing import Any
 
 from gpuscale import labels, sizing
+from gpuscale.guardrails import consolidation
 from gpuscale.manifests import cold_start
-from gpuscale.spec.base import duration_seconds
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec, DisruptionBudget, GpuNodePoolSpec
 
@@ -109,18 +109,27 @@ def object_metadata(name: str) -> dict[str, Any]:
     return {"name": name, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}}
 
 
-def nodepool_body(pool: GpuNodePoolSpec, *, zones: list[str] | None, name: str | None = None) -> dict[str, Any]:
+def nodepool_body(
+    pool: GpuNodePoolSpec, *, zones: list[str] | None, name: str | None = None, cold_start_s: float = 0.0,
+) -> dict[str, Any]:
     """The GPU NodePool: safe disruption (no terminationGracePeriod, drift only in the window), GPU taint, GPU/cpu/memory
     limits, instance and capacity types.
 
     ``name`` is the NodePool's (and its EC2NodeClass's) name in the cluster, default the pool's; pods select the pool
     by the ``gpuscale.io/node-pool`` node label, which stays the pool's name whatever the object is called.
+    ``cold_start_s`` (the slowest model's, ``longest_cold_start_s``) is written as an annotation when known, so the
+    policy pack applies the same ``consolidateAfter`` floor as ``gpuscale validate``.
     """
     name = name or pool.name
     metadata = object_metadata(name)
+    annotations: dict[str, str] = {}
+    if cold_start_s > 0:
+        annotations[labels.COLD_START_ANNOTATION] = str(math.ceil(cold_start_s))
     if pool.acknowledge_underutilized_consolidation_evicts_inference:
         # the policy pack accepts an unsafe GPU NodePool only when it carries the spec's acknowledgement
-        metadata["annotations"] = {labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION: "true"}
+        annotations[labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION] = "true"
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": NODEPOOL_API,
         "kind": "NodePool",
@@ -232,9 +241,13 @@ def ec2nodeclass_body(
     subnet_ids: list[str] | None = None,
     security_group_ids: list[str] | None = None,
     name: str | None = None,
+    stage: str | None = None,
 ) -> dict[str, Any]:
     """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume, EFA
     interfaces and a cluster placement group on EFA pools.
+
+    ``stage`` (the spec's ``environment.stage``) is tagged ``gpuscale.io/stage``: how the policy pack knows production
+    (``gpuscale.guardrails.production``).
 
     Subnets and security groups are the given ids, or discovered by the cluster's ``karpenter.sh/discovery`` tag.
     """
@@ -247,7 +260,7 @@ def ec2nodeclass_body(
         "blockDeviceMappings": block_device_mappings(
             pool.ami_alias, root_volume_gib, iops=GPU_ROOT_IOPS, throughput=GPU_ROOT_THROUGHPUT_MIB_S
         ),
-        "tags": {**tags, labels.NODE_POOL_LABEL: pool.name},
+        "tags": {**tags, labels.NODE_POOL_LABEL: pool.name, **({labels.STAGE_TAG: stage} if stage else {})},
     }
     if all(it.local_nvme_gib > 0 for it in pool.instances):
         # kubelet and containerd on the striped NVMe: image pulls and model caches off EBS, and Karpenter counts
@@ -270,20 +283,14 @@ def ec2nodeclass_body(
 
 
 def disruption_warnings(pool: GpuNodePoolSpec, cold_start_s: float) -> list[str]:
-    """Warnings for acknowledged unsafe settings (the spec refuses them unless acknowledged)."""
-    warnings: list[str] = []
-    if pool.consolidation_policy != "WhenEmpty":
-        warnings.append(
-            f"GPU pool {pool.name}: consolidationPolicy {pool.consolidation_policy} (acknowledged) lets Karpenter evict "
-            "in-flight inference to repack nodes; every eviction drops requests and reloads the model"
-        )
-    if duration_seconds(pool.consolidate_after) < cold_start_s:
-        warnings.append(
-            f"GPU pool {pool.name}: consolidateAfter {pool.consolidate_after} (acknowledged) is shorter than the "
-            f"slowest cold start on the pool ({cold_start_s:.0f} s): a node emptied by a brief dip is gone when "
-            "traffic returns"
-        )
-    return warnings
+    """What an acknowledged pool accepts (the spec refuses it unless acknowledged): the consolidation rule's breaches."""
+    if not pool.acknowledge_underutilized_consolidation_evicts_inference:
+        return []
+    found = consolidation.breaches(
+        consolidation.NODEPOOL, pool=pool.name, policy=pool.consolidation_policy, after=pool.consolidate_after,
+        after_s=pool.consolidate_after_s, cold_start_s=cold_start_s,
+    )
+    return [f"{message} (acknowledged on this pool)" for _, message in found]
 
 
 def capacity_warnings(pool: GpuNodePoolSpec) -> list[str]:

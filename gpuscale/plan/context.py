@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from gpuscale import labels
 from gpuscale.first_answer import fastest_cold_start
+from gpuscale.guardrails import consolidation, warm_minimum
 from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
-from gpuscale.spec.base import Spec, duration_seconds
+from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
 
@@ -314,7 +315,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         c = ms.cold_start
         if m.slo.criticality == "critical":
             decision = (
-                f"warm pool: min_replicas >= 2 per role, so a drifted or failed node never takes a role to zero (a cold "
+                f"warm pool: min_replicas >= {warm_minimum.CRITICAL_MIN_REPLICAS} per role, so a drifted or failed node never takes a role to zero (a cold "
                 f"start costs {c.total_s:.0f} s against a {m.slo.ttft_p99_s:g} s TTFT p99)"
             )
         elif min(r.min_replicas for r in ms.roles) >= 1:
@@ -367,18 +368,27 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
 def _checklist(spec: PlatformSpec, sizing: PlatformSizing, gangs: list[GangRow]) -> list[CheckRow]:
     prov = spec.topology.provisioning
     fast = prov.node_provisioner == "karpenter" and prov.node_ready_s[1] <= 60
-    pools_ok = [p for p in spec.topology.gpu_pools if p.consolidation_policy == "WhenEmpty" and duration_seconds(p.consolidate_after) >= 3600]
+    # the plan checks the rules themselves (gpuscale.guardrails), with the cold starts sizing derived
+    cold = {p.name: _pool_cold_start_s(sizing, spec, p.name) for p in spec.topology.gpu_pools}
+    pools_ok = [p for p in spec.topology.gpu_pools if not consolidation.breaches(
+        consolidation.SPEC, pool=p.name, policy=p.consolidation_policy, after=p.consolidate_after,
+        after_s=p.consolidate_after_s, cold_start_s=cold[p.name])]
     multi = [m for m in sizing.models if m.shape.pods > 1]
     critical = [m for m in spec.models if m.slo.criticality == "critical"]
-    warm_ok = [m for m in critical if all(r.min_replicas >= 1 for r in sizing.model(m.name).roles)]
+    warm_ok = [m for m in critical
+               if all(warm_minimum.keeps_warm_minimum(m.slo.criticality, r.min_replicas) for r in sizing.model(m.name).roles)]
+    floor_note = ", ".join(f"{name} {consolidation.floor_text(seconds)}" for name, seconds in cold.items())
     return [
         CheckRow(
             number="45-60 s", check="GPU node provisioning by Karpenter (Cluster Autoscaler: 90-120 s)", passed=fast,
             detail=f"{prov.node_provisioner}, node Ready in {prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g} s",
         ),
         CheckRow(
-            number="1h", check="GPU pools consolidate WhenEmpty after >= 1h", passed=len(pools_ok) == len(spec.topology.gpu_pools),
-            detail=", ".join(f"{p.name}: {p.consolidation_policy}/{p.consolidate_after}" for p in spec.topology.gpu_pools),
+            number=f">= {consolidation.MIN_CONSOLIDATE_AFTER}",
+            check=f"GPU pools consolidate {consolidation.GPU_POOL_CONSOLIDATION_POLICY} after >= max(1h, slowest cold start)",
+            passed=len(pools_ok) == len(spec.topology.gpu_pools),
+            detail=", ".join(f"{p.name}: {p.consolidation_policy}/{p.consolidate_after}" for p in spec.topology.gpu_pools)
+            + f" (floors: {floor_note})",
         ),
         CheckRow(
             number="8 of 8", check="multi-GPU replicas start all-or-nothing (gang minMember = pods per replica)",
@@ -387,10 +397,16 @@ def _checklist(spec: PlatformSpec, sizing: PlatformSizing, gangs: list[GangRow])
                     or f"every replica fits one pod ({', '.join(f'{m.model}: {m.shape.gpus} GPU' for m in sizing.models)}); KAI binds it atomically"),
         ),
         CheckRow(
-            number=">= 1 warm", check="critical SLOs keep a warm replica per role", passed=len(warm_ok) == len(critical),
+            number=f">= {warm_minimum.CRITICAL_MIN_REPLICAS} warm",
+            check=f"critical SLOs keep {warm_minimum.CRITICAL_MIN_REPLICAS} warm replicas per role", passed=len(warm_ok) == len(critical),
             detail=(", ".join(f"{m.name}: min {min(r.min_replicas for r in sizing.model(m.name).roles)}" for m in critical)
                     or "no critical model in this stack"),
         ),
     ]
 
 
+
+
+def _pool_cold_start_s(sizing: PlatformSizing, spec: PlatformSpec, pool: str) -> float:
+    """The slowest sized cold start among the pool's models (what sets its consolidation floor); 0 without models."""
+    return max((sizing.model(m.name).cold_start.total_s for m in spec.models if m.node_pool == pool), default=0.0)

@@ -9,14 +9,15 @@ dicts and on the policy SDK's property proxies alike.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuscale import labels, versions
+from gpuscale import labels
+from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, consolidation, production
+from gpuscale.policy.gpu_nodepool import nodepool_selects_gpus as nodepool_selects_gpus  # synth.diff reads it here
 from gpuscale.spec.base import parse_duration
 
 NODEPOOL = "kubernetes:karpenter.sh/v1:NodePool"
@@ -29,37 +30,8 @@ HPA_TYPES = frozenset({
 LEADERWORKERSET = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
 AUTOSCALER_TYPES = frozenset({SCALEDOBJECT, *HPA_TYPES})
 
-MIN_GPU_CONSOLIDATE_AFTER_S = 3600.0
-"""A GPU node must stay empty this long before Karpenter removes it (longer than any model's cold start)."""
-
-DEFAULT_PROD_STACKS: tuple[str, ...] = ("prod", "production", "prod-*", "*-prod", "*.prod", "*/prod")
-"""Stack-name patterns treated as production when the pack has no ``prodStacks`` config."""
-
-GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
-GPU_MEMORY_LABEL = "karpenter.k8s.aws/instance-gpu-memory"
-GPU_NAME_LABELS = frozenset({"karpenter.k8s.aws/instance-gpu-name", "karpenter.k8s.aws/instance-gpu-manufacturer"})
-"""Karpenter sets these only on instance types with GPUs (``DoesNotExist`` on the others)."""
-_NUMERIC_GPU_LABELS = frozenset({GPU_COUNT_LABEL, GPU_MEMORY_LABEL})
-_BY_TYPE_LABELS = frozenset({"node.kubernetes.io/instance-type", "karpenter.k8s.aws/instance-family"})
-_GPU_INSTANCE = re.compile(r"^(p\d|g\d|gr\d)")
-"""EC2 GPU families (p3..p6, g4dn..g7e, gr6); Graviton CPU types carry the ``g`` as a suffix (m7g), not a prefix."""
-_GPU_CATEGORIES = frozenset({"p", "g", "gr"})
-
-_BANNED_METRICS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_MEM_COPY_UTIL", re.I),
-     "GPU utilisation is a duty cycle: it reads ~100% with 10 or 100 requests in flight, so the autoscaler never "
-     "sees load grow"),
-    (re.compile(r"DCGM_FI_PROF_[A-Z0-9_]+", re.I),
-     "DCGM profiling counters (SM/tensor/DRAM activity) saturate with batch size, not with queued requests"),
-    (re.compile(r"(DCGM_FI_DEV_)?FB_(USED|FREE)", re.I),
-     "vLLM pre-allocates the KV cache at start-up, so GPU memory is flat: the autoscaler scales up once and "
-     "never down"),
-)
-_FIX = (
-    "scale prefill on rate(vllm:prompt_tokens_total) and vllm:num_requests_waiting, decode on "
-    "vllm:kv_cache_usage_perc and rate(vllm:generation_tokens_total)"
-)
-
+NODEPOOL_PATCH = "kubernetes:karpenter.sh/v1:NodePoolPatch"
+"""A Pulumi ``CustomResourcePatch`` of a NodePool: server-side apply of a partial object onto an existing one."""
 
 @dataclass(frozen=True)
 class StackViolation:
@@ -72,99 +44,73 @@ class StackViolation:
 # --- GPU NodePool consolidation -------------------------------------------------------------------------------
 
 
-def nodepool_selects_gpus(spec: Mapping[str, Any]) -> bool:
-    """Whether a NodePool ``spec`` launches GPU nodes: a requirement that admits GPU instance types (any operator:
-    ``In``, ``NotIn ["0"]``, ``Exists``, ``Gt``/``Gte``/``Lt``/``Lte`` on the ``instance-gpu-*`` labels; GPU instance
-    types, families or categories), the GPU taint, the ``nvidia.com/gpu.present`` node label, or a GPU limit."""
-    template = _map(spec.get("template"))
-    template_spec = _map(template.get("spec"))
-    for req in _seq(template_spec.get("requirements")):
-        req = _map(req)
-        values = [str(v) for v in _seq(req.get("values"))]
-        if requirement_admits_gpus(str(req.get("key", "")), str(req.get("operator", "")), values):
-            return True
-    if labels.GPU_TAINT_KEY in [_map(t).get("key") for t in _seq(template_spec.get("taints"))]:
-        return True
-    if str(_map(_map(template.get("metadata")).get("labels")).get(labels.GPU_PRESENT_LABEL, "")).lower() == "true":
-        return True
-    return labels.GPU_RESOURCE in _map(spec.get("limits"))
-
-
-def requirement_admits_gpus(key: str, op: str, values: Sequence[str]) -> bool:
-    """Whether one NodePool requirement lets Karpenter pick a GPU instance type for it.
-
-    The ``instance-gpu-*`` labels exist only on GPU types, so ``Exists``, ``NotIn`` and ``In`` any GPU value admit
-    GPUs and ``DoesNotExist`` does not; numeric operators admit GPUs when their range holds a positive count or size.
-    By type, family or category: any GPU one listed with ``In`` (a mixed list still launches GPU nodes).
-    """
-    if key in _NUMERIC_GPU_LABELS or key in GPU_NAME_LABELS:
-        if op in ("Exists", "NotIn"):
-            return True
-        if op == "In":
-            return any(key in GPU_NAME_LABELS or _positive_or_unknown(v) for v in values)
-        if op in ("Gt", "Gte", "Lt", "Lte") and key in _NUMERIC_GPU_LABELS and values:
-            return _range_has_positive(op, values[0])
-        return False
-    if key == labels.GPU_PRESENT_LABEL:
-        return op == "Exists" or (op == "In" and "true" in [v.lower() for v in values])
-    if op != "In":
-        return False
-    if key in _BY_TYPE_LABELS:
-        return any(_GPU_INSTANCE.match(v) for v in values)
-    if key == "karpenter.k8s.aws/instance-category":
-        return bool(_GPU_CATEGORIES & set(values))
-    return False
-
-
-def _positive_or_unknown(value: str) -> bool:
-    try:
-        return int(value) > 0
-    except ValueError:
-        return True  # not a number Karpenter could match: assume the worst
-
-
-def _range_has_positive(op: str, bound: str) -> bool:
-    try:
-        n = int(bound)
-    except ValueError:
-        return True
-    # Gt/Gte always include positive values; Lt n admits 1..n-1, Lte n admits 1..n
-    return op in ("Gt", "Gte") or (op == "Lt" and n > 1) or (op == "Lte" and n >= 1)
-
-
 def gpu_nodepool_consolidation(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """A GPU NodePool must be ``WhenEmpty`` with ``consolidateAfter`` >= 1h, unless it carries the acknowledgement."""
+    """A GPU NodePool keeps the consolidation rule (``gpuscale.guardrails.consolidation``): ``WhenEmpty`` with
+    ``consolidateAfter`` >= max(1h, the cold start gpuscale annotated), unless it carries the acknowledgement."""
     if resource_type != NODEPOOL:
         return []
+    return _consolidation_breaches(props, gpu=nodepool_selects_gpus(_map(props.get("spec"))))
+
+
+def _consolidation_breaches(props: Mapping[str, Any], *, gpu: bool, what: str = "") -> list[str]:
     spec = _map(props.get("spec"))
-    if not nodepool_selects_gpus(spec) or spec.get("replicas") is not None:  # static pools never consolidate
+    if not gpu or spec.get("replicas") is not None:  # static pools never consolidate
         return []
     meta = _map(props.get("metadata"))
     ack = labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION
-    if str(_map(meta.get("annotations")).get(ack, "")).lower() == "true" or str(
-        _map(meta.get("labels")).get(ack, "")
-    ).lower() == "true":
-        return []
-    name = meta.get("name", "?")
+    acknowledged = "true" in (str(_map(meta.get("annotations")).get(ack, "")).lower(),
+                              str(_map(meta.get("labels")).get(ack, "")).lower())
     disruption = _map(spec.get("disruption"))
-    out: list[str] = []
-    policy = disruption.get("consolidationPolicy", "WhenEmptyOrUnderutilized")  # the CRD default
-    if policy != "WhenEmpty":
-        out.append(
-            f"GPU NodePool {name}: consolidationPolicy {policy} lets Karpenter evict in-flight inference to repack "
-            "nodes; every evicted replica drops its requests and reloads the model (minutes). Use WhenEmpty with "
-            f"consolidateAfter: 1h, or annotate the NodePool {ack}: \"true\" to accept it"
-        )
-    after = str(disruption.get("consolidateAfter", "0s"))  # the CRD default
-    seconds = parse_duration(after)
-    if seconds is None:
-        out.append(f"GPU NodePool {name}: consolidateAfter {after!r} is not a Karpenter duration (e.g. 1h, 90m, Never)")
-    elif seconds < MIN_GPU_CONSOLIDATE_AFTER_S:
-        out.append(
-            f"GPU NodePool {name}: consolidateAfter {after} is shorter than 1h; a GPU node emptied by a brief dip is "
-            "gone when traffic returns, and the next replica pays a full cold start (node + image + weights). "
-            f"Use consolidateAfter: 1h, or annotate the NodePool {ack}: \"true\""
-        )
+    after = str(disruption.get("consolidateAfter", consolidation.NODEPOOL_DEFAULT_CONSOLIDATE_AFTER))
+    found = consolidation.breaches(
+        consolidation.NODEPOOL, pool=f"{what}{meta.get('name', '?')}",
+        policy=str(disruption.get("consolidationPolicy", consolidation.NODEPOOL_DEFAULT_POLICY)),
+        after=after, after_s=parse_duration(after), cold_start_s=_annotated_cold_start_s(meta), acknowledged=acknowledged,
+    )
+    return [message for _, message in found]
+
+
+def _annotated_cold_start_s(meta: Mapping[str, Any]) -> float | None:
+    raw = _map(meta.get("annotations")).get(labels.COLD_START_ANNOTATION)
+    try:
+        return float(str(raw)) if raw is not None else None
+    except ValueError:
+        return None  # not a number: the hour's floor still applies
+
+
+def nodepool_patches(resources: Sequence[tuple[str, Mapping[str, Any]]]) -> list[StackViolation]:
+    """Stack rule: a ``NodePoolPatch`` is checked as the NodePool it produces. Patched onto a NodePool of this stack,
+    the merged object is what Karpenter runs; onto one created elsewhere, only the patch is known, so it is taken as a
+    GPU pool unless its own requirements rule GPUs out (the pack cannot see the target; acknowledge on the patch)."""
+    pools = {str(_map(p.get("metadata")).get("name")): p for t, p in resources if t == NODEPOOL}
+    out: list[StackViolation] = []
+    for i, (rtype, props) in enumerate(resources):
+        if rtype != NODEPOOL_PATCH:
+            continue
+        name = str(_map(props.get("metadata")).get("name", "?"))
+        target = pools.get(name)
+        if target is not None:
+            merged = merge_patch(target, props)
+            gpu = nodepool_selects_gpus(_map(merged.get("spec")))
+            messages = _consolidation_breaches(merged, gpu=gpu, what="patch of ")
+        else:
+            spec = _map(props.get("spec"))
+            template_spec = _map(_map(spec.get("template")).get("spec"))
+            gpu = "requirements" not in template_spec or nodepool_selects_gpus(spec)
+            messages = _consolidation_breaches(props, gpu=gpu, what="patch of (not in this stack) ")
+        out.extend(StackViolation(i, m) for m in messages)
+    return out
+
+
+def merge_patch(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` applied onto ``target`` as server-side apply does for a custom resource: maps merge key by key,
+    lists and scalars are replaced (CRD lists without list-type markers are atomic)."""
+    out = dict(target)
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_patch(out[key], value)
+        else:
+            out[key] = value
     return out
 
 
@@ -172,26 +118,28 @@ def gpu_nodepool_consolidation(resource_type: str, props: Mapping[str, Any]) -> 
 
 
 def autoscaler_metric(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """No ScaledObject trigger or HPA metric on DCGM duty cycle, profiling counters, GPU memory or removed vLLM names."""
+    """No ScaledObject trigger or HPA metric on a banned signal (``gpuscale.guardrails.autoscaler_metrics``)."""
     if resource_type not in AUTOSCALER_TYPES:
         return []
     name = _map(props.get("metadata")).get("name", "?")
     kind = "ScaledObject" if resource_type == SCALEDOBJECT else "HorizontalPodAutoscaler"
-    out: list[str] = []
-    for where, text in _autoscaler_signals(resource_type, props):
-        for pattern, why in _BANNED_METRICS:
-            m = pattern.search(text)
-            if m:
-                out.append(f"{kind} {name} {where} uses {m.group(0)}: {why}; {_FIX}")
-                break
-        for removed, fix in sorted(versions.VLLM_REMOVED_METRICS.items()):
-            bare = removed.split(":", 1)[1]
-            if re.search(rf"vllm[:_]{re.escape(bare)}\b", text):
-                out.append(
-                    f"{kind} {name} {where} uses {removed}, which vLLM {versions.VLLM.tag} no longer exposes "
-                    f"(the autoscaler would read nothing and never scale): {fix}"
-                )
-    return out
+    return [
+        f"{kind} {name} {where} uses {finding.matched}: {finding.message()}"
+        for where, text in _autoscaler_signals(resource_type, props)
+        for finding in autoscaler_metrics.banned_in(text)
+    ]
+
+
+def hpa_min_replicas(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """An HPA holds at least one replica (``gpuscale.guardrails.autoscaler_backend``); scaling to zero needs KEDA."""
+    if resource_type not in HPA_TYPES:
+        return []
+    spec = _map(props.get("spec"))
+    low = spec.get("minReplicas", autoscaler_backend.HPA_MIN_REPLICAS)  # the API's default is 1
+    if not isinstance(low, int | float) or low >= autoscaler_backend.HPA_MIN_REPLICAS:
+        return []
+    name = _map(props.get("metadata")).get("name", "?")
+    return [autoscaler_backend.hpa_min_replicas_message(f"HorizontalPodAutoscaler {name}: minReplicas {low:g}")]
 
 
 def autoscaler_role_scope(resource_type: str, props: Mapping[str, Any]) -> list[str]:
@@ -282,39 +230,24 @@ def gang_scheduling(resource_type: str, props: Mapping[str, Any]) -> list[str]:
 # --- prod AMI pinning -----------------------------------------------------------------------------------------
 
 
-def ami_pinned(resource_type: str, props: Mapping[str, Any], *, prod: bool) -> list[str]:
-    """In production an EC2NodeClass must pin its AMI: ``@latest`` drifts every node whenever AWS ships an AMI."""
-    if resource_type != EC2NODECLASS or not prod:
+def ami_pinned(resource_type: str, props: Mapping[str, Any], *, stage: str | None = None) -> list[str]:
+    """In production an EC2NodeClass pins its AMI (``gpuscale.guardrails.production``): its stage is its
+    ``gpuscale.io/stage`` tag, else ``stage`` (the pack's config for the stack)."""
+    if resource_type != EC2NODECLASS:
+        return []
+    spec = _map(props.get("spec"))
+    if not production.is_production(production.stage_of(_map(spec.get("tags")), stage)):
         return []
     name = _map(props.get("metadata")).get("name", "?")
     out: list[str] = []
-    for i, term in enumerate(_seq(_map(props.get("spec")).get("amiSelectorTerms"))):
+    for i, term in enumerate(_seq(spec.get("amiSelectorTerms"))):
         alias = str(_map(term).get("alias", ""))
         ssm = str(_map(term).get("ssmParameter", ""))
-        if "/recommended/" in ssm or ssm.endswith("/latest") or "/latest/" in ssm:
-            out.append(
-                f"EC2NodeClass {name}: amiSelectorTerms[{i}].ssmParameter {ssm} follows the newest AMI, so every node "
-                "drifts whenever AWS publishes one. Pin a release alias, e.g. "
-                f"{versions.EKS_AL2023_AMI_ALIAS}, and roll it forward in a reviewed change"
-            )
-        if alias.endswith("@latest"):
-            out.append(
-                f"EC2NodeClass {name}: amiSelectorTerms[{i}].alias {alias} in production replaces every node (GPU "
-                "nodes included) each time AWS publishes an AMI. Pin a release, e.g. "
-                f"{versions.EKS_AL2023_AMI_ALIAS}, and roll it forward in a reviewed change"
-            )
+        if production.floating_ssm_parameter(ssm):
+            out.append(production.unpinned_ami_message(f"EC2NodeClass {name}: amiSelectorTerms[{i}].ssmParameter {ssm}"))
+        if production.unpinned_alias(alias):
+            out.append(production.unpinned_ami_message(f"EC2NodeClass {name}: amiSelectorTerms[{i}].alias {alias}"))
     return out
-
-
-def is_prod_stack(stack: str, patterns: Iterable[str] = DEFAULT_PROD_STACKS) -> bool:
-    """Whether a stack name matches one of the production patterns (fnmatch, case-insensitive)."""
-    return any(fnmatch.fnmatch(stack.lower(), p.lower()) for p in patterns)
-
-
-def stack_from_urn(urn: str) -> str:
-    """The stack name in ``urn:pulumi:<stack>::<project>::...``."""
-    head = urn.split("::", 1)[0]
-    return head.split(":", 2)[2] if head.count(":") >= 2 else ""
 
 
 # --- all rules at once ----------------------------------------------------------------------------------------
@@ -322,20 +255,32 @@ def stack_from_urn(urn: str) -> str:
 RESOURCE_RULES = {
     "gpu-nodepool-consolidation": gpu_nodepool_consolidation,
     "autoscaler-metric": autoscaler_metric,
+    "hpa-min-replicas": hpa_min_replicas,
     "autoscaler-role-scope": autoscaler_role_scope,
     "gang-scheduling-multi-pod-gpu": gang_scheduling,
 }
 """Resource rules that need nothing but the resource (``ami_pinned`` also needs to know the stage)."""
 
 
-def check_resources(resources: Sequence[tuple[str, Mapping[str, Any]]], *, prod: bool) -> list[tuple[int, str, str]]:
-    """Every rule over every resource: ``(resource index, rule name, message)``, in input order."""
+STACK_RULES = {
+    "one-autoscaler-per-workload": one_autoscaler_per_workload,
+    "gpu-nodepool-patch-consolidation": nodepool_patches,
+}
+"""Rules over the whole stack (a resource judged with the others)."""
+
+
+def check_resources(
+    resources: Sequence[tuple[str, Mapping[str, Any]]], *, stage: str | None = None,
+) -> list[tuple[int, str, str]]:
+    """Every rule over every resource: ``(resource index, rule name, message)``, in input order. ``stage`` is the
+    stack's ``environment.stage`` for resources that carry no ``gpuscale.io/stage`` tag."""
     out: list[tuple[int, str, str]] = []
     for i, (rtype, props) in enumerate(resources):
         for rule, fn in RESOURCE_RULES.items():
             out.extend((i, rule, msg) for msg in fn(rtype, props))
-        out.extend((i, "prod-ami-pinned", msg) for msg in ami_pinned(rtype, props, prod=prod))
-    out.extend((v.index, "one-autoscaler-per-workload", v.message) for v in one_autoscaler_per_workload(resources))
+        out.extend((i, "prod-ami-pinned", msg) for msg in ami_pinned(rtype, props, stage=stage))
+    for name, stack_rule in STACK_RULES.items():
+        out.extend((v.index, name, v.message) for v in stack_rule(resources))
     return sorted(out, key=lambda t: t[0])
 
 

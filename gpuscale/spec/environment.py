@@ -19,8 +19,9 @@ KARPENTER_INSTANCE_TAGS = (
     "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass",
 )
 """Tags Karpenter adds to every instance it launches (karpenter-provider-aws launch and tagging controllers)."""
-GPUSCALE_INSTANCE_TAGS = ("gpuscale.io/node-pool",)
-"""Tags gpuscale adds to every GPU instance (EC2NodeClass ``spec.tags``)."""
+GPUSCALE_INSTANCE_TAGS = ("gpuscale.io/node-pool", "gpuscale.io/stage")
+"""Tags gpuscale adds to every GPU instance (EC2NodeClass ``spec.tags``): its pool, and the stage the policy pack reads
+(``gpuscale.guardrails.production``)."""
 MAX_USER_TAGS = MAX_AWS_TAGS - len(KARPENTER_INSTANCE_TAGS) - len(GPUSCALE_INSTANCE_TAGS)
 """Stack tags that still fit on a GPU instance beside the tags Karpenter and gpuscale add."""
 RESTRICTED_TAG_KEYS = ("eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim",
@@ -43,6 +44,8 @@ def tag_problems(tags: dict[str, str]) -> list[str]:
             problems.append(f"tag key {key!r}: the aws: prefix is reserved for AWS (CreateTags refuses it)")
         elif key in RESTRICTED_TAG_KEYS or key.startswith("kubernetes.io/cluster"):
             problems.append(f"tag key {key!r} is set by Karpenter; its EC2NodeClass refuses it in spec.tags")
+        elif key in GPUSCALE_INSTANCE_TAGS:
+            problems.append(f"tag key {key!r} is set by gpuscale on every GPU instance; use another key")
         if not 1 <= len(key) <= 128 or not all(c.isalnum() or c in _TAG_CHARS for c in key):
             problems.append(f"tag key {key!r}: use 1-128 letters, digits, spaces and _ . : / = + - @")
         if len(value) > 256 or not all(c.isalnum() or c in _TAG_CHARS for c in value):
@@ -94,9 +97,10 @@ class EnvironmentSpec(Spec):
     """Name, region, Kubernetes version, networking and tags of one environment."""
 
     name: Name
-    """Environment name (dev, staging, prod ...); prod turns on the strictest checks."""
+    """Environment name (dev, staging, prod ...); names objects only (``stage`` decides what production means)."""
     stage: Literal["dev", "staging", "prod"]
-    """Lifecycle stage; ``prod`` refuses unpinned AMIs and zero warm replicas on critical models."""
+    """Lifecycle stage; ``prod`` is production (``gpuscale.guardrails.production``: it refuses unpinned AMIs), whatever
+    the stack is called."""
     aws_region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
     """AWS region, e.g. ``us-east-1``."""
     kubernetes_version: str = versions.DEFAULT_KUBERNETES_VERSION

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
+from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, warm_minimum
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
 from gpuscale.spec.cold_start import ModelColdStartSpec
 from gpuscale.spec.front_door import FrontDoorSpec
@@ -220,23 +221,8 @@ class RoleScalingSpec(Spec):
     def _metric_is_an_app_signal(cls, metric: str | None) -> str | None:
         if metric is None:
             return None
-        upper = metric.upper()
-        if upper.startswith("DCGM_FI_DEV_GPU_UTIL") or upper.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE"):
-            raise ValueError(
-                f"{metric}: GPU utilisation is a duty cycle; it reads 100% with 10 or 100 requests in flight, "
-                "so an autoscaler on it never sees load grow. Scale prefill on vllm:num_requests_waiting and "
-                "decode on vllm:kv_cache_usage_perc"
-            )
-        if "FB_USED" in upper or "MEMORY" in upper.replace("_", ""):
-            raise ValueError(
-                f"{metric}: vLLM pre-allocates the KV cache at start-up, so GPU memory is ~constant and an "
-                "autoscaler on it scales up once and never down. Use vllm:kv_cache_usage_perc"
-            )
-        if metric in versions.VLLM_REMOVED_METRICS:
-            raise ValueError(
-                f"{metric} is not exposed by the pinned vLLM {versions.VLLM.tag}: "
-                f"{versions.VLLM_REMOVED_METRICS[metric]}"
-            )
+        for finding in autoscaler_metrics.banned_in(metric):
+            raise ValueError(f"{metric}: {finding.message()}")
         if metric not in versions.VLLM_METRICS and metric not in versions.VLLM_RATE_METRICS:  # counters are rate()d
             known = sorted(versions.VLLM_METRICS | versions.VLLM_RATE_METRICS)
             raise ValueError(f"{metric}: not a known vLLM gauge or counter; use one of {', '.join(known)}")
@@ -332,8 +318,7 @@ class ModelDeployment(Spec):
 
     def scales_to_zero(self, role: Role) -> bool:
         """Whether the role's warm minimum is 0: set so, or left unset on a best-effort SLO."""
-        explicit = self.autoscaling.role(role).min_replicas
-        return explicit == 0 or (explicit is None and self.slo.criticality == "best_effort")
+        return warm_minimum.warm_minimum(self.slo.criticality, self.autoscaling.role(role).min_replicas) == 0
 
     @property
     def may_scale_to_zero(self) -> bool:
@@ -356,14 +341,9 @@ class ModelDeployment(Spec):
                 "Use scope: per_role"
             )
         for role in self.serving.roles:
-            spec = a.role(role)
-            if self.slo.criticality == "critical" and spec.min_replicas is not None and spec.min_replicas < 2:
-                raise at(f"autoscaling.{role}.min_replicas",
-                    f"autoscaling.{role}.min_replicas: {spec.min_replicas} on a critical SLO: a node drift, spot "
-                    "reclaim or node failure takes one replica at a time, and the next one needs a cold start (node + "
-                    "image + weights + engine, minutes); keep min_replicas >= 2 (the default for critical) so one keeps "
-                    "serving, or lower slo.criticality"
-                )
+            breach = warm_minimum.critical_minimum_breach(role, self.slo.criticality, a.role(role).min_replicas)
+            if breach:
+                raise at(f"autoscaling.{role}.min_replicas", breach)
         return self
 
     @model_validator(mode="after")
@@ -445,35 +425,16 @@ class ModelDeployment(Spec):
 
     @model_validator(mode="after")
     def _hpa_backend_limits(self) -> ModelDeployment:
-        # An HPA cannot do what KEDA adds on top of it: scale to zero (HPAScaleToZero is an alpha gate, off on
-        # EKS; the API server refuses minReplicas 0) or pause. Refuse here instead of at `pulumi up`.
+        # what only KEDA can do (gpuscale.guardrails.autoscaler_backend), refused here instead of at `pulumi up`
         a = self.autoscaling
-        if a.backend != "hpa":
-            return self
-        if a.paused:
-            raise at("autoscaling.paused",
-                "autoscaling.paused: true needs backend: keda (autoscaling.keda.sh/paused); an HPA has no pause "
-                "switch and keeps scaling. Use backend: keda, or set min_replicas = max_replicas to pin the count"
-            )
-        for role in self.serving.roles:
+        problems: list[tuple[str, str]] = []
+        for i, role in enumerate(self.serving.roles):
             spec = a.role(role)
-            if spec.slo_guard:
-                raise at(f"autoscaling.{role}.slo_guard",
-                    f"autoscaling.{role}.slo_guard: true needs backend: keda; prometheus-adapter serves per-pod "
-                    "metrics only, not the latency ratio the guard reads (a metricType: Value trigger). Use backend: "
-                    "keda or drop slo_guard"
-                )
-            if spec.warm_schedule:
-                raise at(f"autoscaling.{role}.warm_schedule",
-                    f"autoscaling.{role}.warm_schedule needs backend: keda (each window is a KEDA cron trigger); an "
-                    "HPA has no schedule. Use backend: keda or raise min_replicas instead"
-                )
-            implicit = spec.min_replicas is None and self.slo.criticality == "best_effort"
-            if spec.min_replicas == 0 or implicit:
-                source = "defaults to 0 for a best_effort SLO" if implicit else "is 0"
-                raise at(f"autoscaling.{role}.min_replicas",
-                    f"autoscaling.{role}.min_replicas {source} but backend: hpa cannot scale to zero (HPAScaleToZero "
-                    "is an alpha feature gate, off on EKS, so the API server refuses minReplicas 0). Use backend: keda "
-                    "(scale to zero with an activation threshold) or set min_replicas: 1"
-                )
+            found = autoscaler_backend.hpa_breaches(
+                role, backend=a.backend, min_replicas=warm_minimum.warm_minimum(self.slo.criticality, spec.min_replicas),
+                implicit_zero=spec.min_replicas is None, paused=a.paused and i == 0, slo_guard=bool(spec.slo_guard), warm_schedule=bool(spec.warm_schedule),
+            )
+            problems.extend((f"autoscaling.{field}", message) for field, message in found)
+        if problems:
+            raise SpecProblems(problems)
         return self

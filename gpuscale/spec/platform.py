@@ -6,7 +6,7 @@ from collections import Counter
 
 from pydantic import Field, model_validator
 
-from gpuscale import versions
+from gpuscale.guardrails import production
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
 from gpuscale.spec.model import ModelDeployment
@@ -68,14 +68,10 @@ class PlatformSpec(Spec):
                 ))
             if m.node_pool not in pool_names:
                 problems.append((f"{where}.node_pool", f"node pool {m.node_pool!r} is not in topology.gpu_pools {pool_names}"))
-        if self.environment.stage == "prod":
+        if production.is_production(self.environment.stage):
             for j, pool in enumerate(self.topology.gpu_pools):
-                if pool.ami_alias.endswith("@latest"):
-                    problems.append((
-                        f"topology.gpu_pools[{j}].ami_alias",
-                        f"{pool.ami_alias} in prod drifts every GPU node whenever AWS publishes an AMI; pin a version "
-                        f"(e.g. {versions.EKS_AL2023_AMI_ALIAS})",
-                    ))
+                if production.unpinned_alias(pool.ami_alias):
+                    problems.append((f"topology.gpu_pools[{j}].ami_alias", production.unpinned_ami_message(pool.ami_alias)))
         if problems:
             raise SpecProblems(problems)
         return self

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from gpuscale import labels, versions
+from gpuscale.guardrails import consolidation
 from gpuscale.spec.base import (
     CronSchedule,
     KarpenterDuration,
@@ -19,7 +20,7 @@ from gpuscale.spec.base import (
 )
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.spec.cold_start import SOCI_MIN_AL2023_RELEASE, ImagePull, snapshot_id_problem
-from gpuscale.spec.problems import at
+from gpuscale.spec.problems import SpecProblems, at
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
@@ -139,10 +140,12 @@ class GpuNodePoolSpec(Spec):
     largest nodes (the largest cluster Kubernetes supports)."""
     consolidation_policy: ConsolidationPolicy = "WhenEmpty"
     """``WhenEmpty`` only removes nodes with no serving pods; the others evict in-flight inference."""
-    consolidate_after: KarpenterDuration = "1h"
-    """Quiet time after the last pod change before an empty node may go; must exceed the cold start."""
+    consolidate_after: KarpenterDuration = consolidation.MIN_CONSOLIDATE_AFTER
+    """Quiet time after the last pod left before an empty node may go: at least 1h and at least the cold start of the
+    slowest model on the pool (``gpuscale.guardrails.consolidation`` says why)."""
     acknowledge_underutilized_consolidation_evicts_inference: bool = False
-    """Set to accept ``WhenEmptyOrUnderutilized``/``Balanced`` (or a short ``consolidate_after``) on this GPU pool."""
+    """Set to accept ``WhenEmptyOrUnderutilized``/``Balanced`` or a ``consolidate_after`` below the floor on this GPU
+    pool."""
     expire_after: KarpenterDuration = "Never"
     """Node maximum lifetime; ``Never`` so GPU nodes are never force-recycled mid-day (roll AMIs through drift)."""
     disruption_budgets: list[DisruptionBudget] = Field(default=[DisruptionBudget(nodes="1")], max_length=49)
@@ -224,14 +227,15 @@ class GpuNodePoolSpec(Spec):
 
     @model_validator(mode="after")
     def _safe_disruption(self) -> GpuNodePoolSpec:
-        if self.acknowledge_underutilized_consolidation_evicts_inference:
-            return self
-        if self.consolidation_policy != "WhenEmpty":
-            raise at("consolidation_policy",
-                f"consolidation_policy {self.consolidation_policy} on a GPU pool evicts in-flight inference to "
-                "repack nodes (every eviction drops requests and reloads the model); use WhenEmpty with "
-                "consolidate_after: 1h, or set acknowledge_underutilized_consolidation_evicts_inference: true"
-            )
+        # the cold start needs sizing, which the spec never imports: here the floor is its fixed hour, and the
+        # feasibility checks apply the same rule again with each model's cold start
+        found = consolidation.breaches(
+            consolidation.SPEC, pool=self.name, policy=self.consolidation_policy, after=self.consolidate_after,
+            after_s=self.consolidate_after_s, cold_start_s=None,
+            acknowledged=self.acknowledge_underutilized_consolidation_evicts_inference,
+        )
+        if found:
+            raise SpecProblems([(consolidation.SPEC.name(field), message) for field, message in found])
         return self
 
     @model_validator(mode="after")

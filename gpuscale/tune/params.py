@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuscale.guardrails import consolidation
 from gpuscale.sizing import ModelSizing, size_model
 from gpuscale.spec.base import Spec, duration_seconds
 from gpuscale.spec.model import ModelDeployment, Role, WakeSchedule
@@ -97,17 +98,26 @@ def apply(spec: PlatformSpec, model_name: str, params: TuneParams, *, tuned_on: 
 
 
 def consolidate_after_candidates(spec: PlatformSpec, model_name: str, cold_start_s: float) -> list[str]:
-    """``consolidate_after`` values the search may try: never below an hour (the policy pack's floor) unless the pool
-    acknowledges short ones, and never below the cold start."""
+    """``consolidate_after`` values the search may try: the current one, then the rule's floor (``max(1h, cold
+    start)``, ``gpuscale.guardrails.consolidation``) and twice it; a pool that acknowledges short consolidation may
+    also try the cold start itself (rounded up to 5 minutes) and 30 minutes, never below the cold start."""
     pool = spec.topology.pool(model_of(spec, model_name).node_pool)
     current = pool.consolidate_after
-    if not pool.acknowledge_underutilized_consolidation_evicts_inference:
-        options = ["1h", "2h"]
-    else:
-        first = max(5, -(-int(cold_start_s) // 300) * 5)
-        options = [f"{first}m", "30m", "1h"]
-    out = [current] + [o for o in options if o != current and duration_seconds(o) >= cold_start_s]
+    floor = consolidation.floor_s(cold_start_s)
+    options = [_minutes(floor), _minutes(2 * floor)]
+    if pool.acknowledge_underutilized_consolidation_evicts_inference:
+        options = [_minutes(max(300.0, -(-cold_start_s // 300) * 300)), "30m", *options]
+    out = [current]
+    for o in options:
+        if o not in out and duration_seconds(o) >= cold_start_s:
+            out.append(o)
     return out
+
+
+def _minutes(seconds: float) -> str:
+    """A Karpenter duration of whole minutes (``1h``, ``2h``, ``75m``) at least ``seconds`` long."""
+    minutes = -(-int(seconds) // 60)
+    return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
 
 
 def role_names(params: TuneParams) -> list[Role]:

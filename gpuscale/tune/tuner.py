@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from gpuscale import checks
+from gpuscale import feasibility
 from gpuscale.problems import Problems
 from gpuscale.sim.metrics import PolicyResult
 from gpuscale.sim.traffic import TraceTraffic
@@ -102,7 +102,7 @@ def tune(
     def evaluate(p: TuneParams) -> Score | None:
         try:
             candidate = apply(spec, model_name, p)
-            checks.checked_sizing(candidate)
+            feasibility.checked_sizing(candidate)
         except (ValidationError, SizingError, Problems):
             return None
         r = bench.run_gpuscale(candidate)

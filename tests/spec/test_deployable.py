@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gpuscale import checks, sizing
+from gpuscale import feasibility, sizing
 from gpuscale.manifests import kai_wiring, karpenter
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import Evidence
@@ -27,7 +27,7 @@ QWEN_32B: dict[str, Any] = {
 def problems(raw: dict[str, Any]) -> list[str]:
     """Every refusal of ``raw`` as ``path: message`` lines ([] when it validates, sizes and cross-checks)."""
     try:
-        checks.checked_sizing(PlatformSpec.model_validate(raw))
+        feasibility.checked_sizing(PlatformSpec.model_validate(raw))
     except Problems as exc:
         return exc.lines()
     return []
@@ -188,7 +188,7 @@ def test_derived_ceilings_share_every_bound_and_always_pass_the_cross_check() ->
         criticality="critical", workload={"base_rps": 10, "peak_rps": 40, "prompt_tokens": {"mean": 1500, "p99": 8000},
                                           "output_tokens": {"mean": 250, "p99": 1000}},
     )]))
-    sized = checks.checked_sizing(spec)  # raises if the derived ceilings broke a bound
+    sized = feasibility.checked_sizing(spec)  # raises if the derived ceilings broke a bound
     ms = sized.model("m70b")
     used = sum(r.max_replicas for r in ms.roles) * ms.shape.gpus
     assert used <= 48  # chat's quota: the two roles share it, neither gets all of it
@@ -218,7 +218,7 @@ def test_pd_whose_kv_transfer_eats_the_ttft_budget_is_refused() -> None:
 
 def test_pd_on_efa_class_networking_keeps_the_transfer_small() -> None:
     spec = PlatformSpec.model_validate(pd_raw())
-    ms = checks.checked_sizing(spec).model("m70b")
+    ms = feasibility.checked_sizing(spec).model("m70b")
     assert 0 < ms.kv_transfer_p99_s <= sizing.KV_TRANSFER_TTFT_SHARE * spec.models[0].slo.ttft_p99_s
 
 

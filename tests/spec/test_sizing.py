@@ -291,7 +291,7 @@ def test_stack_metric_and_target_replace_the_primary_signal(raw_stack) -> None: 
 
 
 def test_an_explicit_zero_minimum_stays_zero_for_the_other_roles_budget() -> None:
-    from gpuscale.checks import checked_sizing
+    from gpuscale.feasibility import checked_sizing
     from tests.specs import model, small_spec
 
     wake = {"start": "0 8 * * 1-5", "end": "0 19 * * 1-5"}
@@ -331,7 +331,7 @@ def test_bounds_are_quota_in_quota_only_queues_and_every_limit_otherwise() -> No
 
 
 def test_scheduler_defaults_and_rollout_deadline_come_from_sizing() -> None:
-    from gpuscale.checks import checked_sizing
+    from gpuscale.feasibility import checked_sizing
     from tests.specs import pd_spec, small_spec
 
     h100 = checked_sizing(pd_spec()).model("m70b")

@@ -7,8 +7,9 @@ import our components into their own programs, or write their own manifests, get
 objects inside ``helm.v4.Chart`` are separate resources to CrossGuard, so chart-rendered NodePools and
 ScaledObjects are checked too.
 
-Config (``--policy-pack-config cfg.json``): ``{"prod-ami-pinned": {"prodStacks": ["prod", "*-prod"]}}`` names the
-production stacks (default: ``prod``, ``production``, ``prod-*``, ``*-prod``, ``*.prod``, ``*/prod``).
+Production is the spec's ``environment.stage == "prod"`` (``gpuscale.guardrails.production``): the pack reads it from
+the ``gpuscale.io/stage`` tag gpuscale writes on every GPU EC2NodeClass. For resources gpuscale did not emit, name the
+stack's stage in the config (``--policy-pack-config cfg.json``): ``{"prod-ami-pinned": {"stage": "prod"}}``.
 
 The pack object is only built when the Pulumi engine runs this file as ``__main__`` (constructing a
 ``PolicyPack`` starts its gRPC server and never returns); importing the module gives ``POLICIES`` for tests.
@@ -16,7 +17,7 @@ The pack object is only built when the Pulumi engine runs this file as ``__main_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import (
@@ -51,23 +52,31 @@ def resource_policy(name: str, description: str, rule: Rule) -> ResourceValidati
 
 
 def validate_prod_ami(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    patterns = args.get_config().get("prodStacks") or rules.DEFAULT_PROD_STACKS
-    prod = rules.is_prod_stack(rules.stack_from_urn(args.urn), patterns)
-    for message in rules.ami_pinned(args.resource_type, args.props, prod=prod):
+    stage = args.get_config().get("stage")
+    for message in rules.ami_pinned(args.resource_type, args.props, stage=str(stage) if stage else None):
         report_violation(message, None)
 
 
-def validate_one_autoscaler_per_workload(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    resources = [(r.resource_type, r.props) for r in args.resources]
-    for v in rules.one_autoscaler_per_workload(resources):
-        report_violation(v.message, args.resources[v.index].urn)
+StackRule = Callable[[Sequence[tuple[str, Mapping[str, Any]]]], list[rules.StackViolation]]
+
+
+def stack_policy(name: str, description: str, rule: StackRule) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        resources = [(r.resource_type, r.props) for r in args.resources]
+        for v in rule(resources):
+            report_violation(v.message, args.resources[v.index].urn)
+
+    return StackValidationPolicy(
+        name=name, description=description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY
+    )
 
 
 POLICIES: list[Policy] = [
     resource_policy(
         "gpu-nodepool-consolidation",
-        "A NodePool that launches GPU nodes uses consolidationPolicy WhenEmpty with consolidateAfter >= 1h, so "
-        "Karpenter never evicts in-flight inference to repack nodes (acknowledge with the gpuscale annotation).",
+        "A NodePool whose requirements admit GPU instance types uses consolidationPolicy WhenEmpty with "
+        "consolidateAfter >= max(1h, the cold start gpuscale annotates), so Karpenter never evicts in-flight "
+        "inference to repack nodes (acknowledge with the gpuscale annotation).",
         rules.gpu_nodepool_consolidation,
     ),
     resource_policy(
@@ -75,6 +84,11 @@ POLICIES: list[Policy] = [
         "ScaledObject triggers and HPA metrics never use DCGM duty cycle, DCGM profiling counters, GPU memory or "
         "vLLM metric names the pinned vLLM no longer exposes.",
         rules.autoscaler_metric,
+    ),
+    resource_policy(
+        "hpa-min-replicas",
+        "An HPA holds at least one replica (HPAScaleToZero is an alpha gate, off on EKS); scale to zero needs KEDA.",
+        rules.hpa_min_replicas,
     ),
     resource_policy(
         "autoscaler-role-scope",
@@ -92,15 +106,20 @@ POLICIES: list[Policy] = [
         validate=validate_prod_ami,
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=PolicyConfigSchema(
-            properties={"prodStacks": {"type": "array", "items": {"type": "string"},
-                                       "description": "fnmatch patterns of production stack names"}},
+            properties={"stage": {"type": "string", "enum": ["dev", "staging", "prod"],
+                                  "description": "environment.stage of the stack, for resources without the "
+                                                 "gpuscale.io/stage tag"}},
         ),
     ),
-    StackValidationPolicy(
-        name="one-autoscaler-per-workload",
-        description="No two ScaledObjects/HPAs scale the same workload (they overwrite each other's replicas).",
-        validate=validate_one_autoscaler_per_workload,
-        enforcement_level=EnforcementLevel.MANDATORY,
+    stack_policy(
+        "one-autoscaler-per-workload",
+        "No two ScaledObjects/HPAs scale the same workload (they overwrite each other's replicas).",
+        rules.one_autoscaler_per_workload,
+    ),
+    stack_policy(
+        "gpu-nodepool-patch-consolidation",
+        "A NodePoolPatch is checked as the NodePool it produces: a GPU pool stays WhenEmpty above its floor.",
+        rules.nodepool_patches,
     ),
 ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscale.crosscheck import _tolerates, check_platform
+from gpuscale.cross_layer import _tolerates, check_platform
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config

@@ -8,8 +8,9 @@ placed and emitted; one it refuses raises ``Problems``, each with the YAML path 
 
 from __future__ import annotations
 
-from gpuscale import crosscheck, perf, sizing, versions
+from gpuscale import cross_layer, perf, sizing, versions
 from gpuscale.first_answer import first_answer_problems
+from gpuscale.guardrails import consolidation
 from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
@@ -36,10 +37,11 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
     try:
         sized = sizing.size_platform(spec)
     except sizing.SizingError as exc:  # feasibility checked every shape; this is a model sizing cannot place
-        index = next((i for i, m in enumerate(spec.models) if f"model {m.name}:" in str(exc)), None)
-        raise Problems([Problem(f"models[{index}].{exc.path}" if index is not None else "models", str(exc))]) from None
+        names = [m.name for m in spec.models]
+        where = f"models[{names.index(exc.model)}].{exc.path}" if exc.model in names else "models"
+        raise Problems([Problem(where, str(exc))]) from None
     answers = {m.model: m.front_door.first_answer for m in sized.models if m.front_door is not None}
-    problems = [*_peak_is_carried(spec, sized), *first_answer_problems(spec, answers), *crosscheck.check_platform(spec, sized)]
+    problems = [*_peak_is_carried(spec, sized), *first_answer_problems(spec, answers), *cross_layer.check_platform(spec, sized)]
     if problems:
         raise Problems(problems)
     return sized
@@ -145,14 +147,23 @@ def _placement(spec: PlatformSpec) -> list[Problem]:
                 "over PCIe/network. Use TP <= the domain with pipeline_parallel_size for the rest, or set "
                 "allow_tensor_parallel_over_pcie: true",
             ))
-        cold = sizing.cold_start(spec, m)
-        if pool.consolidate_after_s < cold.total_s and not pool.acknowledge_underutilized_consolidation_evicts_inference:
-            problems.append(Problem(
-                f"topology.gpu_pools[{_pool_index(spec, pool.name)}].consolidate_after",
-                f"{pool.consolidate_after} is shorter than the cold start of {m.name} ({cold.total_s:.0f} s): "
-                "a node emptied by a brief dip is gone when traffic returns. Use 1h, or set "
-                "acknowledge_underutilized_consolidation_evicts_inference: true",
-            ))
+    return [*problems, *_consolidation(spec)]
+
+
+def _consolidation(spec: PlatformSpec) -> list[Problem]:
+    """The consolidation rule with what the spec alone cannot know: each pool's slowest cold start raises its floor."""
+    problems: list[Problem] = []
+    for j, pool in enumerate(spec.topology.gpu_pools):
+        on_pool = [m for m in spec.models if m.node_pool == pool.name]
+        if not on_pool or not all(_shape(spec, spec.models.index(m)) for m in on_pool):
+            continue  # a model without a shape is refused by _placement; its cold start has no instance to time
+        slowest = max(on_pool, key=lambda m: sizing.cold_start(spec, m).total_s)
+        found = consolidation.breaches(
+            consolidation.SPEC, pool=pool.name, policy=pool.consolidation_policy, after=pool.consolidate_after,
+            after_s=pool.consolidate_after_s, cold_start_s=sizing.cold_start(spec, slowest).total_s,
+            cold_start_of=slowest.name, acknowledged=pool.acknowledge_underutilized_consolidation_evicts_inference,
+        )
+        problems.extend(Problem(f"topology.gpu_pools[{j}].{consolidation.SPEC.name(field)}", msg) for field, msg in found)
     return problems
 
 
