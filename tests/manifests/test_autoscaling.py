@@ -304,10 +304,12 @@ def test_check_single_role_refuses(query: str) -> None:
 
 
 def test_removed_or_unknown_metrics_are_refused() -> None:
-    with pytest.raises(ValueError, match=re.escape("not exposed by vLLM v0.33.0")):
+    with pytest.raises(ValueError, match=re.escape("vLLM v0.33.0 no longer exposes vllm:gpu_cache_usage_perc")):
         au.role_query("vllm:gpu_cache_usage_perc", "ns", "m", "decode")
-    with pytest.raises(ValueError, match="not a vLLM gauge"):
+    with pytest.raises(ValueError, match="GPU utilisation is a duty cycle"):  # the guardrail's list, as the spec's
         au.role_query("DCGM_FI_DEV_GPU_UTIL", "ns", "m", "decode")
+    with pytest.raises(ValueError, match="not a vLLM gauge"):
+        au.role_query("vllm:num_preemptions_total", "ns", "m", "decode")
     with pytest.raises(ValueError, match="not a vLLM counter"):
         au.role_query("vllm:num_requests_waiting", "ns", "m", "prefill", "rate")
     with pytest.raises(ValueError, match="scale on its rate"):  # a summed counter only ever grows

@@ -131,7 +131,16 @@ def test_acknowledged_unsafe_policy_is_emitted_annotated_and_warned() -> None:
     warnings = karpenter.disruption_warnings(pool, cold_start_s=600)
     assert len(warnings) == 2
     assert "evict" in warnings[0] and "WhenEmptyOrUnderutilized" in warnings[0]
-    assert "cold start" in warnings[1] and "600 s" in warnings[1]
+    assert "consolidateAfter 5m is shorter than 1h" in warnings[1] and warnings[1].endswith("(acknowledged on this pool)")
+    [_, slow] = karpenter.disruption_warnings(pool, cold_start_s=5000)  # a cold start above the hour is the floor
+    assert "shorter than the cold start of its slowest model (5000 s)" in slow and "consolidateAfter: 84m" in slow
+    assert karpenter.disruption_warnings(gpu_pool(), cold_start_s=5000) == []  # unacknowledged: the spec refuses it
+
+
+def test_the_nodepool_carries_the_cold_start_the_pack_reads() -> None:
+    body = karpenter.nodepool_body(gpu_pool(), zones=ZONES, cold_start_s=263.2)
+    assert body["metadata"]["annotations"] == {labels.COLD_START_ANNOTATION: "264"}
+    assert "annotations" not in karpenter.nodepool_body(gpu_pool(), zones=ZONES)["metadata"]
 
 
 def test_safe_pool_has_no_warnings_and_no_annotation() -> None:

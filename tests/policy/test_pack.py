@@ -68,7 +68,7 @@ def run_resource(p: ResourceValidationPolicy, rtype: str, props: dict[str, Any],
 def test_the_pack_lists_every_rule(pack: ModuleType) -> None:
     names = [p.name for p in pack.POLICIES]
     assert len(names) == len(set(names))
-    assert set(names) == {*rules.RESOURCE_RULES, "prod-ami-pinned", "one-autoscaler-per-workload"}
+    assert set(names) == {*rules.RESOURCE_RULES, *rules.STACK_RULES, "prod-ami-pinned"}
     assert all(p.enforcement_level is EnforcementLevel.MANDATORY for p in pack.POLICIES)
     assert all(p.description for p in pack.POLICIES)
     assert isinstance(policy(pack, "one-autoscaler-per-workload"), StackValidationPolicy)
@@ -115,13 +115,15 @@ def test_metric_policy_reports(pack: ModuleType) -> None:
     assert "DCGM_FI_DEV_GPU_UTIL" in msg
 
 
-def test_prod_ami_policy_uses_the_stack_name_and_config(pack: ModuleType) -> None:
+def test_prod_ami_policy_uses_the_stage_not_the_stack_name(pack: ModuleType) -> None:
     p = policy(pack, "prod-ami-pinned")
     rtype, props = recorded(Knobs(ami_alias="al2023@latest"))[
         "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass::test-h100-nodeclass"]
-    assert len(run_resource(p, rtype, props, stack="prod")) == 1
-    assert run_resource(p, rtype, props, stack="dev") == []
-    assert len(run_resource(p, rtype, props, stack="live", config={"prodStacks": ["live"]})) == 1
+    assert run_resource(p, rtype, props, stack="prod") == []  # a stack's name is not its stage
+    assert len(run_resource(p, rtype, props, stack="live", config={"stage": "prod"})) == 1
+    tagged = copy.deepcopy(props)
+    tagged["spec"]["tags"] = {**tagged["spec"].get("tags", {}), "gpuscale.io/stage": "prod"}
+    assert len(run_resource(p, rtype, tagged, stack="anything")) == 1
 
 
 def test_stack_policy_attributes_the_violation_to_the_second_autoscaler(pack: ModuleType) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpuscale import labels
-from gpuscale.policy import rules
+from gpuscale.policy import gpu_nodepool, rules
 from gpuscale.synth.render import synthesize
 from tests.synth.programs import Knobs, platform_program
 
@@ -31,7 +31,7 @@ PREFILL_SO_KEY = "kubernetes:keda.sh/v1alpha1:ScaledObject::test-llama-prefill-s
 
 
 def test_the_test_program_is_compliant(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
-    assert rules.check_resources(list(compliant.values()), prod=True) == []
+    assert rules.check_resources(list(compliant.values()), stage="prod") == []
 
 
 # --- GPU NodePool consolidation ------------------------------------------------------------------------------
@@ -41,7 +41,7 @@ def test_recorded_unsafe_gpu_nodepool_is_refused_twice() -> None:
     rtype, props = recorded(Knobs(consolidation_policy="WhenEmptyOrUnderutilized", consolidate_after="5m"))[NODEPOOL_KEY]
     msgs = rules.gpu_nodepool_consolidation(rtype, props)
     assert len(msgs) == 2
-    assert msgs[0].startswith("GPU NodePool h100: consolidationPolicy WhenEmptyOrUnderutilized lets Karpenter evict")
+    assert msgs[0].startswith("GPU pool h100: consolidationPolicy WhenEmptyOrUnderutilized lets Karpenter evict")
     assert "consolidateAfter 5m is shorter than 1h" in msgs[1]
     assert labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION in msgs[0]
 
@@ -102,7 +102,17 @@ def test_static_and_cpu_pools_are_out_of_scope() -> None:
         ({"requirements": [{"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "DoesNotExist"}]}, {}, False),
         ({"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}, {}, True),
         ({}, {"nvidia.com/gpu": 16}, True),
-        ({}, {"cpu": 100}, False),
+        ({}, {"cpu": 100}, True),  # no requirement at all: Karpenter may launch any type, GPU types included
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]}]},
+         {"cpu": 100}, False),
+        # each requirement alone admits GPU types, together they admit none (no c-category type has a GPU)
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c"]},
+                           {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Exists"}]}, {}, False),
+        ({"requirements": [{"key": "karpenter.k8s.aws/instance-category", "operator": "NotIn", "values": ["t"]},
+                           {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}, {}, True),
+        # a GPU family the table does not list is still a GPU family when a requirement names it
+        ({"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p7.48xlarge"]}]},
+         {}, True),
     ],
 )
 def test_nodepool_selects_gpus(template: dict[str, Any], limits: dict[str, Any], gpu: bool) -> None:
@@ -128,14 +138,21 @@ def test_nodepool_selects_gpus(template: dict[str, Any], limits: dict[str, Any],
         ("karpenter.k8s.aws/instance-gpu-manufacturer", "In", ["nvidia"], True),
         ("karpenter.k8s.aws/instance-family", "In", ["m7i", "g6e"], True),  # one GPU family is enough
         ("node.kubernetes.io/instance-type", "In", ["m7i.large", "p5.48xlarge"], True),
-        ("node.kubernetes.io/instance-type", "NotIn", ["p5.48xlarge"], False),
+        # excluding one type leaves every other GPU type admissible
+        ("node.kubernetes.io/instance-type", "NotIn", ["p5.48xlarge"], True),
+        ("karpenter.k8s.aws/instance-family", "NotIn", ["p5", "g6e"], True),
+        ("karpenter.k8s.aws/instance-category", "NotIn", ["t"], True),  # issue 23 item 14: names no GPU, admits g and p
+        ("karpenter.k8s.aws/instance-category", "NotIn", ["g", "p", "gr"], False),
+        ("karpenter.k8s.aws/instance-generation", "Gt", ["4"], True),
+        ("kubernetes.io/arch", "In", ["arm64"], True),  # g5g, p6e-gb200
+        ("karpenter.sh/capacity-type", "In", ["spot"], True),  # a key that restricts no GPU type away
         ("karpenter.k8s.aws/instance-category", "In", ["c", "gr"], True),
         ("karpenter.k8s.aws/instance-category", "In", ["c", "m", "r"], False),
         ("nvidia.com/gpu.present", "In", ["true"], True),
     ],
 )
 def test_every_operator_form_that_admits_gpus_is_a_gpu_pool(key: str, operator: str, values: list[str], gpu: bool) -> None:
-    assert rules.requirement_admits_gpus(key, operator, values) is gpu
+    assert gpu_nodepool.requirement_admits_gpus(key, operator, values) is gpu
     body = gpu_pool({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"})
     body["spec"]["template"]["spec"]["requirements"] = [{"key": key, "operator": operator, "values": values}]
     assert bool(rules.gpu_nodepool_consolidation(rules.NODEPOOL, body)) is gpu
@@ -264,29 +281,31 @@ def test_gang_rule_edges(compliant: dict[str, tuple[str, dict[str, Any]]]) -> No
 
 
 def test_prod_ami_must_be_pinned(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
-    assert rules.ami_pinned(*compliant[NODECLASS_KEY], prod=True) == []
+    assert rules.ami_pinned(*compliant[NODECLASS_KEY], stage="prod") == []
     rtype, props = recorded(Knobs(ami_alias="al2023@latest"))[NODECLASS_KEY]
-    [msg] = rules.ami_pinned(rtype, props, prod=True)
+    [msg] = rules.ami_pinned(rtype, props, stage="prod")
     assert msg.startswith("EC2NodeClass h100: amiSelectorTerms[0].alias al2023@latest in production")
-    assert rules.ami_pinned(rtype, props, prod=False) == []
+    assert rules.ami_pinned(rtype, props, stage="staging") == []
+    assert rules.ami_pinned(rtype, props) == []  # no tag, no configured stage: not production
     ssm = copy.deepcopy(props)
     ssm["spec"]["amiSelectorTerms"] = [{"ssmParameter": "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/"
                                                         "x86_64/nvidia/recommended/image_id"}]
-    assert len(rules.ami_pinned(rtype, ssm, prod=True)) == 1
+    assert len(rules.ami_pinned(rtype, ssm, stage="prod")) == 1
 
 
-@pytest.mark.parametrize(("stack", "prod"), [("prod", True), ("eu-prod", True), ("Production", True),
-                                             ("acme/prod", True), ("dev", False), ("preprod-test", False)])
-def test_is_prod_stack(stack: str, prod: bool) -> None:
-    assert rules.is_prod_stack(stack) is prod
-
-
-def test_stack_from_urn() -> None:
-    assert rules.stack_from_urn("urn:pulumi:prod::gpuscale::kubernetes:karpenter.sh/v1:NodePool::h100") == "prod"
-    assert rules.stack_from_urn("garbage") == ""
+@pytest.mark.parametrize(("tag", "configured", "prod"), [
+    ("prod", None, True), ("prod", "dev", True),  # the tag gpuscale wrote wins over the pack's config
+    ("staging", "prod", False), (None, "prod", True), (None, None, False),
+])
+def test_production_is_the_stage_tag_else_the_configured_stage(tag: str | None, configured: str | None, prod: bool) -> None:
+    rtype, props = recorded(Knobs(ami_alias="al2023@latest"))[NODECLASS_KEY]
+    props = copy.deepcopy(props)
+    if tag is not None:
+        props["spec"].setdefault("tags", {})[labels.STAGE_TAG] = tag
+    assert bool(rules.ami_pinned(rtype, props, stage=configured)) is prod
 
 
 def test_check_resources_names_each_rule() -> None:
     bad = recorded(Knobs(consolidation_policy="Balanced", ami_alias="al2023@latest", decode_scheduler="default-scheduler"))
-    found = {rule for _, rule, _ in rules.check_resources(list(bad.values()), prod=True)}
+    found = {rule for _, rule, _ in rules.check_resources(list(bad.values()), stage="prod")}
     assert found == {"gpu-nodepool-consolidation", "prod-ami-pinned", "gang-scheduling-multi-pod-gpu"}

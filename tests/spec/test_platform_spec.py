@@ -43,8 +43,9 @@ def test_underutilized_consolidation_on_gpu_pool_is_refused(raw_stack) -> None: 
     raw = raw_stack("prod")
     raw["topology"]["gpu_pools"][0]["consolidation_policy"] = "WhenEmptyOrUnderutilized"
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:topology.gpu_pools[0].consolidation_policy: consolidation_policy WhenEmptyOrUnderutilized")
-    assert "evicts in-flight inference" in msg and "WhenEmpty" in msg
+    assert msg.startswith("gpuscale:topology.gpu_pools[0].consolidation_policy: GPU pool h100: consolidation_policy "
+                          "WhenEmptyOrUnderutilized lets Karpenter evict in-flight inference")
+    assert "Use WhenEmpty with consolidate_after: 1h" in msg
     assert "acknowledge_underutilized_consolidation_evicts_inference" in msg
 
 
@@ -60,8 +61,16 @@ def test_acknowledged_underutilized_consolidation_is_accepted(raw_stack) -> None
 def test_consolidate_after_shorter_than_cold_start_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     raw["topology"]["gpu_pools"][0]["consolidate_after"] = "2m"
+    (msg,) = refuse(raw)  # the spec's floor: the hour (prod's cold starts are shorter)
+    assert msg.startswith("gpuscale:topology.gpu_pools[0].consolidate_after: GPU pool h100: consolidate_after 2m is "
+                          "shorter than 1h")
+    # a cold start above the hour raises the floor to it: refused by the feasibility checks with the model's name
+    raw["topology"]["gpu_pools"][0]["consolidate_after"] = "1h"
+    raw["topology"]["provisioning"] = {**raw["topology"].get("provisioning", {}), "image_pull_s": 4000}
     problems = refuse(raw)
-    assert any(p.startswith("gpuscale:topology.gpu_pools[0].consolidate_after: 2m is shorter than the cold start") for p in problems)
+    assert any(p.startswith("gpuscale:topology.gpu_pools[0].consolidate_after: GPU pool h100: consolidate_after 1h is "
+                            "shorter than the cold start of llama-70b-fp8 (") and "consolidate_after: 7" in p
+               for p in problems), problems
 
 
 def test_tensor_parallel_wider_than_nvlink_domain_is_refused(raw_stack) -> None:  # type: ignore[no-untyped-def]
@@ -112,7 +121,7 @@ def test_warm_minimum_must_fit_inference_quota(raw_stack) -> None:  # type: igno
     [
         ("DCGM_FI_DEV_GPU_UTIL", "duty cycle"),
         ("DCGM_FI_DEV_FB_USED", "pre-allocates the KV cache"),
-        ("vllm:gpu_cache_usage_perc", "not exposed by the pinned vLLM"),
+        ("vllm:gpu_cache_usage_perc", "no longer exposes vllm:gpu_cache_usage_perc"),
         ("vllm:whatever", "not a known vLLM gauge"),
     ],
 )
@@ -149,7 +158,7 @@ def test_latest_ami_is_refused_in_prod_only(raw_stack) -> None:  # type: ignore[
     raw = raw_stack("prod")
     raw["topology"]["gpu_pools"][0]["ami_alias"] = "al2023@latest"
     (msg,) = refuse(raw)
-    assert msg.startswith("gpuscale:topology.gpu_pools[0].ami_alias: al2023@latest in prod drifts every GPU node")
+    assert msg.startswith("gpuscale:topology.gpu_pools[0].ami_alias: al2023@latest in production drifts every node")
     dev = raw_stack("dev")
     dev["topology"]["gpu_pools"][0]["ami_alias"] = "al2023@latest"
     assert validate_config(dev, "test").topology.gpu_pools[0].ami_alias == "al2023@latest"
