@@ -168,7 +168,8 @@ def test_acknowledged_unsafe_pool_is_emitted_with_a_warning(caplog: pytest.LogCa
     assert np.inputs["metadata"]["annotations"][labels.ACK_UNSAFE_CONSOLIDATION_ANNOTATION] == "true"
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("evict in-flight inference" in m and "risky" in m for m in messages)
-    assert any("shorter than the slowest cold start" in m for m in messages)
+    assert any("consolidateAfter 5m is shorter than 1h" in m for m in messages)
+    assert np.inputs["metadata"]["annotations"][labels.COLD_START_ANNOTATION] == "500"  # what the pack's floor reads
 
 
 def test_a_pool_mixing_network_layer_counts_says_which_layers_its_topology_keeps(
