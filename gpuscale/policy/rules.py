@@ -52,7 +52,9 @@ def gpu_nodepool_consolidation(resource_type: str, props: Mapping[str, Any]) -> 
     return _consolidation_breaches(props, gpu=nodepool_selects_gpus(_map(props.get("spec"))))
 
 
-def _consolidation_breaches(props: Mapping[str, Any], *, gpu: bool, what: str = "") -> list[str]:
+def _consolidation_breaches(props: Mapping[str, Any], *, gpu: bool, what: str = "", partial: bool = False) -> list[str]:
+    """The rule's messages for a NodePool (``partial``: a patch of an unknown NodePool, whose absent fields are the
+    target's, unknown here, not the CRD's defaults: only the fields it sets are judged)."""
     spec = _map(props.get("spec"))
     if not gpu or spec.get("replicas") is not None:  # static pools never consolidate
         return []
@@ -67,7 +69,7 @@ def _consolidation_breaches(props: Mapping[str, Any], *, gpu: bool, what: str = 
         policy=str(disruption.get("consolidationPolicy", consolidation.NODEPOOL_DEFAULT_POLICY)),
         after=after, after_s=parse_duration(after), cold_start_s=_annotated_cold_start_s(meta), acknowledged=acknowledged,
     )
-    return [message for _, message in found]
+    return [message for field, message in found if not partial or consolidation.NODEPOOL.name(field) in disruption]
 
 
 def _annotated_cold_start_s(meta: Mapping[str, Any]) -> float | None:
@@ -97,7 +99,7 @@ def nodepool_patches(resources: Sequence[tuple[str, Mapping[str, Any]]]) -> list
             spec = _map(props.get("spec"))
             template_spec = _map(_map(spec.get("template")).get("spec"))
             gpu = "requirements" not in template_spec or nodepool_selects_gpus(spec)
-            messages = _consolidation_breaches(props, gpu=gpu, what="patch of (not in this stack) ")
+            messages = _consolidation_breaches(props, gpu=gpu, what="patch of (not in this stack) ", partial=True)
         out.extend(StackViolation(i, m) for m in messages)
     return out
 
