@@ -23,6 +23,8 @@ class PoolRow(Spec):
     gpu_limit: int
     consolidation_policy: str
     consolidate_after: str
+    consolidate_after_floor: str
+    """The shortest ``consolidate_after`` the rule allows this pool: max(1h, its slowest model's cold start)."""
     expire_after: str
     usd_per_gpu_hour: float
     root_volume_gib: int
@@ -118,6 +120,11 @@ class RoleRow(Spec):
     cooldown_s: int
     policy: str
     """Target utilisation, burst mode, SLO guard and warm-up windows, as sizing resolved them."""
+    target_utilisation: float
+    """Share of one replica's capacity at the SLO the load signal targets (sizing's, per role)."""
+    replicas_per_rps: float
+    """Replicas the load signal holds per request per second (sizing's, at the target utilisation)."""
+    peak_rps: float
     tuned: str
     """The ``gpuscale tune`` command that chose the values (``autoscaling.tuned_on``), or that sizing's defaults hold."""
 
@@ -236,6 +243,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
             gpus_per_node=max(i.gpus_per_node for i in p.instances), nvlink_domain_gpus=max(i.nvlink_domain_gpus for i in p.instances),
             capacity_types=", ".join(p.capacity_types), gpu_limit=p.gpu_limit, consolidation_policy=p.consolidation_policy,
             consolidate_after=p.consolidate_after, expire_after=p.expire_after,
+            consolidate_after_floor=consolidation.floor_text(_pool_cold_start_s(sizing, spec, p.name)),
             usd_per_gpu_hour=round(min(i.usd_per_gpu_hour for i in p.instances), 3),
             root_volume_gib=sizing.root_volume_gib[p.name],
             acknowledged_unsafe=p.acknowledge_underutilized_consolidation_evicts_inference,
@@ -309,6 +317,8 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
                 pdb_floor=f"minAvailable {r.pdb_min_available}" if r.pdb_min_available else "maxUnavailable 1",
                 scale_down_stabilization_s=r.scale_down_stabilization_s,
                 polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s, policy=_policy(r),
+                target_utilisation=r.target_utilisation, replicas_per_rps=r.replicas_per_rps,
+                peak_rps=m.workload.peak_rps,
                 tuned=(f"tuned by `{m.autoscaling.tuned_on}`" if m.autoscaling.tuned_on else
                        "sizing's defaults (not tuned; `gpuscale tune --trace FILE` fits them to a trace)"),
             ))
