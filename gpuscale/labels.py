@@ -33,7 +33,8 @@ COLD_START_ANNOTATION = "gpuscale.io/cold-start-seconds"
 """NodePool annotation: the cold start (seconds) of the slowest model on the pool, which sets its consolidateAfter floor
 (``gpuscale.guardrails.consolidation``); the policy pack reads it."""
 STAGE_TAG = "gpuscale.io/stage"
-"""EC2NodeClass ``spec.tags`` key holding the stack's ``environment.stage``: how the policy pack knows production."""
+"""EC2NodeClass ``spec.tags`` key holding the stack's ``environment.stage``: how the policy pack knows production (the
+EC2NodeClass's metadata is not the builders' to set: the components name it, and its spec is what they pass on)."""
 
 KAI_SCHEDULER_NAME = "kai-scheduler"
 KAI_QUEUE_LABEL = "kai.scheduler/queue"

@@ -281,7 +281,7 @@ def test_the_builders_emit_what_synth_emits(stack_synths: dict[str, SynthResult]
     assert recorded[rules.NODEPOOL]["spec"]["disruption"] == pool["spec"]["disruption"]
     assert recorded[rules.NODEPOOL]["metadata"]["annotations"] == pool["metadata"]["annotations"]
     assert recorded[rules.EC2NODECLASS]["spec"]["amiSelectorTerms"] == nodeclass["spec"]["amiSelectorTerms"]
-    assert recorded[rules.EC2NODECLASS]["spec"]["tags"] == nodeclass["spec"]["tags"]
+    assert recorded[rules.EC2NODECLASS]["spec"]["tags"] == nodeclass["spec"]["tags"]  # the stage tag included
     assert recorded[rules.SCALEDOBJECT]["spec"]["triggers"] == scaler["spec"]["triggers"]
     # and the pack finds nothing in the whole synth of every shipped stack
     for name, result in stack_synths.items():

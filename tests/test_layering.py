@@ -45,3 +45,15 @@ def test_spec_is_structural_and_imports_nothing_derived() -> None:
 
 def test_builders_create_no_pulumi_resources() -> None:
     assert _offenders("gpuscale/manifests", ("pulumi", "gpuscale.components")) == []
+
+
+def test_guardrails_import_nothing_they_guard() -> None:
+    """The spec imports the guardrails, so they import nothing of gpuscale but its constants (no cycle, no sizing)."""
+    allowed = ("gpuscale.labels", "gpuscale.versions", "gpuscale.guardrails")
+    bad = {
+        str(path.relative_to(ROOT)): names
+        for path in sorted((ROOT / "gpuscale/guardrails").rglob("*.py"))
+        if (names := sorted(n for n in _imports(path)
+                            if n.startswith("gpuscale.") and not n.startswith(allowed)))
+    }
+    assert bad == {}

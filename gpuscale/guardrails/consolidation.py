@@ -29,8 +29,9 @@ MIN_CONSOLIDATE_AFTER = "1h"
 """``MIN_CONSOLIDATE_AFTER_S`` as a Karpenter duration (the default ``consolidate_after`` and the advice)."""
 NODEPOOL_DEFAULT_POLICY = "WhenEmptyOrUnderutilized"
 NODEPOOL_DEFAULT_CONSOLIDATE_AFTER = "0s"
-"""Karpenter v1's NodePool CRD defaults (``disruption.consolidationPolicy`` and ``consolidateAfter``), which a NodePool
-that leaves them out gets (karpenter ``pkg/apis/v1/nodepool.go`` at the pinned tag)."""
+"""What a NodePool that leaves them out gets: ``consolidationPolicy`` defaults to ``WhenEmptyOrUnderutilized`` and the
+``disruption`` object to ``{consolidateAfter: 0s}`` (``karpenter.sh_nodepools.yaml`` of Karpenter v1.14.1, the pinned
+chart's CRD)."""
 
 Field = Literal["policy", "after"]
 

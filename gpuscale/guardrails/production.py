@@ -3,8 +3,8 @@
 Production is one thing: the spec's ``environment.stage == "prod"``. Stack names do not decide it (a stack called
 ``prod-eu`` with ``stage: staging`` is not production, and ``live`` with ``stage: prod`` is). The policy pack sees
 resources, not the spec, so gpuscale writes the stage where the pack reads it: every GPU EC2NodeClass carries the
-``gpuscale.io/stage`` tag in ``spec.tags`` (it also lands on the instances, for cost reports). For resources gpuscale
-did not emit, the pack's config names the stage of the stack it runs on:
+``gpuscale.io/stage`` tag in ``spec.tags`` (so do its instances). For resources gpuscale did not emit, the pack's config
+names the stage of the stack it runs on:
 ``--policy-pack-config`` ``{"prod-ami-pinned": {"stage": "prod"}}``. With neither, a resource is not production.
 
 In production an AMI must be pinned: ``@latest`` (or a floating SSM parameter) replaces every node, GPU nodes
@@ -27,7 +27,7 @@ def is_production(stage: str | None) -> bool:
 
 
 def stage_of(tags: Mapping[str, object], configured: str | None = None) -> str | None:
-    """The stage of an emitted resource: its ``gpuscale.io/stage`` tag, else the pack's configured stage."""
+    """The stage of an emitted EC2NodeClass: its ``gpuscale.io/stage`` tag, else the pack's configured stage."""
     tagged = tags.get(STAGE_TAG)
     return str(tagged) if tagged is not None else configured
 

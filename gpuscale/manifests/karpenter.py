@@ -246,8 +246,8 @@ def ec2nodeclass_body(
     """The GPU EC2NodeClass: pinned AMI alias (the NVIDIA variant is picked per type), IMDSv2, sized root volume, EFA
     interfaces and a cluster placement group on EFA pools.
 
-    ``stage`` (the spec's ``environment.stage``) is tagged ``gpuscale.io/stage``: how the policy pack knows production
-    (``gpuscale.guardrails.production``).
+    ``stage`` (the spec's ``environment.stage``) is tagged ``gpuscale.io/stage`` in ``spec.tags``: how the policy pack
+    knows production (``gpuscale.guardrails.production``); the instances carry it too.
 
     Subnets and security groups are the given ids, or discovered by the cluster's ``karpenter.sh/discovery`` tag.
     """

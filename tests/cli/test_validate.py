@@ -61,7 +61,7 @@ def test_validate_prints_the_front_door_numbers_of_a_model_at_zero() -> None:
         (lambda c: c["gpuscale:models"][0].update(colour="blue"), "gpuscale:models[0].colour: unknown key"),
         (lambda c: c["gpuscale:models"][0]["workload"].update(peak_rps=-5), "gpuscale:models[0].workload.peak_rps: Input should be greater than 0"),
         (lambda c: c["gpuscale:topology"]["gpu_pools"][0].update(consolidation_policy="WhenEmptyOrUnderutilized"),
-         "gpuscale:topology.gpu_pools[0].consolidation_policy: consolidation_policy WhenEmptyOrUnderutilized on a GPU pool evicts in-flight inference"),
+         "gpuscale:topology.gpu_pools[0].consolidation_policy: GPU pool h100: consolidation_policy WhenEmptyOrUnderutilized lets Karpenter evict in-flight inference"),
         (lambda c: (c["gpuscale:topology"]["gpu_pools"][1].update(instance_types=["g6e.12xlarge"]),
                     c["gpuscale:models"][1].update(parallelism={"tensor_parallel_size": 4})),
          "gpuscale:models[1].parallelism.tensor_parallel_size: TP group of 4 GPUs is wider than one NVLink domain"),

@@ -174,7 +174,7 @@ def test_one_autoscaler_over_prefill_and_decode_is_refused() -> None:
 
 def test_deprecated_vllm_metric_is_refused() -> None:
     msg = refuse(with_autoscaling(pd_raw(), decode={"metric": "vllm:gpu_cache_usage_perc"}))
-    assert "vllm:gpu_cache_usage_perc is not exposed by the pinned vLLM" in msg and "use vllm:kv_cache_usage_perc" in msg
+    assert "no longer exposes vllm:gpu_cache_usage_perc" in msg and "use vllm:kv_cache_usage_perc" in msg
 
 
 def test_zero_warm_replicas_on_a_critical_slo_is_refused() -> None:
@@ -189,7 +189,7 @@ def test_zero_warm_replicas_on_a_critical_slo_is_refused() -> None:
 def test_hpa_scale_to_zero_and_pausing_are_refused() -> None:
     msg = refuse(with_autoscaling(small_raw(), backend="hpa", aggregated={"min_replicas": 0, "wake_schedule": WAKE}))
     assert msg.startswith("gpuscale:models[0].autoscaling.aggregated.min_replicas: autoscaling.aggregated.min_replicas is "
-                          "0 but backend: hpa cannot scale")
+                          "0 but an HPA cannot scale to zero")
     raw = small_raw(models=[model(criticality="best_effort", autoscaling={"backend": "hpa"})])
     assert "defaults to 0 for a best_effort SLO" in refuse(raw)
     assert "autoscaling.paused: true needs backend: keda" in refuse(with_autoscaling(small_raw(), backend="hpa", paused=True))

@@ -198,3 +198,11 @@ def test_missing_section(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("prod")
     del raw["teams"]
     assert refuse(raw) == ["gpuscale:teams: required key is missing"]
+
+
+def test_the_stage_tag_is_gpuscales(raw_stack) -> None:  # type: ignore[no-untyped-def]
+    """gpuscale writes environment.stage as the gpuscale.io/stage tag the policy pack reads; a stack may not set it."""
+    raw = raw_stack("dev")
+    raw["environment"]["tags"] = {"gpuscale.io/stage": "prod"}
+    (msg,) = refuse(raw)
+    assert msg.startswith("gpuscale:environment.tags:") and "'gpuscale.io/stage' is set by gpuscale" in msg
