@@ -21,7 +21,7 @@ from typing import Literal
 
 from gpuscale import labels
 
-GPU_POOL_CONSOLIDATION_POLICY = "WhenEmpty"
+GPU_POOL_CONSOLIDATION_POLICY: Literal["WhenEmpty"] = "WhenEmpty"
 """The only consolidation policy that never evicts a serving pod: Karpenter removes a node only once it is empty."""
 MIN_CONSOLIDATE_AFTER_S = 3600.0
 """The floor's fixed part: a GPU node stays at least an hour after its last pod left."""

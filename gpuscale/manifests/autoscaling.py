@@ -120,7 +120,7 @@ class AutoscalerSettings(Spec):
             raise ValueError(f"scaling is sized for role {self.scaling.role!r}, not {self.role!r}")
         # the spec refuses these first; args built by hand meet the same rule (gpuscale.guardrails.autoscaler_backend)
         for _, message in autoscaler_backend.hpa_breaches(
-            self.role, backend=self.backend, min_replicas=self.scaling.min_replicas,
+            self.role, backend=self.backend, min_replicas=self.scaling.min_replicas, paused=self.paused,
             warm_schedule=bool(self.scaling.warm_schedule),
         ):
             raise ValueError(f"{self.model}/{self.role}: {message}")

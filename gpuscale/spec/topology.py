@@ -138,7 +138,7 @@ class GpuNodePoolSpec(Spec):
     gpu_limit: int = Field(gt=0)
     """NodePool ``limits['nvidia.com/gpu']``: the most GPUs this pool may ever run (the budget); at most 5,000 of its
     largest nodes (the largest cluster Kubernetes supports)."""
-    consolidation_policy: ConsolidationPolicy = "WhenEmpty"
+    consolidation_policy: ConsolidationPolicy = consolidation.GPU_POOL_CONSOLIDATION_POLICY
     """``WhenEmpty`` only removes nodes with no serving pods; the others evict in-flight inference."""
     consolidate_after: KarpenterDuration = consolidation.MIN_CONSOLIDATE_AFTER
     """Quiet time after the last pod left before an empty node may go: at least 1h and at least the cold start of the
