@@ -12,7 +12,6 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from gpuscale import PlatformSpec
-from gpuscale.feasibility import checked_sizing
 from gpuscale.components import (
     QueueTree,
     QueueTreeArgs,
@@ -21,6 +20,7 @@ from gpuscale.components import (
     VllmService,
     VllmServiceArgs,
 )
+from gpuscale.feasibility import checked_sizing
 
 SPEC = """
 environment: {name: team-b, stage: dev, aws_region: eu-west-1, endpoint_public_access: true, public_access_cidrs: [203.0.113.0/24]}
