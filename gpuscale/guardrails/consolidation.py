@@ -33,7 +33,7 @@ NODEPOOL_DEFAULT_CONSOLIDATE_AFTER = "0s"
 ``disruption`` object to ``{consolidateAfter: 0s}`` (``karpenter.sh_nodepools.yaml`` of Karpenter v1.14.1, the pinned
 chart's CRD)."""
 
-Field = Literal["policy", "after"]
+BreachField = Literal["policy", "after"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Surface:
     after: str
     override: str
 
-    def name(self, field: Field) -> str:
+    def name(self, field: BreachField) -> str:
         """This reader's name of one of the rule's fields."""
         return self.policy if field == "policy" else self.after
 
@@ -73,7 +73,7 @@ def floor_text(cold_start_s: float | None) -> str:
 def breaches(
     surface: Surface, *, pool: str, policy: str, after: str, after_s: float | None, cold_start_s: float | None,
     cold_start_of: str = "", acknowledged: bool = False,
-) -> list[tuple[Field, str]]:
+) -> list[tuple[BreachField, str]]:
     """``(field, message)`` for each way a GPU pool's disruption settings break the rule; [] when they keep it.
 
     ``after_s`` is ``after`` parsed (None when it is not a duration); ``cold_start_of`` names whose cold start sets the
@@ -81,7 +81,7 @@ def breaches(
     """
     if acknowledged:
         return []
-    out: list[tuple[Field, str]] = []
+    out: list[tuple[BreachField, str]] = []
     floor = floor_text(cold_start_s)
     if policy != GPU_POOL_CONSOLIDATION_POLICY:
         out.append(("policy", (

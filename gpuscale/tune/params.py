@@ -7,6 +7,7 @@ a point validates the whole spec again, so a point the spec refuses (a minimum a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpuscale.guardrails import consolidation
@@ -116,7 +117,7 @@ def consolidate_after_candidates(spec: PlatformSpec, model_name: str, cold_start
 
 def _minutes(seconds: float) -> str:
     """A Karpenter duration of whole minutes (``1h``, ``2h``, ``75m``) at least ``seconds`` long."""
-    minutes = -(-int(seconds) // 60)
+    minutes = math.ceil(seconds / 60)
     return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
 
 
