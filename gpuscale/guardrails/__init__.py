@@ -11,6 +11,7 @@ the same mutated stacks and asserts they agree.
 - ``autoscaler_metrics``: the signals no autoscaler may use (duty cycle, profiling counters, GPU memory, removed vLLM
   names).
 - ``autoscaler_backend``: scale to zero, pause, warm schedules and the SLO guard need KEDA, not an HPA.
+- ``autoscaler_scope``: one autoscaler per role, never one over prefill and decode.
 - ``production``: production is ``environment.stage == "prod"``; there, AMIs are pinned.
 
 The package imports nothing of gpuscale but ``labels`` and ``versions``, so the spec can use it without a cycle.

@@ -9,14 +9,13 @@ dicts and on the policy SDK's property proxies alike.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import labels
-from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, consolidation, production
+from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, autoscaler_scope, consolidation, production
 from gpuscale.policy.gpu_nodepool import nodepool_selects_gpus as nodepool_selects_gpus  # synth.diff reads it here
 from gpuscale.spec.base import parse_duration
 
@@ -151,11 +150,10 @@ def autoscaler_role_scope(resource_type: str, props: Mapping[str, Any]) -> list[
     name = _map(props.get("metadata")).get("name", "?")
     out: list[str] = []
     for where, text in _autoscaler_signals(resource_type, props):
-        if re.search(r"\bprefill\b", text) and re.search(r"\bdecode\b", text):
+        if autoscaler_scope.spans_both_roles(text):
             out.append(
-                f"autoscaler {name} {where} selects both prefill and decode; prefill saturates on queue depth and "
-                "decode on KV-cache use, so one signal over both scales the wrong role. Use one autoscaler per "
-                f"role, each selecting only its {labels.ROLE_LABEL} pods"
+                f"autoscaler {name} {where} selects both prefill and decode; {autoscaler_scope.WHY}. Use one "
+                f"autoscaler per role, each selecting only its {labels.ROLE_LABEL} pods"
             )
     return out
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
-from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, warm_minimum
+from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, autoscaler_scope, warm_minimum
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
 from gpuscale.spec.cold_start import ModelColdStartSpec
 from gpuscale.spec.front_door import FrontDoorSpec
@@ -335,11 +335,8 @@ class ModelDeployment(Spec):
     def _autoscaling_matches_mode(self) -> ModelDeployment:
         a = self.autoscaling
         if self.serving.mode == "disaggregated" and a.scope == "whole_model":
-            raise at("autoscaling.scope",
-                "autoscaling.scope: whole_model puts prefill and decode behind one autoscaler; they saturate on "
-                "different signals (queue depth vs KV cache), so one HPA over both scales the wrong role. "
-                "Use scope: per_role"
-            )
+            raise at("autoscaling.scope", autoscaler_scope.whole_model_message("autoscaling.scope: whole_model")
+                     + " (scope: per_role)")
         for role in self.serving.roles:
             breach = warm_minimum.critical_minimum_breach(role, self.slo.criticality, a.role(role).min_replicas)
             if breach:
