@@ -34,24 +34,34 @@ def _settings(stack: str | None, stack_file: Path | None) -> Settings:
 
 
 def _table(title: str, findings: list[Finding]) -> Table:
-    table = Table(title=title, title_justify="left", show_lines=True)
-    for column in ("pod", "layer", "cause", "evidence / confirm with"):
+    table = Table(title=title, title_justify="left")
+    for column in ("pod", "layer", "cause"):
         table.add_column(column, overflow="fold")
     for f in findings:
-        detail = Text("\n".join(f.evidence))
-        detail.append("\n" + "\n".join(f"confirm: {c}" for c in f.confirm_with), style="dim")
-        table.add_row(Text(f.pod), Text(f.layer), Text(f.cause), detail)
+        table.add_row(Text(f.pod), Text(f.layer), Text(f.cause))
     return table
 
 
+def _details(findings: list[Finding]) -> None:
+    for f in findings:
+        say(f"{f.pod} ({f.layer}): {f.cause}")
+        for line in f.evidence:
+            say(f"  evidence: {line}")
+        for line in f.confirm_with:
+            say(f"  confirm:  {line}", style="dim")
+
+
 def print_report(report: Report) -> None:
+    """A table per verdict (pod, layer, cause), then each finding's evidence and what confirms it."""
     if report.stuck:
         console.print(_table(f"stuck: {len(report.stuck)} cause(s)", report.stuck))
     if report.in_progress:
         console.print(_table(f"in progress: {len(report.in_progress)} pod(s) waiting normally", report.in_progress))
     if not report.stuck and not report.in_progress:
         say("no GPU pod is Pending")
-    elif not report.stuck:
+        return
+    _details([*report.stuck, *report.in_progress])
+    if not report.stuck:
         say("nothing is stuck: every pending GPU pod is waiting for a node that is on its way")
 
 
