@@ -75,12 +75,15 @@ class Cluster:
 
     @cached_property
     def now(self) -> datetime.datetime:
-        """The dump's time: the newest timestamp in it (a dump is a snapshot; the wall clock is not its time)."""
+        """The dump's time: the newest timestamp in it (a dump is a snapshot; the wall clock is not its time). Each
+        kubelet renews its node's ``lastHeartbeatTime`` about every minute, so a dump with nodes is dated to about
+        a minute even when no event is recent."""
         times = [o.event_time(e) for e in self.dump.of("Event")]
         for kind in self.dump.objects:
             times.extend(o.created(obj) for obj in self.dump.of(kind))
-            times.extend(o.timestamp(c.get("lastTransitionTime")) for obj in self.dump.of(kind)
-                         for c in o.items(obj, "status", "conditions") if isinstance(c, Mapping))
+            times.extend(o.timestamp(c.get(key)) for obj in self.dump.of(kind)
+                         for c in o.items(obj, "status", "conditions") if isinstance(c, Mapping)
+                         for key in ("lastTransitionTime", "lastHeartbeatTime"))
         known = [t for t in times if t is not None]
         return max(known) if known else _EPOCH
 

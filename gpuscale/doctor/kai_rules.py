@@ -30,6 +30,8 @@ def no_podgroup(view: PodView) -> list[Finding]:
     """KAI's pod grouper made no PodGroup for the pod (an owner it does not know or cannot read)."""
     if not view.by_kai or view.podgroup is not None:
         return []
+    if view.podgroup_name and not view.cluster.podgroups:  # a dump without PodGroups cannot tell
+        return []
     owners = [f"{o.text(r, 'kind')}/{o.text(r, 'name')}" for r in o.items(view.pod, "metadata", "ownerReferences")]
     if view.podgroup_name:
         evidence = [f"{view.ref}: metadata.annotations.{m.KAI_POD_GROUP_ANNOTATION}={view.podgroup_name}, but "

@@ -324,3 +324,25 @@ def test_two_causes_at_once(builder: Builder, settings: SettingsOf, tmp_path: Pa
     assert [(f.pod, f.layer) for f in report.stuck] == [(f"inference/{over['metadata']['name']}", "karpenter"),
                                                          (f"inference/{over['metadata']['name']}", "kai")]
     assert report.exit_code == 1
+
+
+def test_the_dump_is_dated_by_node_heartbeats_when_no_event_is_recent(builder: Builder, settings: SettingsOf,
+                                                                      tmp_path: Path) -> None:
+    b = builder("dev")
+    dev_full(b, 0)
+    (node,) = b.nodes(DEV_POOL, 1, seconds_ago=3 * HOUR)
+    node["spec"]["taints"].append({"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"})
+    node["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-30T12:00:00Z"
+    pending(b, seconds_ago=2 * HOUR)  # no controller wrote anything about it
+    finding = only(run(b, tmp_path, settings("dev")))
+    assert finding.layer == "kai" and finding.cause.startswith("pending 7200 s and no controller has written why")
+
+
+def test_without_podgroups_in_the_dump_a_grouped_pod_is_not_called_ungrouped(builder: Builder, settings: SettingsOf,
+                                                                            tmp_path: Path) -> None:
+    b = builder("dev")
+    dev_full(b, 0)
+    pod = pending(b, seconds_ago=30)
+    b.items.remove(b.podgroup_of(pod))  # the dump was taken without podgroups.scheduling.run.ai
+    report = run(b, tmp_path, settings("dev"))
+    assert report.stuck == [] and [f.layer for f in report.in_progress] == ["kai"]
