@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Callable
@@ -131,3 +132,46 @@ def test_output_and_stack_options_are_checked_first(tmp_path: Path) -> None:
     assert "--json" in refusal(["--dump", str(path), "--json", str(tmp_path)])  # typer's dir_okay=False
     assert "not both" in refusal(["--dump", str(path), "--stack", "dev", "--stack-file", str(stack_path("dev"))])
     assert not list(tmp_path.glob(".*"))  # nothing half-written
+
+
+def _paths(value: object, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    out: list[tuple[str | int, ...]] = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def test_a_field_of_the_wrong_type_anywhere_is_no_traceback(builder: Builder, tmp_path: Path) -> None:
+    from gpuscale.doctor.cluster import Settings
+    from gpuscale.doctor.diagnose import diagnose
+    from gpuscale.doctor.dump import DumpError, read_dump
+    from gpuscale.spec.topology import ProvisioningSpec
+
+    items = json.loads(quota_and_limit(builder("dev")).write(tmp_path / "dump.json").read_text())["items"]
+    kinds_seen: set[str] = set()
+    cases = 0
+    for index, item in enumerate(items):
+        if item["kind"] in kinds_seen and item["kind"] != "Pod":
+            continue
+        kinds_seen.add(item["kind"])
+        for path in _paths(item)[::7]:  # every seventh field of one object per kind, each pending pod's too
+            if path[:2] in (("metadata", "name"),) or path == ("kind",):
+                continue
+            for wrong in (7, "x", [1], {"a": 1}, None):
+                mutated = copy.deepcopy(items)
+                target = mutated[index]
+                for step in path[:-1]:
+                    target = target[step]
+                target[path[-1]] = wrong
+                (tmp_path / "m.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": mutated}))
+                try:
+                    dump = read_dump(tmp_path / "m.json")
+                except DumpError:  # an item without kind or name: refused, which is fine
+                    continue
+                diagnose(dump, Settings.from_provisioning(ProvisioningSpec()))
+                cases += 1
+    assert cases > 500
