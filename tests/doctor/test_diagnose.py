@@ -44,12 +44,18 @@ def pending(b: DumpBuilder, *, seconds_ago: float = 20 * 60) -> dict[str, Any]:
                   seconds_ago=seconds_ago)[-1]
 
 
+def dev_pending(builder: Builder, *, running: int = 2, seconds_ago: float = 20 * 60) -> tuple[DumpBuilder, dict[str, Any]]:
+    """The dev pool with ``running`` replicas bound and one more Pending, which KAI found no node with a free GPU for."""
+    b = builder("dev")
+    dev_full(b, running)
+    pod = pending(b, seconds_ago=seconds_ago)
+    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=running))
+    return b, pod
+
+
 def test_a_pod_waiting_for_a_launching_node_is_in_progress(builder: Builder, settings: SettingsOf,
                                                            tmp_path: Path) -> None:
-    b = builder("dev")
-    dev_full(b, 2)
-    pod = pending(b, seconds_ago=45)
-    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=2))
+    b, pod = dev_pending(builder, running=2, seconds_ago=45)
     b.nominated(pod, "l40s-spot-x7k2p", seconds_ago=40)
     b.nodeclaim(DEV_POOL, "l40s-spot-x7k2p", seconds_ago=40)
     report = run(b, tmp_path, settings("dev"))
@@ -61,10 +67,7 @@ def test_a_pod_waiting_for_a_launching_node_is_in_progress(builder: Builder, set
 
 
 def test_the_same_launch_past_the_window_is_stuck(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("dev")
-    dev_full(b, 2)
-    pod = pending(b, seconds_ago=30 * 60)
-    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=2))
+    b, pod = dev_pending(builder, running=2, seconds_ago=30 * 60)
     b.nominated(pod, "l40s-spot-x7k2p", seconds_ago=29 * 60)
     b.nodeclaim(DEV_POOL, "l40s-spot-x7k2p", seconds_ago=29 * 60)
     finding = only(run(b, tmp_path, settings("dev")))
@@ -72,11 +75,8 @@ def test_the_same_launch_past_the_window_is_stuck(builder: Builder, settings: Se
 
 
 def test_nodepool_gpu_limit(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("dev")
-    dev_full(b, 3)
+    b, pod = dev_pending(builder, running=3)
     b.items[0]["status"]["resources"]["nvidia.com/gpu"] = "4"  # a fourth node, cordoned for drift, still counts
-    pod = pending(b)
-    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=3))
     b.karpenter_failed(pod, "all available instance types exceed limits for nodepool (NodePool=l40s-spot)")
     finding = only(run(b, tmp_path, settings("dev")))
     assert finding.layer == "karpenter" and "NodePool l40s-spot is at its GPU limit" in finding.cause
@@ -86,12 +86,9 @@ def test_nodepool_gpu_limit(builder: Builder, settings: SettingsOf, tmp_path: Pa
 
 
 def test_no_instance_type_satisfies_the_requirements(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("dev")
-    dev_full(b, 2)
-    pod = pending(b)
+    b, pod = dev_pending(builder, running=2)
     for c in pod["spec"]["containers"]:  # two GPUs on a pool of one-GPU g6e.xlarge
         c["resources"]["requests"]["nvidia.com/gpu"] = c["resources"]["limits"]["nvidia.com/gpu"] = "2"
-    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=2))
     b.karpenter_failed(pod, 'incompatible with nodepool "l40s-spot", daemonset overhead={"cpu":"180m"}, no instance type '
                             "met the scheduling requirements or had enough resources, requirements=..., "
                             'resources={"cpu":"3","memory":"25Gi","nvidia.com/gpu":"2","pods":"1"}')
@@ -100,10 +97,7 @@ def test_no_instance_type_satisfies_the_requirements(builder: Builder, settings:
 
 
 def test_insufficient_capacity(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("dev")
-    dev_full(b, 2)
-    pod = pending(b, seconds_ago=10 * 60)
-    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=2))
+    b, pod = dev_pending(builder, running=2, seconds_ago=10 * 60)
     b.nominated(pod, "l40s-spot-9q4fz", seconds_ago=9 * 60)
     claim = {"kind": "NodeClaim", "metadata": {"name": "l40s-spot-9q4fz"}}  # deleted after the failure (launch.go)
     b.event(claim, "InsufficientCapacityError", "NodeClaim l40s-spot-9q4fz event: creating instance, insufficient "
@@ -117,10 +111,7 @@ def test_insufficient_capacity(builder: Builder, settings: SettingsOf, tmp_path:
 
 
 def test_nodeclaim_launch_failure(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("dev")
-    dev_full(b, 2)
-    pod = pending(b, seconds_ago=10 * 60)
-    b.kai_unschedulable(pod, KAI_NO_GPUS.format(n=2))
+    b, pod = dev_pending(builder, running=2, seconds_ago=10 * 60)
     b.nominated(pod, "l40s-spot-m2k8r", seconds_ago=9 * 60)
     b.nodeclaim(DEV_POOL, "l40s-spot-m2k8r", seconds_ago=9 * 60, launched=condition(
         "Launched", "Unknown", "InsufficientFreeAddressesInSubnet",
