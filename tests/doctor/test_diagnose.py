@@ -53,6 +53,14 @@ def dev_pending(builder: Builder, *, running: int = 2, seconds_ago: float = 20 *
     return b, pod
 
 
+def prod_h100(builder: Builder, *, gpus_used: int, nodes: int) -> tuple[DumpBuilder, list[dict[str, Any]]]:
+    """The prod stack's h100 NodePool with ``gpus_used`` GPUs launched, its queues, and ``nodes`` of its nodes."""
+    b = builder("prod")
+    b.nodepool("h100", gpus_used=gpus_used)
+    b.queues()
+    return b, b.nodes("h100", nodes)
+
+
 def test_a_pod_waiting_for_a_launching_node_is_in_progress(builder: Builder, settings: SettingsOf,
                                                            tmp_path: Path) -> None:
     b, pod = dev_pending(builder, running=2, seconds_ago=45)
@@ -211,10 +219,7 @@ def test_a_new_node_without_gpus_yet_is_in_progress(builder: Builder, settings: 
 
 
 def test_leaf_queue_over_quota_and_not_preemptible(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("prod")
-    b.nodepool("h100", gpus_used=40)
-    b.queues()
-    nodes = b.nodes("h100", 5)
+    b, nodes = prod_h100(builder, gpus_used=40, nodes=5)
     running = b.pods("llama-70b-fp8", "decode", 10, seconds_ago=2 * HOUR)
     for i, pod in enumerate(running):
         b.bind(pod, nodes[i // 2])
@@ -245,10 +250,7 @@ def test_gang_minimum_unmet(builder: Builder, settings: SettingsOf, tmp_path: Pa
 
 
 def test_free_gpus_fragmented_across_nodes(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("prod")
-    b.nodepool("h100", gpus_used=16)
-    b.queues()
-    nodes = b.nodes("h100", 2)
+    b, nodes = prod_h100(builder, gpus_used=16, nodes=2)
     fillers = b.pods("llama-70b-fp8", "prefill", 2, seconds_ago=2 * HOUR)
     for filler, node in zip(fillers, nodes, strict=True):  # six of each node's eight GPUs in use
         for c in filler["spec"]["containers"]:
@@ -262,10 +264,7 @@ def test_free_gpus_fragmented_across_nodes(builder: Builder, settings: SettingsO
 
 
 def test_topology_constraint_no_node_satisfies(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
-    b = builder("prod")
-    b.nodepool("h100", gpus_used=8)
-    b.queues()
-    b.nodes("h100", 1)
+    b, _ = prod_h100(builder, gpus_used=8, nodes=1)
     pod = b.pods("llama-70b-fp8", "decode", 1)[0]
     level = pod["metadata"]["annotations"]["kai.scheduler/topology-required-placement"]
     pg = b.podgroup_of(pod)["metadata"]["name"]
