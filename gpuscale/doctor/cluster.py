@@ -257,6 +257,16 @@ class PodView:
         return [c for c in self.cluster.nodeclaims.values()
                 if o.text(c, "metadata", "labels", o.NODEPOOL_LABEL) in pools]
 
+    def launching(self) -> list[Obj]:
+        """The pod's NodeClaims still coming up inside the launch window (not Initialized, created recently)."""
+        window = self.cluster.settings.launch_window_s
+        out = []
+        for claim in self.nodeclaims():
+            age = self.cluster.age_s(o.created(claim))
+            if o.condition(claim, m.NODECLAIM_INITIALIZED).get("status") != "True" and age is not None and age <= window:
+                out.append(claim)
+        return out
+
     def eligible_nodes(self) -> list[Obj]:
         """Ready, schedulable GPU nodes whose labels the pod's selectors accept and whose taints it tolerates."""
         return [n for n in self.cluster.nodes

@@ -31,19 +31,11 @@ def _causes(view: PodView) -> list[Finding]:
     elif found[kai_rules.no_podgroup]:  # without a PodGroup nothing else KAI says applies
         found = {r: f for r, f in found.items() if r not in kai_rules.RULES or r is kai_rules.no_podgroup}
     # a gang waiting for nodes that are launching, or for a node another cause blocks, is not a cause of its own
-    if any(_coming_up(view, c) for c in view.nodeclaims()):
+    if view.launching():
         found = {r: f for r, f in found.items() if r not in WAIT_FOR_LAUNCH}
     if any(f for r, f in found.items() if r not in SYMPTOMS):
         found = {r: f for r, f in found.items() if r not in SYMPTOMS}
     return [f for findings in found.values() for f in findings]
-
-
-def _coming_up(view: PodView, claim: Obj) -> bool:
-    """A NodeClaim not yet Initialized, inside the launch window, whose launch has not failed."""
-    if o.condition(claim, m.NODECLAIM_INITIALIZED).get("status") == "True":
-        return False
-    age = view.cluster.age_s(o.created(claim))
-    return age is not None and age <= view.cluster.settings.launch_window_s
 
 
 def _claim_state(view: PodView, claim: Obj) -> str:
@@ -61,7 +53,7 @@ def _young_silent_nodes(view: PodView) -> list[Obj]:
 def _waiting(view: PodView) -> Finding | None:
     """Why a pod without a cause is waiting normally, or None when it is past the window."""
     window = view.cluster.settings.launch_window_s
-    claims = [c for c in view.nodeclaims() if _coming_up(view, c)]
+    claims = view.launching()
     pools = [o.name(p) for p in view.candidate_nodepools()]
     if claims:
         return Finding(pod=view.key, layer="karpenter",

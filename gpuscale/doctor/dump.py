@@ -1,7 +1,7 @@
 """Reading a cluster dump: one ``kubectl get ... -A -o json`` ``v1`` ``List``, or a directory of them.
 
-Bounded and strict: only regular files (no devices, FIFOs or sockets, which could block or never end), each at most
-``MAX_FILE_BYTES``, at most ``MAX_FILES`` per directory, UTF-8 JSON whose top level is a ``v1`` ``List`` (or one
+Bounded and strict: only regular files (no devices, FIFOs or sockets, which could block or never end), at most
+``MAX_FILE_BYTES`` in all, at most ``MAX_FILES`` per directory, UTF-8 JSON whose top level is a ``v1`` ``List`` (or one
 object) of items with ``kind`` and ``metadata.name``. Anything else is a ``DumpError`` naming the file and what would
 be valid; nothing is half-read.
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
-"""Largest dump file read (a 5,000-node cluster's pods, nodes and events fit well inside)."""
+"""Largest dump read, one file or all files of a directory together (parsed, a dump takes several times its size in
+memory: this keeps the doctor within a few GiB)."""
 MAX_FILES = 1000
 """Most files read from a dump directory."""
 KINDS = ("Pod", "Node", "Event", "NodeClaim", "NodePool", "PodGroup", "Queue", "EC2NodeClass")
@@ -122,6 +123,10 @@ def read_dump(path: Path) -> ClusterDump:
         files = [path]
     else:
         raise DumpError(f"{path}: does not exist (write it with: {KUBECTL_COMMAND})")
+    total = sum(_regular_file(f).st_size for f in files)
+    if total > MAX_FILE_BYTES:
+        raise DumpError(f"{path}: {total:,} bytes in {len(files)} files, more than the {MAX_FILE_BYTES:,} a dump may "
+                        "have")
     for file in files:
         dump.add(read_file(file))
         dump.files.append(str(file))

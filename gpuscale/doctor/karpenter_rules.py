@@ -37,7 +37,8 @@ def gpu_limit(view: PodView) -> list[Finding]:
         limit, used = _gpu_limit(pool)
         if limit is not None and used + view.gpus > limit:
             full.append((pool, limit, used))
-    has_room = any(view.cluster.free_gpus(n) >= view.gpus for n in view.eligible_nodes())
+    # status.resources counts launching NodeClaims too: a pool "full" of the pod's own coming node is not a cause
+    has_room = any(view.cluster.free_gpus(n) >= view.gpus for n in view.eligible_nodes()) or bool(view.launching())
     if not said and not (full and not has_room):
         return []
     evidence = [s.evidence for s in said]

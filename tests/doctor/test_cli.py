@@ -119,6 +119,11 @@ def test_files_over_the_limit_are_refused(tmp_path: Path, monkeypatch: pytest.Mo
     path = tmp_path / "dump.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}) + " " * 1000)
     assert "more than the 1,000 a dump file may have" in refusal(["--dump", str(path)])
+    split = tmp_path / "split"
+    split.mkdir()
+    for i in range(3):  # each under the limit, together over it
+        (split / f"{i}.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}) + " " * 400)
+    assert "bytes in 3 files, more than the 1,000 a dump may have" in refusal(["--dump", str(split)])
 
 
 def test_missing_and_empty_dumps_say_how_to_make_one(tmp_path: Path) -> None:

@@ -74,6 +74,16 @@ def test_a_pod_waiting_for_a_launching_node_is_in_progress(builder: Builder, set
     assert 'karpenter_nodeclaims_created_total{nodepool="l40s-spot"}' in waiting.confirm_with
 
 
+def test_a_pool_full_of_the_pod_s_own_launching_node_is_in_progress(builder: Builder, settings: SettingsOf,
+                                                                     tmp_path: Path) -> None:
+    b, pod = dev_pending(builder, running=3, seconds_ago=50)
+    b.items[0]["status"]["resources"]["nvidia.com/gpu"] = "4"  # Karpenter counts the launching NodeClaim already
+    b.nominated(pod, "l40s-spot-x7k2p", seconds_ago=40)
+    b.nodeclaim(DEV_POOL, "l40s-spot-x7k2p", seconds_ago=40)
+    report = run(b, tmp_path, settings("dev"))
+    assert report.stuck == [] and [f.layer for f in report.in_progress] == ["karpenter"]
+
+
 def test_the_same_launch_past_the_window_is_stuck(builder: Builder, settings: SettingsOf, tmp_path: Path) -> None:
     b, pod = dev_pending(builder, running=2, seconds_ago=30 * 60)
     b.nominated(pod, "l40s-spot-x7k2p", seconds_ago=29 * 60)
