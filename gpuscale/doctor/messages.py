@@ -17,8 +17,8 @@ from __future__ import annotations
 # --- kube-scheduler (kubernetes/kubernetes v1.36.3) ----------------------------------------------------------------
 
 KUBE_FAILED_SCHEDULING = "FailedScheduling"
-"""Event reason on the pod (``pkg/scheduler/schedule_one.go``: ``fwk.EventReasonFailedScheduling``; Karpenter uses the
-same reason, ``pkg/events/reason.go``)."""
+"""Event reason on the pod (``pkg/scheduler/schedule_one.go`` ``handleSchedulingFailure``: ``Eventf(pod, nil, Warning,
+"FailedScheduling", "Scheduling", msg)``); Karpenter uses the same reason (its ``pkg/events/reason.go``)."""
 KUBE_NO_NODE_AVAILABLE = "nodes are available"
 """``pkg/scheduler/framework/types.go``: ``NoNodeAvailableMsg = "0/%v nodes are available"``."""
 KUBE_UNTOLERATED_TAINT = "node(s) had untolerated taint"

@@ -5,7 +5,9 @@ exported for dashboards only; the spec and the policy pack keep refusing them (a
 autoscaler input (``gpuscale.spec.model``, ``gpuscale.policy.rules``).
 
 Every key set here exists in ``deployment/values.yaml`` of NVIDIA/dcgm-exporter at tag 4.5.3-4.8.2 (chart 4.8.2,
-``versions.DCGM_EXPORTER``); ``tests/components/test_dcgm_exporter.py`` checks them against that file.
+``versions.DCGM_EXPORTER``); ``tests/components/test_dcgm_exporter.py`` checks them, with their types, against a digest
+of that file (``tests/components/data/dcgm-exporter-4.8.2-values.json``: key paths, overridden defaults, documented
+counters).
 """
 
 from __future__ import annotations

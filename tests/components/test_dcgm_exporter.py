@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 
 from gpuscale import labels, versions
@@ -21,50 +20,52 @@ from gpuscale.synth.mocks import RecordedResource
 
 Run = Callable[..., list[RecordedResource]]
 CHART = "kubernetes:helm.sh/v4:Chart"
-CHART_VALUES = Path(__file__).parent / "data" / "dcgm-exporter-4.8.2-values.yaml"
+CHART_VALUES = Path(__file__).parent / "data" / "dcgm-exporter-4.8.2-values.json"
+"""What the pinned chart's values.yaml holds (its key paths and their types, the defaults gpuscale overrides, the
+counters it documents), read at NVIDIA/dcgm-exporter tag 4.5.3-4.8.2."""
 
 
-def chart_defaults() -> dict[str, Any]:
-    loaded = yaml.safe_load(CHART_VALUES.read_text(encoding="utf-8"))
+def chart() -> dict[str, Any]:
+    loaded = json.loads(CHART_VALUES.read_text(encoding="utf-8"))
     assert isinstance(loaded, dict)
     return loaded
 
 
-def key_paths(values: dict[str, Any], prefix: str = "") -> set[str]:
-    """Dotted paths of the leaves (and of the maps) a values dict sets; lists are leaves (Helm replaces them)."""
-    out: set[str] = set()
+def key_paths(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> value of every key a values dict sets (maps and their keys; lists are leaves: Helm replaces
+    them)."""
+    out: dict[str, Any] = {}
     for key, value in values.items():
         path = f"{prefix}{key}"
-        out.add(path)
+        out[path] = value
         if isinstance(value, dict) and value:
             out |= key_paths(value, f"{path}.")
     return out
 
 
-def test_the_pin_is_the_file_the_values_are_checked_against() -> None:
+YAML_TYPES = {"dict": dict, "list": list, "str": str, "bool": bool, "int": int}
+
+
+def test_the_pin_is_the_chart_the_values_are_checked_against() -> None:
     assert versions.ALL_CHARTS["dcgm-exporter"] is versions.DCGM_EXPORTER
-    assert f"chart {versions.DCGM_EXPORTER.version}" in CHART_VALUES.read_text(encoding="utf-8").splitlines()[0]
+    assert f"chart {versions.DCGM_EXPORTER.version} = versions.DCGM_EXPORTER" in chart()["source"]
 
 
-def test_every_value_gpuscale_sets_is_a_key_of_the_pinned_chart() -> None:
-    defaults = chart_defaults()
-    ours = dcgm.dcgm_exporter_values(servicemonitor=True)
-    # customMetrics is documented (commented out) rather than set in values.yaml; the templates read it
-    # (deployment/templates/metrics-configmap.yaml: `if .Values.customMetrics`)
-    assert "# customMetrics: |" in CHART_VALUES.read_text(encoding="utf-8")
-    settable = key_paths(defaults) | {"customMetrics"}
-    unknown = {p for p in key_paths(ours) if p not in settable and not p.startswith("affinity.")}
-    assert unknown == set(), f"not keys of dcgm-exporter {versions.DCGM_EXPORTER.version}: {sorted(unknown)}"
-    assert defaults["affinity"] == {}  # a map the chart passes through whole (daemonset.yaml `toYaml .Values.affinity`)
-    for path in key_paths(ours) - {"customMetrics"} - {p for p in key_paths(ours) if p.startswith("affinity")}:
-        default, value = defaults, ours
-        for part in path.split("."):
-            default, value = default[part], value[part]
-        assert type(value) is type(default), f"{path}: {type(value).__name__} where the chart has {default!r}"
+def test_every_value_gpuscale_sets_is_a_key_of_the_pinned_chart_with_its_type() -> None:
+    keys = chart()["keys"]
+    ours = key_paths(dcgm.dcgm_exporter_values(servicemonitor=True))
+    # customMetrics is documented (commented out) rather than set in values.yaml; the chart's metrics-configmap.yaml
+    # reads it (`if .Values.customMetrics`); affinity is a map the chart passes through whole (`toYaml .Values.affinity`)
+    assert chart()["custom_metrics_documented"] and keys["affinity"] == "dict"
+    checked = {p: v for p, v in ours.items() if p != "customMetrics" and not p.startswith("affinity.")}
+    unknown = sorted(p for p in checked if p not in keys)
+    assert unknown == [], f"not keys of dcgm-exporter {versions.DCGM_EXPORTER.version}: {unknown}"
+    for path, value in checked.items():
+        assert isinstance(value, YAML_TYPES[keys[path]]), f"{path}: {value!r} where the chart has a {keys[path]}"
 
 
 def test_the_profiling_capability_is_removed_not_merged_back() -> None:
-    defaults = chart_defaults()["securityContext"]
+    defaults = chart()["defaults"]["securityContext"]
     assert defaults["capabilities"]["add"] == ["SYS_ADMIN"]  # what Helm's map merge would keep if we left "add" out
     ours = dcgm.dcgm_exporter_values(servicemonitor=False)["securityContext"]
     merged_caps = {**defaults["capabilities"], **ours["capabilities"]}
@@ -73,14 +74,15 @@ def test_the_profiling_capability_is_removed_not_merged_back() -> None:
     assert not any(c.field.startswith("DCGM_FI_PROF_") for c in dcgm.HEALTH_COUNTERS)  # the fields SYS_ADMIN is for
 
 
-def chart_documented_counters() -> dict[str, str]:
-    """``field -> type`` of every counter line the chart's values.yaml documents under customMetrics."""
-    rows = re.findall(r"^\s*#\s*(DCGM_FI_[A-Z0-9_]+)\s*,\s*(gauge|counter)\s*,", CHART_VALUES.read_text(), re.M)
-    return dict(rows)
+def test_the_chart_defaults_would_not_land_on_gpuscale_gpu_nodes() -> None:
+    defaults = chart()["defaults"]
+    assert defaults["affinity"] == {}
+    assert [t["key"] for t in defaults["tolerations"]] == ["node-role.kubernetes.io/control-plane"]
+    assert labels.GPU_TAINT_KEY in {t["key"] for t in dcgm.dcgm_exporter_values(servicemonitor=True)["tolerations"]}
 
 
 def test_every_exported_counter_is_one_the_chart_documents_with_its_type() -> None:
-    documented = chart_documented_counters()
+    documented = chart()["documented_counters"]
     assert len(documented) > 40
     for counter in dcgm.HEALTH_COUNTERS:
         assert documented.get(counter.field) == counter.type, counter.field
@@ -88,7 +90,7 @@ def test_every_exported_counter_is_one_the_chart_documents_with_its_type() -> No
     assert len(csv) == len(dcgm.HEALTH_COUNTERS) and csv[0].startswith("DCGM_FI_DEV_SM_CLOCK, gauge, ")
     fields = {c.field for c in dcgm.HEALTH_COUNTERS}
     assert {dcgm.XID_METRIC, dcgm.ECC_UNCORRECTABLE_METRIC} <= fields
-    assert chart_defaults()["service"]["port"] == dcgm.METRICS_PORT
+    assert chart()["defaults"]["service.port"] == dcgm.METRICS_PORT
 
 
 @pytest.mark.parametrize("field", [c.field for c in dcgm.HEALTH_COUNTERS])
