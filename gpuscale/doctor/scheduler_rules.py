@@ -39,19 +39,24 @@ def untolerated_taint(view: PodView) -> list[Finding]:
     """A taint of the GPU nodes (or of the NodePool's template) the pod does not tolerate."""
     said = view.saying(m.KUBE_UNTOLERATED_TAINT, m.KARPENTER_DID_NOT_TOLERATE)
     where: list[str] = []
+    taints: set[str] = set()
     for pool in view.candidate_nodepools():
         bad = o.untolerated_taints(view.pod, o.items(pool, "spec", "template", "spec", "taints"))
         where += [f"NodePool/{o.name(pool)}: spec.template.spec.taints {o.taint_text(t)} not tolerated by the pod"
                   for t in bad]
+        taints |= {o.taint_text(t) for t in bad}
     for node in view.cluster.nodes:
         if o.is_gpu_node(node) and not o.selector_mismatches(view.pod, o.mapping(node, "metadata", "labels")):
             bad = o.untolerated_taints(view.pod, o.items(node, "spec", "taints"))
             where += [f"Node/{o.name(node)}: spec.taints {o.taint_text(t)} not tolerated by the pod" for t in bad]
+            taints |= {o.taint_text(t) for t in bad}
     if not said or not where:
         return []
-    return [_finding(view, "kube-scheduler", "the pod does not tolerate the GPU nodes' taint: add the toleration "
-                     f"({labels.GPU_TAINT_KEY} {labels.GPU_TAINT_EFFECT}) to its template",
-                     [s.evidence for s in said] + where[:6], [
+    gpu = any(t.startswith(f"{labels.GPU_TAINT_KEY}=") or t.startswith(f"{labels.GPU_TAINT_KEY}:") for t in taints)
+    fix = (f"add the toleration ({labels.GPU_TAINT_KEY} {labels.GPU_TAINT_EFFECT}) to its template" if gpu else
+           "these are taints of nodes being drained, not ready or not yet registered, or set by hand")
+    return [_finding(view, "kube-scheduler", f"the pod does not tolerate the GPU nodes' taint(s) "
+                     f"{', '.join(sorted(taints))}: {fix}", [s.evidence for s in said] + where[:6], [
         f'{sig.KUBE_SCHEDULER_UNSCHEDULABLE_PODS}{{plugin="TaintToleration"}}',
         f"kubectl get pod -n {o.namespace(view.pod)} {o.name(view.pod)} -o jsonpath='{{.spec.tolerations}}'",
     ])]

@@ -169,7 +169,9 @@ def test_taint_not_tolerated(builder: Builder, settings: SettingsOf, tmp_path: P
     b.karpenter_failed(pod, 'incompatible with nodepool "l40s-spot", daemonset overhead={"cpu":"180m"}, did not '
                             "tolerate taint (taint=nvidia.com/gpu=true:NoSchedule)")
     finding = only(run(b, tmp_path, settings("dev")))
-    assert finding.layer == "kube-scheduler" and "does not tolerate the GPU nodes' taint" in finding.cause
+    assert finding.layer == "kube-scheduler"
+    assert finding.cause.startswith("the pod does not tolerate the GPU nodes' taint(s) nvidia.com/gpu=true:NoSchedule: "
+                                    "add the toleration")
     assert "NodePool/l40s-spot: spec.template.spec.taints nvidia.com/gpu=true:NoSchedule not tolerated by the pod" in \
         finding.evidence
 
