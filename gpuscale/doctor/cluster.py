@@ -7,6 +7,7 @@ PodGroup's scheduling conditions and events), so the rules of each layer read th
 from __future__ import annotations
 
 import datetime
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,22 @@ class Said:
     message: str
 
 
+@dataclass(frozen=True)
+class Fit:
+    """The GPU nodes of the dump as one pod's spec sees them."""
+
+    matching: list[Obj]
+    """Labels accepted by its nodeSelector and required node affinity."""
+    tolerated: list[Obj]
+    """``matching`` whose taints it tolerates."""
+    eligible: list[Obj]
+    """``tolerated`` that are Ready and schedulable."""
+    silent: list[Obj]
+    """``tolerated`` that are Ready and advertise no ``nvidia.com/gpu``."""
+    matching_silent: list[Obj]
+    """``matching`` that are Ready and advertise no ``nvidia.com/gpu`` (taints aside: a new node's startup taints)."""
+
+
 def _key(kind: str, namespace: str, name: str) -> tuple[str, str, str]:
     return kind, namespace, name
 
@@ -61,6 +78,8 @@ class Cluster:
     dump: ClusterDump
     settings: Settings
     events: dict[tuple[str, str, str], list[Obj]] = field(default_factory=lambda: defaultdict(list))
+    _fits: dict[str, Fit] = field(default_factory=dict)
+    _free: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for event in self.dump.of("Event"):
@@ -115,6 +134,33 @@ class Cluster:
         return self.dump.of("Node")
 
     @cached_property
+    def gpu_nodes(self) -> list[Obj]:
+        return [n for n in self.nodes if o.is_gpu_node(n)]
+
+    @cached_property
+    def nodeclaim_events(self) -> list[tuple[str, list[Obj]]]:
+        """``(NodeClaim name, its events)``, by name (the NodeClaim may be gone: Karpenter deletes failed ones)."""
+        return sorted((name, evs) for (kind, _, name), evs in self.events.items() if kind == "NodeClaim")
+
+    def fit(self, pod: Obj) -> Fit:
+        """The GPU nodes for the pod, computed once per distinct (selector, affinity, tolerations): a role's pods
+        share them."""
+        spec = o.mapping(pod, "spec")
+        key = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")], sort_keys=True,
+                         default=str)
+        if key not in self._fits:
+            matching = [n for n in self.gpu_nodes if not o.selector_mismatches(pod, o.mapping(n, "metadata", "labels"))]
+            tolerated = [n for n in matching if not o.untolerated_taints(pod, o.items(n, "spec", "taints"))]
+            ready = [n for n in tolerated if o.node_ready(n)]
+            self._fits[key] = Fit(
+                matching=matching, tolerated=tolerated,
+                eligible=[n for n in ready if not o.field(n, "spec", "unschedulable")],
+                silent=[n for n in ready if not o.node_gpus(n)],
+                matching_silent=[n for n in matching if o.node_ready(n) and not o.node_gpus(n)],
+            )
+        return self._fits[key]
+
+    @cached_property
     def gpus_bound(self) -> dict[str, int]:
         """GPUs requested by the live pods bound to each node."""
         out: dict[str, int] = defaultdict(int)
@@ -125,7 +171,9 @@ class Cluster:
         return out
 
     def free_gpus(self, node: Obj) -> float:
-        return (o.node_gpus(node) or 0.0) - self.gpus_bound.get(o.name(node), 0)
+        if id(node) not in self._free:
+            self._free[id(node)] = (o.node_gpus(node) or 0.0) - self.gpus_bound.get(o.name(node), 0)
+        return self._free[id(node)]
 
     def gpu_nodepools(self) -> list[Obj]:
         pools = self.settings.gpu_pools
@@ -151,7 +199,7 @@ class PodView:
     def ref(self) -> str:
         return f"Pod/{self.key}"
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return o.pod_gpus(self.pod)
 
@@ -267,12 +315,17 @@ class PodView:
                 out.append(claim)
         return out
 
+    def matching_nodes(self) -> list[Obj]:
+        """GPU nodes whose labels the pod's nodeSelector and required affinity accept."""
+        return self.cluster.fit(self.pod).matching
+
+    def tolerated_nodes(self) -> list[Obj]:
+        """``matching_nodes`` whose taints the pod tolerates."""
+        return self.cluster.fit(self.pod).tolerated
+
     def eligible_nodes(self) -> list[Obj]:
         """Ready, schedulable GPU nodes whose labels the pod's selectors accept and whose taints it tolerates."""
-        return [n for n in self.cluster.nodes
-                if o.is_gpu_node(n) and o.node_ready(n) and not o.field(n, "spec", "unschedulable")
-                and not o.selector_mismatches(self.pod, o.mapping(n, "metadata", "labels"))
-                and not o.untolerated_taints(self.pod, o.items(n, "spec", "taints"))]
+        return self.cluster.fit(self.pod).eligible
 
 
 def pending_gpu_pods(cluster: Cluster) -> list[PodView]:

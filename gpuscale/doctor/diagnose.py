@@ -45,9 +45,7 @@ def _claim_state(view: PodView, claim: Obj) -> str:
 
 
 def _young_silent_nodes(view: PodView) -> list[Obj]:
-    return [n for n in view.cluster.nodes if o.is_gpu_node(n) and o.node_ready(n) and not o.node_gpus(n)
-            and scheduler_rules.young(view, n)
-            and not o.selector_mismatches(view.pod, o.mapping(n, "metadata", "labels"))]
+    return [n for n in view.cluster.fit(view.pod).matching_silent if scheduler_rules.young(view, n)]
 
 
 def _waiting(view: PodView) -> Finding | None:

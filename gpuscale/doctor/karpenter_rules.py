@@ -28,6 +28,12 @@ def _gpu_limit(pool: Obj) -> tuple[float | None, float]:
     return limit, used
 
 
+def _has_room(view: PodView) -> bool:
+    """A node the pod may use has its GPUs free, or a NodeClaim for it is coming up (``status.resources`` counts
+    launching NodeClaims too: a pool "full" of the pod's own coming node is not a cause)."""
+    return any(view.cluster.free_gpus(n) >= view.gpus for n in view.eligible_nodes()) or bool(view.launching())
+
+
 def gpu_limit(view: PodView) -> list[Finding]:
     """The NodePool's ``limits.nvidia.com/gpu`` leaves no room for the pod's node."""
     said = view.saying(m.KARPENTER_LIMITS_EXCEEDED, m.KARPENTER_NODE_LIMIT_EXHAUSTED)
@@ -37,9 +43,7 @@ def gpu_limit(view: PodView) -> list[Finding]:
         limit, used = _gpu_limit(pool)
         if limit is not None and used + view.gpus > limit:
             full.append((pool, limit, used))
-    # status.resources counts launching NodeClaims too: a pool "full" of the pod's own coming node is not a cause
-    has_room = any(view.cluster.free_gpus(n) >= view.gpus for n in view.eligible_nodes()) or bool(view.launching())
-    if not said and not (full and not has_room):
+    if not said and not (full and not _has_room(view)):
         return []
     evidence = [s.evidence for s in said]
     evidence += [f"NodePool/{o.name(p)}: spec.limits.nvidia.com/gpu={limit:g}, status.resources.nvidia.com/gpu={used:g} "
@@ -84,9 +88,7 @@ def insufficient_capacity(view: PodView) -> list[Finding]:
     claims = set(view.nominated_nodeclaims)
     pools = {o.name(p) for p in view.candidate_nodepools()}
     evidence: list[str] = []
-    for (kind, _, name), events in sorted(view.cluster.events.items()):
-        if kind != "NodeClaim":
-            continue
+    for name, events in view.cluster.nodeclaim_events:
         claim = view.cluster.nodeclaims.get(name)
         if name in claims:
             ours = True
@@ -146,7 +148,7 @@ def nodeclass_not_ready(view: PodView) -> list[Finding]:
             evidence.append(f"EC2NodeClass/{class_name}: status.conditions AMIsReady=False {amis.get('reason')}: "
                             f"{quote(str(amis.get('message') or ''))}")
         evidence += [f"NodeClaim/{o.text(e, 'involvedObject', 'name')}: event {m.KARPENTER_NODECLASS_NOT_READY_EVENT}: "
-                     f"{quote(o.text(e, 'message'))}" for e in view.cluster.dump.of("Event")
+                     f"{quote(o.text(e, 'message'))}" for _, events in view.cluster.nodeclaim_events for e in events
                      if o.text(e, "reason") == m.KARPENTER_NODECLASS_NOT_READY_EVENT]
         ami = amis.get("reason") == m.AMI_NOT_FOUND or m.AMIS_NOT_READY in message or m.AMI_SELECTOR_NO_MATCH in message
         cause = (f"EC2NodeClass {class_name} is not ready: its AMI selector matches no AMI (a release that does not "

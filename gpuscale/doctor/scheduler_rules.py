@@ -45,12 +45,15 @@ def untolerated_taint(view: PodView) -> list[Finding]:
         where += [f"NodePool/{o.name(pool)}: spec.template.spec.taints {o.taint_text(t)} not tolerated by the pod"
                   for t in bad]
         taints |= {o.taint_text(t) for t in bad}
-    for node in view.cluster.nodes:
-        if o.is_gpu_node(node) and not o.selector_mismatches(view.pod, o.mapping(node, "metadata", "labels")):
+    if not said:
+        return []
+    tolerated = {id(n) for n in view.tolerated_nodes()}
+    for node in view.matching_nodes():
+        if id(node) not in tolerated:
             bad = o.untolerated_taints(view.pod, o.items(node, "spec", "taints"))
             where += [f"Node/{o.name(node)}: spec.taints {o.taint_text(t)} not tolerated by the pod" for t in bad]
             taints |= {o.taint_text(t) for t in bad}
-    if not said or not where:
+    if not where:
         return []
     gpu = any(t.startswith(f"{labels.GPU_TAINT_KEY}=") or t.startswith(f"{labels.GPU_TAINT_KEY}:") for t in taints)
     fix = (f"add the toleration ({labels.GPU_TAINT_KEY} {labels.GPU_TAINT_EFFECT}) to its template" if gpu else
@@ -74,8 +77,7 @@ def selector_mismatch(view: PodView) -> list[Finding]:
             return []  # a GPU NodePool can launch a node it accepts: the mismatching nodes are others (CPU nodes)
         where.append(f"NodePool/{o.name(pool)}: spec.template.metadata.labels do not satisfy the pod's "
                      f"{'; '.join(wrong)}")
-    if any(o.is_gpu_node(n) and not o.selector_mismatches(view.pod, o.mapping(n, "metadata", "labels"))
-           for n in view.cluster.nodes):
+    if view.matching_nodes():
         return []
     selector = ", ".join(f"{k}={v}" for k, v in o.mapping(view.pod, "spec", "nodeSelector").items())
     return [_finding(view, "kube-scheduler", "the pod's node selector or affinity matches no GPU node or NodePool"
@@ -94,15 +96,7 @@ def young(view: PodView, node: o.Obj) -> bool:
 
 def no_gpu_advertised(view: PodView) -> list[Finding]:
     """Ready GPU nodes the pod could use that advertise no ``nvidia.com/gpu``: the device plugin is not running."""
-    silent = []
-    for node in view.cluster.nodes:
-        if not (o.is_gpu_node(node) and o.node_ready(node)):
-            continue
-        if o.selector_mismatches(view.pod, o.mapping(node, "metadata", "labels")) or \
-                o.untolerated_taints(view.pod, o.items(node, "spec", "taints")):
-            continue
-        if not o.node_gpus(node) and not young(view, node):
-            silent.append(node)
+    silent = [n for n in view.cluster.fit(view.pod).silent if not young(view, n)]
     if not silent:
         return []
     evidence = []
