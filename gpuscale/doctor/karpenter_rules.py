@@ -126,7 +126,7 @@ def launch_failure(view: PodView) -> list[Finding]:
                  "(pin an existing release: amiSelectorTerms alias)" if ami else
                  f"NodeClaim {o.name(claim)} failed to launch ({reason}): Karpenter retries the same request")
         out.append(_finding(view, cause, evidence, [
-            f'{sig.KARPENTER_CLOUDPROVIDER_ERRORS}{{controller="nodeclaim.lifecycle"}}',
+            f'{sig.KARPENTER_CLOUDPROVIDER_ERRORS}{{controller="nodeclaim.lifecycle",method="Create"}}',
             f"kubectl get nodeclaim {o.name(claim)} -o yaml", KARPENTER_LOGS,
         ]))
     return out

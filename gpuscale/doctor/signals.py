@@ -12,7 +12,8 @@ KARPENTER_NODECLAIMS_DISRUPTED = "karpenter_nodeclaims_disrupted_total"
 """``pkg/metrics/metrics.go``; ``lifecycle/launch.go`` counts ``reason="insufficient_capacity"`` and
 ``reason="nodeclass_not_ready"`` here when it deletes a NodeClaim it could not launch."""
 KARPENTER_CLOUDPROVIDER_ERRORS = "karpenter_cloudprovider_errors_total"
-"""``pkg/cloudprovider/metrics/cloudprovider.go``."""
+"""``pkg/cloudprovider/metrics/cloudprovider.go``: labels ``controller`` (the NodeClaim launcher is
+``nodeclaim.lifecycle``, ``pkg/controllers/nodeclaim/lifecycle/controller.go``), ``method``, ``provider``, ``error``."""
 KARPENTER_UNSCHEDULABLE_PODS = "karpenter_scheduler_unschedulable_pods_count"
 """``pkg/controllers/provisioning/scheduling/metrics.go``."""
 KARPENTER_PROVISIONING_UNBOUND = "karpenter_pods_provisioning_unbound_time_seconds"
