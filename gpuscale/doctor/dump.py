@@ -112,7 +112,7 @@ def read_dump(path: Path) -> ClusterDump:
     dump = ClusterDump()
     if path.is_dir():
         try:
-            files = sorted(p for p in path.iterdir() if p.suffix == ".json")
+            files = sorted(p for p in path.iterdir() if p.suffix == ".json" and not p.is_dir())
         except OSError as exc:
             raise DumpError(f"{path}: cannot list it ({exc.strerror or exc})") from None
         if not files:

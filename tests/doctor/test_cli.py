@@ -69,6 +69,7 @@ def test_a_directory_of_files_reads_as_one_dump(builder: Builder, tmp_path: Path
     for i, part in enumerate((items[: len(items) // 2], items[len(items) // 2:])):
         (split / f"{i}.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": part}))
     (split / "notes.txt").write_text("not read")
+    (split / "old.json").mkdir()  # a subdirectory, even one named like a dump, is not read
     a, c = tmp_path / "a.json", tmp_path / "c.json"
     assert runner.invoke(args=["doctor", "--dump", str(one), "--json", str(a)]).exit_code == 1
     assert runner.invoke(args=["doctor", "--dump", str(split), "--json", str(c)]).exit_code == 1
