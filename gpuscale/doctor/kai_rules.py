@@ -85,8 +85,11 @@ def gang_unmet(view: PodView) -> list[Finding]:
     evidence = [s.evidence for s in said]
     if view.podgroup is not None:
         evidence.append(f"PodGroup/{o.namespace(view.podgroup)}/{o.name(view.podgroup)}: spec.minMember={min_member}")
+    placed = view.saying(m.KAI_GANG, m.KAI_GANG_SUBGROUP)
+    why = ("the cluster cannot hold them" if placed else
+           "fewer of its pods exist (their workload controller has not created them)")
     return [_finding(view, f"gang minimum unmet: the PodGroup needs {min_member or 'all its'} pods placed at once and "
-                     "the cluster cannot hold them, so the whole group waits", evidence,
+                     f"{why}, so the whole group waits", evidence,
                      [_podgroup_cmd(view), KAI_LOGS.replace("<pod>", view.podgroup_name or o.name(view.pod))])]
 
 

@@ -257,7 +257,8 @@ def test_gang_minimum_unmet(builder: Builder, settings: SettingsOf, tmp_path: Pa
     b.event(pg, "NotReady", "Job is not ready for scheduling. Waiting for 2 pods, currently 1 exist, 0 are gated",
             component="kai-scheduler", type_="Normal")
     finding = only(run(b, tmp_path, settings("dev")))
-    assert finding.layer == "kai" and finding.cause.startswith("gang minimum unmet: the PodGroup needs 2 pods")
+    assert finding.layer == "kai" and finding.cause.startswith("gang minimum unmet: the PodGroup needs 2 pods placed at "
+                                                               "once and fewer of its pods exist")
     assert any(e.endswith("spec.minMember=2") for e in finding.evidence)
 
 
