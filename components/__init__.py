@@ -10,6 +10,7 @@ says which other components (or equivalents) it expects on the cluster.
 
 from gpuscale.components.children import NameClash
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs, ExistingSubnets
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs, FrontDoorSettings
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -28,7 +29,8 @@ from gpuscale.components.role_autoscaler import AutoscalerSettings, RoleAutoscal
 from gpuscale.components.vllm_service import ServingSettings, VllmService, VllmServiceArgs
 
 __all__ = [
-    "AutoscalerSettings", "CpuNodePool", "CpuNodePoolArgs", "EksCluster", "EksClusterArgs", "ExistingSubnets", "FrontDoor",
+    "AutoscalerSettings", "CpuNodePool", "CpuNodePoolArgs", "DcgmExporter", "DcgmExporterArgs", "EksCluster",
+    "EksClusterArgs", "ExistingSubnets", "FrontDoor",
     "FrontDoorArgs", "FrontDoorSettings",
     "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",
     "KaiTopology", "KaiTopologyArgs", "KarpenterController", "KarpenterControllerArgs", "KedaOperator",

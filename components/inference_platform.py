@@ -18,6 +18,7 @@ from pydantic import Field
 from gpuscale import labels
 from gpuscale.components.children import child_opts
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
@@ -91,7 +92,8 @@ class InferencePlatform(pulumi.ComponentResource):
     Creates ``<name>-aws`` (an AWS provider for the spec's region, only when ``opts`` brings none), ``<name>-cluster``
     (EksCluster), ``<name>-karpenter``, ``<name>-cpu`` and ``<name>-<pool>`` node pools, ``<name>-device-plugin``,
     ``<name>-efa-device-plugin`` (when a pool has ``efa: true``),
-    ``<name>-prometheus`` (optional), ``<name>-kai``, ``<name>-queues``, ``<name>-topology``, ``<name>-lws`` and
+    ``<name>-prometheus`` (optional), ``<name>-dcgm-exporter`` (GPU health), ``<name>-kai``, ``<name>-queues``,
+    ``<name>-topology``, ``<name>-lws`` and
     ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, and per model
     ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
     (FrontDoor) for a model with a front door.
@@ -169,6 +171,7 @@ class InferencePlatform(pulumi.ComponentResource):
             monitoring.append(prometheus.chart)
             if prometheus_url == autoscaling.prometheus_stack_url(PROMETHEUS_STACK_NAMESPACE):
                 prometheus_url = prometheus.prometheus_url  # the same URL, carrying the release as a dependency
+        DcgmExporter(f"{name}-dcgm-exporter", DcgmExporterArgs.from_spec(spec), opts=on_cluster(*monitoring))
 
         # Layer 2: scheduling
         kai = KaiScheduler(f"{name}-kai", KaiSchedulerArgs.from_spec(spec), opts=on_cluster(*monitoring))

@@ -116,6 +116,12 @@ VLLM_ROUTER = ImagePin(
     upstream_release="vllm-project/router 0.1.17 (PyPI vllm-router 2026-11-04)",
 )
 
+DCGM_EXPORTER = HelmChartPin(
+    chart="dcgm-exporter",
+    repo="https://nvidia.github.io/dcgm-exporter/helm-charts",
+    version="4.8.2",
+    upstream_release="NVIDIA/dcgm-exporter 4.5.3-4.8.2 (691c927, 2026-05-06): deployment/Chart.yaml version 4.8.2",
+)
 AWS_EFA_DEVICE_PLUGIN = HelmChartPin(
     chart="aws-efa-k8s-device-plugin",
     repo="https://aws.github.io/eks-charts",
@@ -168,6 +174,7 @@ ALL_CHARTS: Mapping[str, HelmChartPin] = {
     "kube-prometheus-stack": KUBE_PROMETHEUS_STACK,
     "aws-efa-k8s-device-plugin": AWS_EFA_DEVICE_PLUGIN,
     "llm-d-router-standalone": LLM_D_ROUTER,
+    "dcgm-exporter": DCGM_EXPORTER,
 }
 ALL_IMAGES: Mapping[str, ImagePin] = {
     "vllm": VLLM, "vllm-router": VLLM_ROUTER, "llm-d-router-endpoint-picker": LLM_D_ROUTER_EPP,

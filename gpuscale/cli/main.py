@@ -60,6 +60,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "versions": Subcommand("gpuscale.cli.versions", "versions_command"),
     "policy-path": Subcommand("gpuscale.cli.policy", "policy_path", None),
     "schedule": Subcommand("gpuscale.cli.schedule", "schedule", "SCHEDULE_EXIT_CODES"),
+    "doctor": Subcommand("gpuscale.cli.doctor", "doctor", "DOCTOR_EXIT_CODES"),
 }
 """Every subcommand, in help order. A command's module is imported only when that command runs (or help lists it):
 ``gpuscale diff`` need not load Pulumi, the simulator or matplotlib, which saves about a second per invocation."""

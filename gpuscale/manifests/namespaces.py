@@ -22,10 +22,11 @@ PROMETHEUS_STACK_NAMESPACE = "monitoring"
 """kube-prometheus-stack; ``observability.prometheus_url``'s default points here."""
 PROMETHEUS_ADAPTER_NAMESPACE = "prometheus-adapter"
 DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
+DCGM_EXPORTER_NAMESPACE = "dcgm-exporter"
 
 CHART_NAMESPACES: frozenset[str] = frozenset({
     KARPENTER_NAMESPACE, KAI_NAMESPACE, KEDA_NAMESPACE, LWS_NAMESPACE, PROMETHEUS_STACK_NAMESPACE,
-    PROMETHEUS_ADAPTER_NAMESPACE, DEVICE_PLUGIN_NAMESPACE,
+    PROMETHEUS_ADAPTER_NAMESPACE, DEVICE_PLUGIN_NAMESPACE, DCGM_EXPORTER_NAMESPACE,
 })
 """Namespaces gpuscale's Helm releases are installed in (the chart components' defaults)."""
 SYSTEM_NAMESPACES: frozenset[str] = frozenset({"kube-system", "kube-public", "kube-node-lease"})

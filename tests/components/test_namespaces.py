@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuscale.components import (
+    DcgmExporterArgs,
     KaiSchedulerArgs,
     KarpenterControllerArgs,
     KedaOperatorArgs,
@@ -15,8 +16,8 @@ from gpuscale.components import (
 )
 from gpuscale.manifests.namespaces import CHART_NAMESPACES, RESERVED_NAMESPACES, namespace_problem
 
-CHART_ARGS = (KaiSchedulerArgs, KarpenterControllerArgs, KedaOperatorArgs, LwsControllerArgs, NvidiaDevicePluginArgs,
-              PrometheusAdapterArgs, PrometheusStackArgs)
+CHART_ARGS = (DcgmExporterArgs, KaiSchedulerArgs, KarpenterControllerArgs, KedaOperatorArgs, LwsControllerArgs,
+              NvidiaDevicePluginArgs, PrometheusAdapterArgs, PrometheusStackArgs)
 
 
 def test_the_reserved_list_is_where_the_charts_are_installed() -> None:
