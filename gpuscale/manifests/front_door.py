@@ -373,9 +373,16 @@ def service_body(args: FrontDoorSettings) -> dict[str, Any]:
     }
 
 
+def queue_matchers(model: str, namespace: str) -> tuple[tuple[str, str, str], ...]:
+    """The door's EPP series of ``model`` (the ServiceMonitor's series carry the Service name as ``service``)."""
+    return (("namespace", "=", namespace), ("service", "=", epp_name(model)))
+
+
 def queue_query(model: str, namespace: str) -> str:
-    """Requests held at the door of ``model`` (the ServiceMonitor's series carry the Service name as ``service``)."""
-    return f'sum({QUEUE_METRIC}{{namespace="{namespace}",service="{epp_name(model)}"}})'
+    """Requests held at the door of ``model``, 0 when the EPP reports no queue (``gpuscale.signals.front_door_queue``)."""
+    from gpuscale.signals.front_door_queue import FrontDoorQueue
+
+    return FrontDoorQueue(metric=QUEUE_METRIC, target=1.0, why="").expr(queue_matchers(model, namespace)).render()
 
 
 def objects(args: FrontDoorSettings) -> list[dict[str, Any]]:
