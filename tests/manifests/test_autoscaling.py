@@ -116,9 +116,9 @@ def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: Platform
         " or on() vector(1500))"
     )
     cost = f"({coef.prefill_s_per_token:.6g} + {coef.prefill_s_per_pair / 2:.6g} * {mean_prompt})"
-    assert load["metadata"]["query"] == f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost}"
+    assert load["metadata"]["query"] == f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost} or on() vector(0)"
     assert load["metadata"]["threshold"] == f"{s.target_utilisation:g}"
-    assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost}"
+    assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost} or on() vector(0)"
     assert float(backlog["metadata"]["threshold"]) == 0.5 * prod_spec.models[0].slo.ttft_p99_s
 
 
@@ -130,13 +130,14 @@ def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) 
     sel = '{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="decode"}'
     assert load["metadata"]["query"] == (
         f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({c.decode_s_per_token:.6g} + {c.decode_s_per_kv_share:.6g}"
-        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1))"
+        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1)) or on() vector(0)"
     )
     m = size_platform(prod_spec).model("llama-70b-fp8")
     expected = min(0.8, round(m.decode_batch_at_slo * (1500 + 250 / 2) / m.kv_capacity_tokens, 2))
     assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{") and kv["metadata"]["threshold"] == f"{expected:g}"
     assert itl["metadata"]["query"] == (
-        f"sum(rate(vllm:inter_token_latency_seconds_sum{sel}[1m])) / sum(rate(vllm:inter_token_latency_seconds_count{sel}[1m]))"
+        f"sum(rate(vllm:inter_token_latency_seconds_sum{sel}[1m])) / (sum(rate(vllm:inter_token_latency_seconds_count{sel}[1m])) > 0)"
+        " or on() vector(0)"  # no gap observed in the minute reads 0, not NaN (an error to KEDA)
     )
     assert itl["metricType"] == "Value" and itl["metadata"]["threshold"] == f"{0.8 * 0.05:g}"
 
@@ -151,7 +152,7 @@ def test_burst_mode_is_a_short_scale_up_window(raw_stack: Callable[[str], dict[s
     assert [(p["type"], p["value"]) for p in on["scaleUp"]["policies"]] == [("Percent", 100), ("Pods", 4)]
     assert [p["periodSeconds"] for p in off["scaleUp"]["policies"]] == [60, 60]
     assert on["scaleDown"] == off["scaleDown"]  # scale-down keeps the long window either way
-    assert [s.query_kind for s in off_sizing.signals] == ["prefill_load", "queue_time"]  # no backlog trigger
+    assert [s.kind for s in off_sizing.signals] == ["prefill_load", "queue_time"]  # no backlog trigger
 
 
 def test_warm_schedule_windows_are_cron_triggers(raw_stack: Callable[[str], dict[str, Any]]) -> None:
@@ -207,7 +208,9 @@ def test_dev_scales_to_zero_and_its_front_door_wakes_it(dev_spec: PlatformSpec) 
     assert qt["metadata"]["activationThreshold"] == itl["metadata"]["activationThreshold"] == "0"
     # at zero the vLLM gauges are gone: the front door's queue is the wake-up signal that survives zero
     assert door["name"] == "front-door-queue" and door["metricType"] == "AverageValue"
-    assert door["metadata"]["query"] == 'sum(llm_d_epp_flow_control_queue_size{namespace="inference",service="llama-8b-door-epp"})'
+    assert door["metadata"]["query"] == (
+        'sum(llm_d_epp_flow_control_queue_size{namespace="inference",service="llama-8b-door-epp"}) or on() vector(0)'
+    )
     assert door["metadata"]["activationThreshold"] == "0"
     assert door["metadata"]["threshold"] == str(sized.front_door.per_replica)
     # the model sleeps after the front door's idle window; KEDA checks the door at its poll interval
