@@ -14,6 +14,7 @@ from gpuscale.signals.base import Signal, SignalSizing, total
 from gpuscale.signals.prompt_backlog import BACKLOG_TTFT_SHARE
 from gpuscale.signals.promql import Expr, Matcher
 
+
 def single_metric_trigger_name(metric: str) -> str:
     """``vllm:kv_cache_usage_perc`` -> ``kv-cache-usage-perc``."""
     return metric.split(":", 1)[-1].replace("_", "-")

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Literal
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import Signal, SignalCoefficients, SignalPurpose, SignalSizing, mean_prompt, prefill_cost, total
+from gpuscale.signals.base import (
+    Signal,
+    SignalCoefficients,
+    SignalPurpose,
+    SignalSizing,
+    mean_prompt,
+    prefill_cost,
+    total,
+)
 from gpuscale.signals.promql import Expr, Matcher
 
 BACKLOG_TTFT_SHARE = 0.5

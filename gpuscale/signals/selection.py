@@ -39,7 +39,7 @@ def single(n: SignalSizing, metric: str) -> Signal:
 
 def keda_signals(n: SignalSizing, burst: bool, guard: bool) -> list[Signal]:
     role = n.role
-    load = {"prefill": PrefillLoad, "decode": DecodeLoad, "aggregated": Load}[role].sized(n)
+    load: Signal = PrefillLoad.sized(n) if role == "prefill" else DecodeLoad.sized(n) if role == "decode" else Load.sized(n)
     out: list[Signal] = [load]
     if burst and role != "decode":
         out.append(PromptBacklog.sized(n))

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from gpuscale.signals import vllm_metrics
 from gpuscale import perf, sizing
+from gpuscale.signals import vllm_metrics
 from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.model import ModelArchitecture, ModelDeployment
 from gpuscale.spec.topology import GpuNodePoolSpec
