@@ -298,12 +298,10 @@ def _check_target(args: AutoscalerSettings) -> None:
 # ---------------------------------------------------------------- KEDA
 
 
-def front_door_signal(args: AutoscalerSettings) -> FrontDoorQueue | None:
-    """The door's queue as this role's signal (None without a door)."""
-    if args.front_door is None:
-        return None
+def front_door_signal(per_replica: int) -> FrontDoorQueue:
+    """The door's queue as a signal of each role of its model: ``per_replica`` held requests per replica."""
     return FrontDoorQueue(
-        metric=front_door.QUEUE_METRIC, target=float(args.front_door.per_replica), name=front_door.TRIGGER_NAME,
+        metric=front_door.QUEUE_METRIC, target=float(per_replica), name=front_door.TRIGGER_NAME,
         why="requests the front door holds; one held request wakes the role",
     )
 
@@ -316,9 +314,9 @@ def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
         signal_query(sig, args.namespace, args.model, args.role)  # refuses a query over more than one role
         activation = selection.activation(list(s.signals), s.activation_threshold, sig) if s.min_replicas == 0 else None
         triggers.append(sig.keda_trigger(args.prometheus_url, sel, activation))
-    door = front_door_signal(args)
-    if door is not None:
+    if args.front_door is not None:
         # one held request wakes the role (activation above 0), whatever its warm minimum
+        door = front_door_signal(args.front_door.per_replica)
         triggers.append(door.keda_trigger(args.prometheus_url, front_door.queue_matchers(args.model, args.namespace), 0.0))
     windows = ([("wake-schedule", args.wake_schedule)] if args.wake_schedule is not None else []) + [
         (f"warm-schedule-{i}", w) for i, w in enumerate(s.warm_schedule)

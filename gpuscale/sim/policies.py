@@ -33,16 +33,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from gpuscale.manifests import front_door
+from gpuscale.manifests.autoscaling import front_door_signal, hpa_behavior
 from gpuscale.signals import selection
 from gpuscale.signals import vllm_metrics as vm
 from gpuscale.signals.base import MEAN_PROMPT_WINDOW, RATE_WINDOW, Signal
+from gpuscale.signals.keda_model import average_value_desired, value_desired
 from gpuscale.signals.promql import Matcher
 from gpuscale.sim.replica import ReplicaModel
 from gpuscale.sizing import RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 
-MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate", "door"]
+MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate"]
 """What the naive baselines read from a scrape."""
 
 
@@ -234,6 +237,7 @@ class ObservedSeries:
 
     def __init__(self, obs: RoleObservation, waiting: float | None = None) -> None:
         self.gauges = {
+            front_door.QUEUE_METRIC: obs.gateway,
             vm.QUEUE: obs.queue if waiting is None else waiting,
             vm.KV_CACHE: obs.kv_sum,
             vm.RUNNING: obs.running,
@@ -259,17 +263,6 @@ class ObservedSeries:
 def signal_value(sig: Signal, obs: RoleObservation, waiting: float | None = None) -> float:
     """What the signal's trigger query reads on this observation (``waiting``: see ``ObservedSeries``)."""
     return sig.observe(ObservedSeries(obs, waiting))
-
-
-def value_desired(value: float, ready: int, current: int, target: float, tol: float) -> int:
-    """The HPA's replica count for a ``Value`` target (External metric): ``ceil(ratio x ready pods)`` outside
-    tolerance, ``ceil(ratio)`` from zero (``replica_calculator.go``, ``getUsageRatioReplicaCount``)."""
-    ratio = value / target
-    if current == 0:
-        return math.ceil(ratio - 1e-9)
-    if abs(ratio - 1.0) <= tol:
-        return current
-    return math.ceil(ratio * ready - 1e-9)
 
 
 def schedule_intervals(
@@ -331,15 +324,6 @@ def pods_average_desired(total: float, ready: int, current: int, target: float, 
     return math.ceil(new * pods - 1e-9)
 
 
-def average_value_desired(total: float, current: int, target: float, tol: float) -> int:
-    """The HPA's replica count for an AverageValue target: ``ceil(total / target)`` outside tolerance."""
-    if current == 0:
-        return math.ceil(total / target - 1e-9)
-    if abs(total / (target * current) - 1.0) <= tol:
-        return current
-    return math.ceil(total / target - 1e-9)
-
-
 class HpaRole:
     """The HPA control loop of one role (KEDA is an HPA plus activation and cooldown)."""
 
@@ -377,8 +361,6 @@ class HpaRole:
             return obs.prompt_rate
         if source == "generation_rate":
             return obs.generation_rate
-        if source == "door":
-            return obs.gateway
         return obs.running
 
     def _scheduled(self, t: float) -> int:
@@ -510,9 +492,7 @@ def _max_for(policy_max: int | None, rs: RoleSizing) -> int:
 
 def gpuscale_behavior(rs: RoleSizing) -> HpaBehavior:
     """The ``behavior`` gpuscale's RoleAutoscaler emits for this role."""
-    from gpuscale.manifests.autoscaling import hpa_behavior  # the emitted numbers, not a copy
-
-    return HpaBehavior.from_k8s(hpa_behavior(rs))
+    return HpaBehavior.from_k8s(hpa_behavior(rs))  # the emitted numbers, not a copy
 
 
 def _fixed(policy: FixedPolicy, ctx: ControllerContext) -> Controller:
@@ -562,7 +542,8 @@ def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
     for role, rs in ctx.roles.items():
         rules = [MetricRule(sig, sig.target, pods and sig.metric_type != "Value", sig.metric_type == "Value") for sig in rs.signals]
         if policy.front_door_per_replica is not None:  # the door's queue trigger (emitted after the vLLM ones)
-            rules.append(MetricRule("door", float(policy.front_door_per_replica), False, False))
+            door = front_door_signal(policy.front_door_per_replica)
+            rules.append(MetricRule(door, door.target, False, False))
         min_r = policy.min_replicas if policy.min_replicas is not None else rs.min_replicas
         roles[role] = HpaRole(
             rules, min_r, rs.max_replicas, gpuscale_behavior(rs),
