@@ -184,9 +184,6 @@ class RoleSizing(Spec):
         """The primary signal's per-replica target."""
         return self.signals[0].target
 
-    def signal(self, metric: str) -> Signal | None:
-        return next((x for x in self.signals if x.metric == metric), None)
-
 
 class ModelSizing(Spec):
     """Every derived number of one model."""

@@ -45,3 +45,10 @@ def test_spec_is_structural_and_imports_nothing_derived() -> None:
 
 def test_builders_create_no_pulumi_resources() -> None:
     assert _offenders("gpuscale/manifests", ("pulumi", "gpuscale.components")) == []
+
+
+def test_signals_sit_below_sizing_and_the_builders() -> None:
+    """Sizing, the builders and the simulator read the signal objects; the signals read only the spec."""
+    derived = ("gpuscale.sizing", "gpuscale.checks", "gpuscale.crosscheck", "gpuscale.manifests", "gpuscale.sim",
+               "gpuscale.plan", "gpuscale.synth", "gpuscale.cli", "gpuscale.versions", "gpuscale.components")
+    assert _offenders("gpuscale/signals", derived) == []

@@ -38,6 +38,7 @@ from gpuscale import labels, versions
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
 from gpuscale.manifests.vllm import HTTP_PORT, selector_labels
+from gpuscale.signals.front_door_queue import FrontDoorQueue
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -380,8 +381,6 @@ def queue_matchers(model: str, namespace: str) -> tuple[tuple[str, str, str], ..
 
 def queue_query(model: str, namespace: str) -> str:
     """Requests held at the door of ``model``, 0 when the EPP reports no queue (``gpuscale.signals.front_door_queue``)."""
-    from gpuscale.signals.front_door_queue import FrontDoorQueue
-
     return FrontDoorQueue(metric=QUEUE_METRIC, target=1.0, why="").expr(queue_matchers(model, namespace)).render()
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, ClassVar, Literal
 
-from gpuscale.signals import promql
+from gpuscale.signals import promql, vllm_metrics
 from gpuscale.signals.promql import Expr, Matcher, Samples
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role
@@ -104,9 +104,7 @@ def total(e: Expr) -> Expr:
 def mean_prompt(sel: tuple[Matcher, ...], fallback: float) -> Expr:
     """The recent mean prompt of finished requests, the workload's mean while none has finished (``> 0`` drops a zero
     count, so the ratio is never NaN; ``or`` then supplies the fallback)."""
-    from gpuscale.signals import vllm_metrics as vm
-
-    m = vm.REQUEST_PROMPT_TOKENS
+    m = vllm_metrics.REQUEST_PROMPT_TOKENS
     ratio = promql.Series(f"{m}_sum", sel, MEAN_PROMPT_WINDOW) / promql.Above(promql.Series(f"{m}_count", sel, MEAN_PROMPT_WINDOW), 0.0)
     return promql.Otherwise(ratio, fallback)
 
@@ -169,3 +167,9 @@ class Signal(Spec):
         if activation is not None:
             metadata["activationThreshold"] = f"{activation:g}"  # 0 <-> 1 is decided by activation, not threshold
         return {"type": "prometheus", "name": self.trigger_name, "metricType": self.metric_type, "metadata": metadata}
+
+
+class CostedSignal(Signal):
+    """A signal that weighs vLLM's token counts by what a token costs on this replica (``SignalCoefficients``)."""
+
+    coefficients: SignalCoefficients

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import RATE_WINDOW, Signal, SignalCoefficients, SignalSizing, total
+from gpuscale.signals.base import RATE_WINDOW, CostedSignal, SignalCoefficients, SignalSizing, total
 from gpuscale.signals.promql import Expr, Matcher
 
 
@@ -17,12 +17,11 @@ def decode_work(sel: tuple[Matcher, ...], c: SignalCoefficients) -> Expr:
     return promql.Series(vllm_metrics.GENERATION_TOKENS, sel, RATE_WINDOW) * per_token
 
 
-class DecodeLoad(Signal):
+class DecodeLoad(CostedSignal):
     """Decode step-seconds per second (the ``decode`` role's load signal, backend keda)."""
 
     kind: Literal["decode_load"] = "decode_load"
     metric: Literal["vllm:generation_tokens_total"] = "vllm:generation_tokens_total"
-    coefficients: SignalCoefficients
 
     @property
     def label(self) -> str:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gpuscale.signals.base import Signal, SignalCoefficients, SignalSizing, total
+from gpuscale.signals.base import CostedSignal, SignalSizing, total
 from gpuscale.signals.decode_load import decode_work
 from gpuscale.signals.prefill_load import prefill_work
 from gpuscale.signals.promql import Expr, Matcher
 
 
-class Load(Signal):
+class Load(CostedSignal):
     """Prefill + decode seconds per second (the ``aggregated`` role's load signal, backend keda)."""
 
     kind: Literal["load"] = "load"
     metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
-    coefficients: SignalCoefficients
 
     @property
     def label(self) -> str:

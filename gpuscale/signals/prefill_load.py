@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import RATE_WINDOW, Signal, SignalCoefficients, SignalSizing, prefill_cost, total
+from gpuscale.signals.base import RATE_WINDOW, CostedSignal, SignalCoefficients, SignalSizing, prefill_cost, total
 from gpuscale.signals.promql import Expr, Matcher
 
 
@@ -15,12 +15,11 @@ def prefill_work(sel: tuple[Matcher, ...], c: SignalCoefficients) -> Expr:
     return promql.Series(vllm_metrics.PROMPT_TOKENS, sel, RATE_WINDOW) * prefill_cost(sel, c)
 
 
-class PrefillLoad(Signal):
+class PrefillLoad(CostedSignal):
     """Prefill seconds per second (the ``prefill`` role's load signal, backend keda)."""
 
     kind: Literal["prefill_load"] = "prefill_load"
     metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
-    coefficients: SignalCoefficients
 
     @property
     def label(self) -> str:

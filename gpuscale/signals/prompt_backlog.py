@@ -6,8 +6,7 @@ from typing import Literal
 
 from gpuscale.signals import promql, vllm_metrics
 from gpuscale.signals.base import (
-    Signal,
-    SignalCoefficients,
+    CostedSignal,
     SignalPurpose,
     SignalSizing,
     mean_prompt,
@@ -20,13 +19,12 @@ BACKLOG_TTFT_SHARE = 0.5
 """Queued prefill work one replica may hold, as a share of the TTFT p99 target (the backlog trigger's target)."""
 
 
-class PromptBacklog(Signal):
+class PromptBacklog(CostedSignal):
     """``waiting requests x recent mean prompt x cost per token``, in seconds of prefill."""
 
     kind: Literal["prompt_backlog"] = "prompt_backlog"
     metric: Literal["vllm:num_requests_waiting"] = "vllm:num_requests_waiting"
     purpose: SignalPurpose = "burst"
-    coefficients: SignalCoefficients
 
     @property
     def label(self) -> str:

@@ -8,63 +8,40 @@ role's sizing, so the load at "steady" is the workload's peak and the replicas i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuscale.manifests import front_door
 from gpuscale.manifests.autoscaling import AutoscalerSettings, autoscaler_body
-from gpuscale.signals import vllm_metrics as vm
-from gpuscale.signals.base import MEAN_PROMPT_WINDOW, RATE_WINDOW
 from gpuscale.signals.keda_model import ScaledObjectModel, Step, World
 from gpuscale.signals.promql import Matcher, Samples
+from gpuscale.sim.policies import ObservedSeries, RoleObservation
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing, size_platform
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.platform import PlatformSpec
 
 
-@dataclass(frozen=True)
-class Series:
-    """The role's series in Prometheus, summed over its pods (what every query's ``sum`` sees)."""
-
-    prompt_rate: float = 0.0
-    generation_rate: float = 0.0
-    queue: float = 0.0
-    kv_sum: float = 0.0
-    running: float = 0.0
-    queue_time_sum: float = 0.0
-    queue_time_count: float = 0.0
-    itl_sum: float = 0.0
-    itl_count: float = 0.0
-    prompt_sum_5m: float = 0.0
-    prompt_count_5m: float = 0.0
-    door_held: float = 0.0
+def scrape(**values: float) -> RoleObservation:
+    """The role's series in Prometheus, summed over its pods (the simulator's scrape; unset values 0)."""
+    fields = {"queue": 0.0, "gateway": 0.0, "kv_sum": 0.0, "running": 0.0, "duty_sum": 0.0, **values}
+    return RoleObservation(role="", current=0, ready=0, **fields)
 
 
-class Tsdb:
-    """``promql.Samples`` for one role: its vLLM series exist only while a pod reports (``ready > 0``); the door's EPP
-    series always exist."""
+class Tsdb(ObservedSeries):
+    """The simulator's view of a scrape (``sim.policies.ObservedSeries``) where the role's vLLM series exist only
+    while a pod reports (``ready > 0``); the door's EPP series (``gateway``: requests it holds) always exist."""
 
-    def __init__(self, s: Series, ready: int) -> None:
-        self.s, self.ready = s, ready
-        self.gauges = {vm.QUEUE: s.queue, vm.KV_CACHE: s.kv_sum, vm.RUNNING: s.running}
-        self.rates = {
-            (vm.PROMPT_TOKENS, RATE_WINDOW): s.prompt_rate,
-            (vm.GENERATION_TOKENS, RATE_WINDOW): s.generation_rate,
-            (f"{vm.QUEUE_TIME}_sum", RATE_WINDOW): s.queue_time_sum,
-            (f"{vm.QUEUE_TIME}_count", RATE_WINDOW): s.queue_time_count,
-            (f"{vm.INTER_TOKEN_LATENCY}_sum", RATE_WINDOW): s.itl_sum,
-            (f"{vm.INTER_TOKEN_LATENCY}_count", RATE_WINDOW): s.itl_count,
-            (f"{vm.REQUEST_PROMPT_TOKENS}_sum", MEAN_PROMPT_WINDOW): s.prompt_sum_5m,
-            (f"{vm.REQUEST_PROMPT_TOKENS}_count", MEAN_PROMPT_WINDOW): s.prompt_count_5m,
-        }
+    def __init__(self, s: RoleObservation, ready: int) -> None:
+        super().__init__(s)
+        self.ready = ready
 
     def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
-        if metric == front_door.QUEUE_METRIC:
-            return self.s.door_held
-        return self.gauges[metric] if self.ready > 0 else None
+        if metric != front_door.QUEUE_METRIC and self.ready == 0:
+            return None
+        return super().gauge_sum(metric, matchers)
 
     def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
-        return self.rates[(metric, window)] if self.ready > 0 else None
+        return super().rate_sum(metric, matchers, window) if self.ready > 0 else None
 
 
 @dataclass(frozen=True)
@@ -89,18 +66,18 @@ class Role:
     def floor(self) -> int:
         return max(self.scaling.min_replicas, 1)
 
-    def load(self, rps: float, replicas: int) -> Series:
+    def load(self, rps: float, replicas: int) -> RoleObservation:
         """The role's series at ``rps`` requests per second of the workload's mix: latencies well inside the SLO,
         the running sequences half the ITL batch of ``replicas`` replicas, KV per sequence at the mean context."""
         w, slo, ms = self.model.workload, self.model.slo, self.sizing
         running = 0.5 * max(replicas, 1) * max(ms.decode_batch_at_slo, 1) if rps > 0 else 0.0
         ctx_share = (w.prompt_tokens.mean + w.output_tokens.mean / 2) / ms.kv_capacity_tokens
         gen = rps * w.output_tokens.mean
-        return Series(
+        return scrape(
             prompt_rate=rps * w.prompt_tokens.mean, generation_rate=gen, kv_sum=running * ctx_share, running=running,
-            queue_time_sum=rps * 0.1 * slo.ttft_p99_s, queue_time_count=rps,
-            itl_sum=gen * 0.5 * slo.itl_p99_s, itl_count=gen,
-            prompt_sum_5m=rps * w.prompt_tokens.mean, prompt_count_5m=rps,
+            queue_time_rate=rps * 0.1 * slo.ttft_p99_s, done_rate=rps,
+            itl_rate=gen * 0.5 * slo.itl_p99_s, itl_count_rate=gen,
+            done_prompt_rate_5m=rps * w.prompt_tokens.mean, done_rate_5m=rps,
         )
 
 
@@ -150,7 +127,7 @@ def traffic_stops(r: Role) -> list[str]:
     rps = r.model.workload.peak_rps
 
     def samples(t: float, ready: int) -> Samples:
-        return Tsdb(r.load(rps, r.peak) if t < STOP_S else Series(), ready)
+        return Tsdb(r.load(rps, r.peak) if t < STOP_S else scrape(), ready)
 
     so = ScaledObjectModel(r.body)
     steps = so.run(World(samples=samples, start_replicas=r.peak), STOP_S + 5400)
@@ -195,7 +172,7 @@ def prometheus_down_idle(r: Role) -> list[str]:
     def samples(t: float, ready: int) -> Samples | None:
         if t >= down_at:
             return None
-        return Tsdb(r.load(rps, r.peak) if t < STOP_S else Series(), ready)
+        return Tsdb(r.load(rps, r.peak) if t < STOP_S else scrape(), ready)
 
     steps = so.run(World(samples=samples, start_replicas=r.peak), down_at + 1800)
     at_start = next(s.replicas for s in steps if s.t >= down_at)
@@ -228,7 +205,7 @@ def door_only(r: Role) -> list[str]:
     per = r.sizing.front_door.per_replica
     want = min(max(3, r.scaling.min_replicas), r.scaling.max_replicas)
     world = World(
-        samples=lambda t, ready: Tsdb(replace(Series(), door_held=3.0 * per), ready),
+        samples=lambda t, ready: Tsdb(scrape(gateway=3.0 * per), ready),
         ready_delay_s=r.sizing.cold_start.total_s, start_replicas=r.scaling.min_replicas,
     )
     so = ScaledObjectModel(r.body)
@@ -255,15 +232,15 @@ def sparse_long_generations(r: Role) -> list[str]:
         phase = t % PERIOD_S
         generating = phase < GENERATE_S
         finished = GENERATE_S <= phase < GENERATE_S + 60
-        s = Series(
+        s = scrape(
             prompt_rate=w.prompt_tokens.mean / 60 if phase < 60 else 0.0,
             generation_rate=tps if generating else 0.0,
             running=1.0 if generating else 0.0,
             kv_sum=(w.prompt_tokens.mean + tps * phase) / r.sizing.kv_capacity_tokens if generating else 0.0,
-            itl_sum=tps * r.sizing.itl_light_s if generating else 0.0, itl_count=tps if generating else 0.0,
-            queue_time_sum=0.01 / 60 if finished else 0.0, queue_time_count=1 / 60 if finished else 0.0,
-            prompt_sum_5m=w.prompt_tokens.mean / 300 if t >= GENERATE_S else 0.0,
-            prompt_count_5m=1 / 300 if t >= GENERATE_S else 0.0,
+            itl_rate=tps * r.sizing.itl_light_s if generating else 0.0, itl_count_rate=tps if generating else 0.0,
+            queue_time_rate=0.01 / 60 if finished else 0.0, done_rate=1 / 60 if finished else 0.0,
+            done_prompt_rate_5m=w.prompt_tokens.mean / 300 if t >= GENERATE_S else 0.0,
+            done_rate_5m=1 / 300 if t >= GENERATE_S else 0.0,
         )
         return Tsdb(s, ready)
 

@@ -14,7 +14,7 @@ from gpuscale.signals.base import Signal
 from gpuscale.sim.policies import ObservedSeries, RoleObservation, signal_value
 from gpuscale.sizing import RoleSizing, size_platform
 from gpuscale.spec.platform import PlatformSpec
-from tests.signals.scenarios import Series, Tsdb, shipped_roles
+from tests.signals.scenarios import Tsdb, scrape, shipped_roles
 
 
 def _observation(rng: random.Random, finished: bool) -> RoleObservation:
@@ -54,8 +54,8 @@ def test_every_emitted_query_is_total(stack_specs: dict[str, PlatformSpec]) -> N
             if t["type"] != "prometheus":
                 continue
             query = promql.parse(t["metadata"]["query"])
-            assert promql.evaluate(query, Tsdb(Series(), ready=0)) == 0.0, (r.key, t["name"])
-            idle = promql.evaluate(query, Tsdb(Series(), ready=2))
+            assert promql.evaluate(query, Tsdb(scrape(), ready=0)) == 0.0, (r.key, t["name"])
+            idle = promql.evaluate(query, Tsdb(scrape(), ready=2))
             assert idle is not None and not math.isnan(idle) and idle == 0.0, (r.key, t["name"])
 
 
