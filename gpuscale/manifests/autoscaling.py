@@ -308,16 +308,15 @@ def front_door_signal(per_replica: int) -> FrontDoorQueue:
 
 def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
     s = args.scaling
-    sel = role_selector(args.namespace, args.model, args.role)
     triggers = []
     for sig in s.signals:
-        signal_query(sig, args.namespace, args.model, args.role)  # refuses a query over more than one role
+        query = signal_query(sig, args.namespace, args.model, args.role)  # refuses a query over more than one role
         activation = selection.activation(list(s.signals), s.activation_threshold, sig) if s.min_replicas == 0 else None
-        triggers.append(sig.keda_trigger(args.prometheus_url, sel, activation))
+        triggers.append(sig.keda_trigger(args.prometheus_url, query, activation))
     if args.front_door is not None:
         # one held request wakes the role (activation above 0), whatever its warm minimum
         door = front_door_signal(args.front_door.per_replica)
-        triggers.append(door.keda_trigger(args.prometheus_url, front_door.queue_matchers(args.model, args.namespace), 0.0))
+        triggers.append(door.keda_trigger(args.prometheus_url, front_door.queue_query(args.model, args.namespace), 0.0))
     windows = ([("wake-schedule", args.wake_schedule)] if args.wake_schedule is not None else []) + [
         (f"warm-schedule-{i}", w) for i, w in enumerate(s.warm_schedule)
     ]

@@ -154,11 +154,12 @@ class Signal(Spec):
             raise ValueError(f"{self.kind}: the query is empty on these samples; wrap it in total()")
         return value
 
-    def keda_trigger(self, server: str, sel: tuple[Matcher, ...], activation: float | None) -> dict[str, Any]:
-        """The ``prometheus`` trigger of a ScaledObject; ``activation`` None: the role never scales to zero."""
+    def keda_trigger(self, server: str, query: str, activation: float | None) -> dict[str, Any]:
+        """The ``prometheus`` trigger of a ScaledObject reading ``query`` (``expr`` over the role's selector, rendered);
+        ``activation`` None: the role never scales to zero."""
         metadata = {
             "serverAddress": server,
-            "query": self.expr(sel).render(),
+            "query": query,
             "threshold": f"{self.target:g}",
             # every query is total (it answers 0 for no series and for a ratio over no requests), so an empty or NaN
             # answer can only come from a broken query: an error the fallback holds, not a 0 that scales the role down

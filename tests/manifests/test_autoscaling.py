@@ -431,13 +431,18 @@ def test_keda_crd_refuses_min_above_max(prod_spec: PlatformSpec) -> None:
 # ---------------------------------------------------------------- when Prometheus cannot answer
 
 
-def test_scaled_objects_hold_current_replicas_while_prometheus_is_away(prod_spec: PlatformSpec) -> None:
+def test_scaled_objects_hold_current_replicas_while_prometheus_is_away(prod_spec: PlatformSpec, dev_spec: PlatformSpec) -> None:
+    # a role that may scale to zero falls back to one replica: with 0, KEDA's RequestScale skips its hold branch
+    # (pkg/scaling/executor/scale_scaledobjects.go L86) and an outage can take the model to zero
+    dev = au.scaled_object_body(role_args(dev_spec, "llama-8b", "aggregated"))["spec"]
+    assert dev["minReplicaCount"] == 0 and dev["fallback"]["replicas"] == 1
     for role in ("prefill", "decode"):
         body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", role))
         # KEDA v2.20: after more than 3 failed polls the HPA sees a metric that keeps max(current, min) replicas
         assert body["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
         for trigger in body["spec"]["triggers"]:
-            # an empty answer after a Prometheus restart is an error (fallback), never a 0 that scales down
+            # every query is total, so an empty or NaN answer can only come from a broken query: an error the
+            # fallback holds, never a 0 that scales the role down (tests/signals/test_signals.py: total queries)
             assert trigger["metadata"]["ignoreNullValues"] == "false"
             # KEDA v2.20 falls back on AverageValue (target x replicas) and Value (target x replicas / ready) triggers
             assert trigger["type"] == "prometheus" and trigger["metricType"] in ("AverageValue", "Value")
