@@ -17,7 +17,7 @@ class ItlGuard(LatencyGuard):
         return cls(
             target=round(n.itl_headroom * n.itl_p99_s, 4),
             why=(
-                f"SLO guard: vLLM's mean inter-token latency of the last minute against {n.itl_headroom:g} x the ITL p99 target (the step decode batches are sized to) "
-                "(metricType Value), whatever the context lengths"
+                f"SLO guard: vLLM's mean inter-token latency of the last minute against {n.itl_headroom:g} x the ITL p99 "
+                "target, the step decode batches are sized to (metricType Value), whatever the context lengths"
             ),
         )
