@@ -24,7 +24,9 @@ at the tag (github.com/kedacore/keda, tag v2.20.2, commit 68a5b5028):
 5. the HPA KEDA creates (``minReplicas`` = ``minReplicaCount``, at least 1: ``apis/keda/v1alpha1/
    scaledobject_types.go`` L303-309), each trigger one External metric served by ``GetScaledObjectMetrics``
    (``scale_handler.go`` L585-779: an error without an active fallback fails the metric, L766-768); Kubernetes'
-   ``pkg/controller/podautoscaler``: ``computeReplicasForMetrics`` takes the largest proposal over the valid metrics
+   ``pkg/controller/podautoscaler`` (read by function, not at a tag: the kubernetes repository is too large to fetch
+   here): ``reconcileAutoscaler`` moves a count outside ``[minReplicas, maxReplicas]`` to the bound first;
+   ``computeReplicasForMetrics`` takes the largest proposal over the valid metrics
    and changes nothing when every metric is invalid or when some are and the valid ones would scale down;
    ``replica_calculator.go`` ``GetExternalPerPodMetricReplicas`` (AverageValue: ``ceil(value / target)`` outside the
    10% tolerance) and ``GetExternalMetricReplicas`` (Value: ``ceil(value / target x ready)``); the HPA is disabled at
@@ -257,6 +259,9 @@ class ScaledObjectModel:
         if current == 0:
             return "disabled at 0 replicas"
         hpa_min = self.min if self.min > 0 else 1  # scaledobject_types.go L303-309
+        if current < hpa_min or current > self.max:  # reconcileAutoscaler: outside the bounds, no metric is read
+            st.scale(t, min(max(current, hpa_min), self.max))
+            return f"scaled to {st.replicas} (bounds)"
         results = self._evaluate(t, st, world)  # GetScaledObjectMetrics: the same fallback path
         ready = st.ready(t, world.ready_delay_s)
         proposals: list[int] = []
