@@ -41,7 +41,7 @@ from gpuscale.manifests import front_door
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
 from gpuscale.signals import promql, selection
-from gpuscale.signals.base import RATE_WINDOW, ROLES, Signal, role_matchers
+from gpuscale.signals.base import RATE_WINDOW, ROLES, Signal, SingleMetric, adapter_metric_name, role_matchers
 from gpuscale.signals.front_door_queue import FrontDoorQueue
 from gpuscale.signals.gauge import VllmGauge
 from gpuscale.signals.promql import Expr, Matcher
@@ -146,13 +146,6 @@ def needs_prometheus_adapter(spec: PlatformSpec) -> bool:
 def fmt(x: float) -> str:
     """A KEDA threshold: a quoted float string (trigger metadata is map[string]string)."""
     return f"{x:g}"
-
-
-def quantity(x: float) -> str:
-    """A Kubernetes quantity: ``3`` or ``800m``."""
-    if float(x).is_integer():
-        return str(int(x))
-    return f"{round(x * 1000)}m"
 
 
 # ---------------------------------------------------------------- PromQL
@@ -359,19 +352,12 @@ def scaled_object_body(args: AutoscalerSettings) -> dict[str, Any]:
 # ---------------------------------------------------------------- HPA (prometheus-adapter)
 
 
-def adapter_metric_name(metric: str, kind: str = "gauge") -> str:
-    """The name prometheus-adapter serves a vLLM metric under: a gauge with ``:`` renamed to ``_``; a counter's
-    per-second rate as ``..._per_second`` (``vllm:prompt_tokens_total`` -> ``vllm_prompt_tokens_per_second``)."""
-    name = metric.replace(":", "_")
-    return f"{name.removesuffix('_total')}_per_second" if kind == "rate" else name
-
-
 def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
     """An autoscaling/v2 HPA on per-pod custom metrics. The HPA reads only the pods its target selects (this role's),
     and the metric selector pins the role label as well."""
     _check_target(args)
     s = args.scaling
-    single = [sig for sig in s.signals if sig.single_metric]
+    single = [sig for sig in s.signals if isinstance(sig, SingleMetric)]
     if len(single) != len(s.signals):
         raise ValueError(
             f"{args.model}/{args.role}: backend hpa reads one vLLM metric per pod (prometheus-adapter); the composite "
@@ -379,19 +365,7 @@ def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
         )
     if s.warm_schedule:
         raise ValueError(f"{args.model}/{args.role}: warm_schedule needs backend keda (cron triggers)")
-    metrics = [
-        {
-            "type": "Pods",
-            "pods": {
-                "metric": {
-                    "name": adapter_metric_name(sig.metric, sig.kind),
-                    "selector": {"matchLabels": {ROLE_PROM_LABEL: args.role, MODEL_PROM_LABEL: args.model}},
-                },
-                "target": {"type": "AverageValue", "averageValue": quantity(sig.target)},
-            },
-        }
-        for sig in single
-    ]
+    metrics = [sig.hpa_metric({ROLE_PROM_LABEL: args.role, MODEL_PROM_LABEL: args.model}) for sig in single]
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",

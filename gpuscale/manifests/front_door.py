@@ -381,7 +381,8 @@ def queue_matchers(model: str, namespace: str) -> tuple[tuple[str, str, str], ..
 
 def queue_query(model: str, namespace: str) -> str:
     """Requests held at the door of ``model``, 0 when the EPP reports no queue (``gpuscale.signals.front_door_queue``)."""
-    return FrontDoorQueue(metric=QUEUE_METRIC, target=1.0, why="").expr(queue_matchers(model, namespace)).render()
+    door = FrontDoorQueue(metric=QUEUE_METRIC, target=1.0, name=TRIGGER_NAME, why="")
+    return door.expr(queue_matchers(model, namespace)).render()
 
 
 def objects(args: FrontDoorSettings) -> list[dict[str, Any]]:

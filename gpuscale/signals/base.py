@@ -174,3 +174,40 @@ class CostedSignal(Signal):
     """A signal that weighs vLLM's token counts by what a token costs on this replica (``SignalCoefficients``)."""
 
     coefficients: SignalCoefficients
+
+
+def adapter_metric_name(metric: str, kind: str = "gauge") -> str:
+    """The name prometheus-adapter serves a vLLM metric under: a gauge with ``:`` renamed to ``_``; a counter's
+    per-second rate as ``..._per_second`` (``vllm:prompt_tokens_total`` -> ``vllm_prompt_tokens_per_second``)."""
+    name = metric.replace(":", "_")
+    return f"{name.removesuffix('_total')}_per_second" if kind == "rate" else name
+
+
+def quantity(x: float) -> str:
+    """A Kubernetes quantity: ``3`` or ``800m``."""
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{round(x * 1000)}m"
+
+
+class SingleMetric(Signal):
+    """One vLLM metric per pod: a KEDA trigger named after the metric, or a ``Pods`` metric of a plain HPA that
+    prometheus-adapter serves (backend ``hpa``)."""
+
+    single_metric: ClassVar[bool] = True
+
+    @property
+    def trigger_name(self) -> str:
+        """``vllm:kv_cache_usage_perc`` -> ``kv-cache-usage-perc``."""
+        return self.metric.split(":", 1)[-1].replace("_", "-")
+
+    def hpa_metric(self, match_labels: dict[str, str]) -> dict[str, Any]:
+        """The autoscaling/v2 ``Pods`` metric: the per-pod average at the target (the HPA reads only its target's
+        pods, and ``match_labels`` pins the role as well)."""
+        return {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": adapter_metric_name(self.metric, self.kind), "selector": {"matchLabels": match_labels}},
+                "target": {"type": "AverageValue", "averageValue": quantity(self.target)},
+            },
+        }

@@ -17,7 +17,7 @@ from gpuscale.signals.promql import Expr, Matcher
 class FrontDoorQueue(Signal):
     kind: Literal["front_door_queue"] = "front_door_queue"
     purpose: SignalPurpose = "burst"
-    name: str = "front-door-queue"
+    name: str
     """The trigger's name (``front_door.TRIGGER_NAME``)."""
 
     @property

@@ -7,30 +7,19 @@ and aggregated roles' KV saturation signal, or what a stack file's ``autoscaling
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from typing import Literal
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import Signal, SignalSizing, total
+from gpuscale.signals.base import SignalSizing, SingleMetric, total
 from gpuscale.signals.prompt_backlog import BACKLOG_TTFT_SHARE
 from gpuscale.signals.promql import Expr, Matcher
 
 
-def single_metric_trigger_name(metric: str) -> str:
-    """``vllm:kv_cache_usage_perc`` -> ``kv-cache-usage-perc``."""
-    return metric.split(":", 1)[-1].replace("_", "-")
-
-
-class VllmGauge(Signal):
+class VllmGauge(SingleMetric):
     kind: Literal["gauge"] = "gauge"
-    single_metric: ClassVar[bool] = True
-
     @property
     def label(self) -> str:
         return self.metric
-
-    @property
-    def trigger_name(self) -> str:
-        return single_metric_trigger_name(self.metric)
 
     def expr(self, sel: tuple[Matcher, ...]) -> Expr:
         return total(promql.Series(self.metric, sel))

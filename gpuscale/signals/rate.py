@@ -6,25 +6,18 @@ serve it to a plain HPA as ``<name>_per_second``. Its target assumes the workloa
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Literal
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import RATE_WINDOW, Signal, SignalSizing, total
-from gpuscale.signals.gauge import single_metric_trigger_name
+from gpuscale.signals.base import RATE_WINDOW, SignalSizing, SingleMetric, total
 from gpuscale.signals.promql import Expr, Matcher
 
 
-class VllmRate(Signal):
+class VllmRate(SingleMetric):
     kind: Literal["rate"] = "rate"
-    single_metric: ClassVar[bool] = True
-
     @property
     def label(self) -> str:
         return f"rate({self.metric}[{RATE_WINDOW}])"
-
-    @property
-    def trigger_name(self) -> str:
-        return single_metric_trigger_name(self.metric)
 
     def expr(self, sel: tuple[Matcher, ...]) -> Expr:
         return total(promql.Series(self.metric, sel, RATE_WINDOW))

@@ -11,6 +11,7 @@ import pytest
 from gpuscale import labels, versions
 from gpuscale.manifests import autoscaling as au
 from gpuscale.manifests.autoscaling import AutoscalerSettings
+from gpuscale.signals.base import quantity
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config
@@ -351,11 +352,11 @@ def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformS
     rate_s, queue_s, kv_s = s.signals
     # the prompt-token rate per pod, served by the adapter's rate rule
     assert rate["pods"]["metric"]["name"] == "vllm_prompt_tokens_per_second"
-    assert rate["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(rate_s.target)}
+    assert rate["pods"]["target"] == {"type": "AverageValue", "averageValue": quantity(rate_s.target)}
     assert queue["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
-    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(queue_s.target)}
+    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": quantity(queue_s.target)}
     assert kv["pods"]["metric"]["name"] == "vllm_kv_cache_usage_perc"
-    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(kv_s.target)}
+    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": quantity(kv_s.target)}
     assert kv_s.target < 0.8
     names = {r["name"]["as"] for r in au.prometheus_adapter_values(spec.observability.prometheus_url)["rules"]["custom"]}
     for m in (rate, queue, kv):
@@ -365,7 +366,7 @@ def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformS
 
 
 def test_quantity() -> None:
-    assert [au.quantity(x) for x in (3, 3.0, 0.8, 0.85, 1.5)] == ["3", "3", "800m", "850m", "1500m"]
+    assert [quantity(x) for x in (3, 3.0, 0.8, 0.85, 1.5)] == ["3", "3", "800m", "850m", "1500m"]
     assert [au.fmt(x) for x in (13.0, 0.8, 1)] == ["13", "0.8", "1"]
 
 
