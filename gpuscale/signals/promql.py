@@ -176,8 +176,23 @@ class Binary(Expr):
         return (self.left, self.right)
 
 
+class _OnVector(Expr):
+    """A function or filter of one vector operand."""
+
+    operand: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _vector(self, samples: Samples) -> Vec:
+        v = self.operand.evaluate(samples)
+        if not isinstance(v, Vec):
+            raise ValueError(f"{self.render()}: needs a vector operand, not a number")
+        return v
+
+
 @dataclass(frozen=True, eq=True)
-class Above(Expr):
+class Above(_OnVector):
     """``v > n``: keeps the element only where it is above ``n`` (a filter, not ``bool``)."""
 
     operand: Expr
@@ -188,17 +203,12 @@ class Above(Expr):
         return f"{_wrap(self.operand, self.precedence)} > {_fmt_number(self.threshold)}"
 
     def evaluate(self, samples: Samples) -> Result:
-        v = self.operand.evaluate(samples)
-        if not isinstance(v, Vec):
-            raise ValueError("a comparison between scalars needs the bool modifier")
+        v = self._vector(samples)
         return v if v.value is not None and v.value > self.threshold else Vec(None)
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
 
 
 @dataclass(frozen=True, eq=True)
-class Otherwise(Expr):
+class Otherwise(_OnVector):
     """``v or on() vector(n)``: ``n`` exactly when ``v`` is empty (no series, or filtered out)."""
 
     operand: Expr
@@ -209,17 +219,12 @@ class Otherwise(Expr):
         return f"{_wrap(self.operand, self.precedence)} or on() vector({_fmt_number(self.default)})"
 
     def evaluate(self, samples: Samples) -> Result:
-        v = self.operand.evaluate(samples)
-        if not isinstance(v, Vec):
-            raise ValueError("or needs vector operands")
+        v = self._vector(samples)
         return v if v.value is not None else Vec(self.default)
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
 
 
 @dataclass(frozen=True, eq=True)
-class ClampMin(Expr):
+class ClampMin(_OnVector):
     """``clamp_min(v, n)`` (Go's ``math.Max``: NaN stays NaN)."""
 
     operand: Expr
@@ -229,15 +234,10 @@ class ClampMin(Expr):
         return f"clamp_min({self.operand.render()}, {_fmt_number(self.floor)})"
 
     def evaluate(self, samples: Samples) -> Result:
-        v = self.operand.evaluate(samples)
-        if not isinstance(v, Vec):
-            raise ValueError("clamp_min needs a vector")
+        v = self._vector(samples)
         if v.value is None or math.isnan(v.value):
             return v
         return Vec(max(v.value, self.floor))
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
 
 
 def _wrap(e: Expr, at_least: int) -> str:
