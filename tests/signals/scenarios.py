@@ -145,6 +145,15 @@ def traffic_stops(r: Role) -> list[str]:
     return out
 
 
+def idle_at_zero(r: Role) -> list[str]:
+    """A role that may scale to zero, at zero with no request: it stays at zero (its vLLM triggers have no series)."""
+    if r.scaling.min_replicas > 0:
+        return []
+    steps = _run(r, World(samples=lambda t, ready: Tsdb(scrape(), ready), start_replicas=0), 1800)
+    woke = next((s for s in steps if s.replicas > 0), None)
+    return [f"woke from zero at {woke.t:.0f} s with no request ({woke.branch})"] if woke is not None else []
+
+
 def prometheus_down(r: Role) -> list[str]:
     """Prometheus unreachable: every ScaledObject holds its replicas (never fewer, never zero)."""
     rps = r.model.workload.peak_rps
@@ -256,6 +265,7 @@ def sparse_long_generations(r: Role) -> list[str]:
 CASES: dict[str, Callable[[Role], list[str]]] = {
     "steady": steady,
     "traffic-stops": traffic_stops,
+    "idle-at-zero": idle_at_zero,
     "prometheus-down": prometheus_down,
     "prometheus-down-idle": prometheus_down_idle,
     "prometheus-down-at-zero": prometheus_down_at_zero,
