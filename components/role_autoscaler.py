@@ -1,8 +1,8 @@
 """The autoscaler of one serving role: a KEDA ScaledObject (default) or an autoscaling/v2 HPA on custom metrics.
 
-One per role, never one over prefill and decode together: prefill saturates on queued prompts
-(``vllm:num_requests_waiting``), decode on KV-cache occupancy (``vllm:kv_cache_usage_perc``), and aggregated replicas on
-both. Bodies and queries come from ``gpuscale.manifests.autoscaling`` (pure, unit-tested), which refuses a
+One per role, never one over prefill and decode together: prefill saturates on queued prompt work, decode on its step
+time and KV-cache occupancy, and aggregated replicas on both. Each role scales on its signals (``gpuscale.signals``,
+one object per trigger); the body comes from ``gpuscale.manifests.autoscaling`` (pure, unit-tested), which refuses a
 query that does not select exactly one role. See ``docs/layer3-serving.md``.
 """
 

@@ -16,6 +16,11 @@ from gpuscale import perf
 from gpuscale.first_answer import ColdStart, FrontDoorSizing, first_answer, front_door_sizing
 from gpuscale.first_answer import cold_start as stage_cold_start
 from gpuscale.guardrails import warm_minimum
+from gpuscale.signals import selection
+from gpuscale.signals.base import MEAN_PROMPT_WINDOW_S as MEAN_PROMPT_WINDOW_S  # re-exported: the simulator's windows
+from gpuscale.signals.base import RATE_WINDOW_S as RATE_WINDOW_S
+from gpuscale.signals.base import Signal, SignalCoefficients, SignalSizing
+from gpuscale.signals.selection import AnySignal
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
@@ -42,34 +47,11 @@ KV_TARGET_UTILISATION = 0.8
 KV target never exceeds it."""
 KV_TARGET_FLOOR = 0.1
 """Lowest derived KV target: below it the signal is mostly noise from one or two long sequences."""
-PROMPT_TOKENS_METRIC = "vllm:prompt_tokens_total"
-QUEUE_METRIC = "vllm:num_requests_waiting"
-KV_METRIC = "vllm:kv_cache_usage_perc"
-RUNNING_METRIC = "vllm:num_requests_running"
-GENERATION_TOKENS_METRIC = "vllm:generation_tokens_total"
-REQUEST_PROMPT_TOKENS_METRIC = "vllm:request_prompt_tokens"
-"""Histogram of each finished request's prompt length (``_sum``/``_count``): the recent mean prompt."""
-QUEUE_TIME_METRIC = "vllm:request_queue_time_seconds"
-"""Histogram of each finished request's time in the WAITING state (vLLM observes it when the request finishes)."""
-ITL_METRIC = "vllm:inter_token_latency_seconds"
-"""Histogram of every inter-token gap (observed each engine iteration)."""
-RATE_WINDOW = "1m"
-RATE_WINDOW_S = 60.0
-"""``rate()`` window of counter signals (``RATE_WINDOW`` in PromQL): four 15 s scrapes, so one missed scrape still
-leaves a rate; the simulator measures the same window."""
-MEAN_PROMPT_WINDOW = "5m"
-MEAN_PROMPT_WINDOW_S = 300.0
-"""Window of the recent mean prompt (``vllm:request_prompt_tokens`` sum over count): long enough to hold finished
-requests at light load, short enough to follow a change of traffic within minutes."""
 BURST_HEADROOM_UTILISATION = 0.9
 """Utilisation a replica may reach at the top of a burst shorter than a cold start: the default target is this over
 the burst multiplier (below 1, so a burst still queues less than a TTFT budget)."""
 MIN_TARGET_UTILISATION = 0.2
 """Lowest default target utilisation: below it the warm headroom costs more than the bursts it absorbs."""
-BACKLOG_TTFT_SHARE = 0.5
-"""Queued prefill work one replica may hold, as a share of the TTFT p99 target (the backlog trigger's target)."""
-QUEUE_TIME_TTFT_SHARE = 0.5
-"""Mean queue time the SLO guard targets, as a share of the TTFT p99 target."""
 ITL_HEADROOM = 0.8
 """Decode batches are sized so the step time is 80% of the ITL p99 target."""
 VLLM_IMAGE_GIB = 30
@@ -162,89 +144,12 @@ class ReplicaShape(Spec):
         return self.pods > 1
 
 
-SignalKind = Literal["gauge", "rate", "prefill_load", "decode_load", "load", "prompt_backlog", "queue_time", "itl"]
-"""How a signal's query is built (``gpuscale.manifests.autoscaling.signal_query`` renders it, the simulator evaluates
-it on the same observations, ``gpuscale.sim.policies.signal_value``):
-
-* ``gauge``: ``sum(<gauge>)``; ``rate``: ``sum(rate(<counter>[1m]))``.
-* ``prefill_load``: prefill seconds per second, ``prompt tokens/s x (s/token + s/pair x mean prompt / 2)``: the
-  attention term keeps it right for long prompts.
-* ``decode_load``: decode step-seconds per second, ``output tokens/s x (s/token + s per KV share x KV use per running
-  request)``: the KV read of each token grows with its context, so long contexts weigh more.
-* ``load``: both summed (an aggregated replica prefills and decodes on the same GPUs).
-* ``prompt_backlog``: queued prefill seconds, ``waiting requests x mean prompt x (s/token + s/pair x mean prompt / 2)``.
-* ``queue_time``/``itl``: vLLM's latency histograms, ``rate(<h>_sum[1m]) / rate(<h>_count[1m])`` (``metricType:
-  Value``: the replica count grows with the ratio of measured to target latency).
-
-The mean prompt is ``vllm:request_prompt_tokens`` over the last 5 minutes, the workload's mean until requests finish.
-"""
-SignalPurpose = Literal["load", "burst", "saturation", "guard"]
-
-
-class SignalCoefficients(Spec):
-    """The per-replica costs a composite signal multiplies its metrics by (``gpuscale.perf`` step model)."""
-
-    prefill_s_per_token: float
-    """Linear layers per prompt token (1 / prefill tokens per second)."""
-    prefill_s_per_pair: float
-    """Causal attention per (prompt token x earlier token) pair."""
-    decode_s_per_token: float
-    """Per generated token: its linear layers and per-sequence work."""
-    decode_s_per_kv_share: float
-    """Per generated token per unit of KV share (context / KV capacity): the KV read of a full cache."""
-    prompt_tokens_fallback: float
-    """Mean prompt used until requests have finished (the workload's mean)."""
-
-    def prefill_s(self, mean_prompt: float) -> float:
-        """Prefill seconds per prompt token at this mean prompt length."""
-        return self.prefill_s_per_token + self.prefill_s_per_pair * mean_prompt / 2.0
-
-
-class ScalingSignal(Spec):
-    """One metric an autoscaler scales a role on; the HPA takes the largest replica count over a role's signals."""
-
-    metric: str
-    """The vLLM metric the query is built on (a gauge, a ``*_total`` counter or a histogram's base name)."""
-    query_kind: SignalKind
-    """How the query is built (``SignalKind``)."""
-    target: float
-    """Per-replica target (``AverageValue``: the HPA wants ``ceil(sum / target)`` replicas), or the latency target
-    (``Value``: ``ceil(ready x value / target)``)."""
-    metric_type: Literal["AverageValue", "Value"] = "AverageValue"
-    purpose: SignalPurpose = "load"
-    """``load``: proportional to traffic, holds the count; ``burst``: reads 0 unless work queues; ``saturation``: KV
-    about to run out; ``guard``: measured latency against the SLO."""
-    coefficients: SignalCoefficients | None = None
-    """Set for the composite kinds (``prefill_load``, ``decode_load``, ``load``, ``prompt_backlog``)."""
-    why: str
-    """One sentence on what the signal measures and where the target comes from (shown in the plan)."""
-
-    @property
-    def label(self) -> str:
-        """How the signal reads in tables."""
-        window = RATE_WINDOW
-        return {
-            "gauge": self.metric,
-            "rate": f"rate({self.metric}[{window}])",
-            "prefill_load": f"prefill s/s (rate({PROMPT_TOKENS_METRIC}[{window}]) x cost per token)",
-            "decode_load": f"decode s/s (rate({GENERATION_TOKENS_METRIC}[{window}]) x cost per token at its KV share)",
-            "load": "prefill + decode s/s",
-            "prompt_backlog": f"queued prefill s ({QUEUE_METRIC} x mean prompt x cost per token)",
-            "queue_time": f"mean {QUEUE_TIME_METRIC} [{window}]",
-            "itl": f"mean {ITL_METRIC} [{window}]",
-        }[self.query_kind]
-
-
 class RoleSizing(Spec):
     """Replica counts and autoscaler settings of one role."""
 
     role: Role
-    signals: list[ScalingSignal] = Field(min_length=1)
-    """What the role scales on, primary (load) first. Backend keda: prefill [prefill load, prefill backlog, queue-time
-    guard], decode [decode load, KV usage, ITL guard], aggregated [load, backlog, KV usage, both guards]; backend hpa
-    (per-pod adapter metrics): prefill [prompt-token rate, queue depth], decode [output-token rate, KV usage],
-    aggregated [prompt-token rate, queue depth, KV usage]. The backlog is there in burst mode, the guards with
-    ``slo_guard``."""
+    signals: list[AnySignal] = Field(min_length=1)
+    """What the role scales on, primary (load) first (``gpuscale.signals.selection``)."""
     target_utilisation: float = 0.7
     """Share of a replica's capacity the load signal targets."""
     burst_mode: bool = True
@@ -280,9 +185,6 @@ class RoleSizing(Spec):
     def target(self) -> float:
         """The primary signal's per-replica target."""
         return self.signals[0].target
-
-    def signal(self, metric: str) -> ScalingSignal | None:
-        return next((x for x in self.signals if x.metric == metric), None)
 
 
 class ModelSizing(Spec):
@@ -753,135 +655,21 @@ def _role_sizing(
 def _signals(
     model: ModelDeployment, role: Role, s: RoleScalingSpec, coef: SignalCoefficients, util: float, burst: bool,
     decode_batch: int, kv_tokens: int, decode_tps: float, replicas_per_rps: float,
-) -> list[ScalingSignal]:
-    """The role's signals, primary (load) first; the stack file's ``metric``/``target`` replace the load signal."""
+) -> list[Signal]:
+    """The role's signals (``gpuscale.signals.selection``) from the numbers sizing derives."""
     w, slo = model.workload, model.slo
     keda = model.autoscaling.backend == "keda"
-    guard = s.slo_guard if s.slo_guard is not None else keda
-    prompt = w.prompt_tokens.mean
-    ctx = mean_decode_context(model)
-    prefill_tps = 1.0 / coef.prefill_s(prompt)
-    u = f"{util:.0%}"
-    backlog_s = BACKLOG_TTFT_SHARE * slo.ttft_p99_s
-    table: dict[str, ScalingSignal] = {}
-    # --- keda: composite, traffic-invariant signals -------------------------------------------------------------
-    table["prefill_load"] = ScalingSignal(
-        metric=PROMPT_TOKENS_METRIC, query_kind="prefill_load", target=util, coefficients=coef,
-        why=(
-            f"replicas' worth of prefill work: prompt tokens/s x the seconds a token costs ({coef.prefill_s_per_token * 1e6:.1f} "
-            f"us of linear layers plus attention over half the recent mean prompt), at {u} of a replica; it grows with "
-            "load, holds the count while nothing queues, and weighs a long prompt by its attention"
-        ),
+    numbers = SignalSizing(
+        role=role, utilisation=util, coefficients=coef, prompt_tokens_mean=w.prompt_tokens.mean,
+        output_tokens_mean=w.output_tokens.mean, mean_decode_context=mean_decode_context(model),
+        ttft_p99_s=slo.ttft_p99_s, itl_p99_s=slo.itl_p99_s, itl_headroom=ITL_HEADROOM, decode_batch=decode_batch,
+        kv_capacity_tokens=kv_tokens, decode_tokens_per_s=decode_tps, replicas_per_rps=replicas_per_rps,
+        kv_target=decode_kv_target(model, decode_batch, kv_tokens), kv_ceiling=KV_TARGET_UTILISATION,
     )
-    table["decode_load"] = ScalingSignal(
-        metric=GENERATION_TOKENS_METRIC, query_kind="decode_load", target=util, coefficients=coef,
-        why=(
-            f"replicas' worth of decode work: output tokens/s x each token's step time at the KV share of its sequence "
-            f"(KV use / running requests), so a token of a long context weighs more; 1.0 is a replica at the "
-            f"{decode_batch}-sequence batch that meets the ITL p99 target, targeted at {u}. An output-token rate target "
-            "assumes the workload's context length and is out of reach at long contexts"
-        ),
+    return selection.role_signals(
+        numbers, keda=keda, burst=burst, guard=s.slo_guard if s.slo_guard is not None else keda,
+        metric=s.metric, target=s.target,
     )
-    table["load"] = ScalingSignal(
-        metric=PROMPT_TOKENS_METRIC, query_kind="load", target=util, coefficients=coef,
-        why=(
-            f"replicas' worth of work: the prefill and decode work of the replica's own requests summed (both share its "
-            f"GPUs), each weighed by what a token costs at its prompt or context length, at {u} of a replica"
-        ),
-    )
-    table["prompt_backlog"] = ScalingSignal(
-        metric=QUEUE_METRIC, query_kind="prompt_backlog", target=round(backlog_s, 3), purpose="burst", coefficients=coef,
-        why=(
-            f"burst mode: queued prefill seconds (waiting requests x recent mean prompt x cost per token), {backlog_s:g} s per "
-            f"replica ({BACKLOG_TTFT_SHARE:g} x the {slo.ttft_p99_s:g} s TTFT p99): an instant gauge, so a burst shorter "
-            "than the 1-minute rate window still scales, and a few long prompts count as much work as many short ones"
-        ),
-    )
-    table["queue_time"] = ScalingSignal(
-        metric=QUEUE_TIME_METRIC, query_kind="queue_time", target=round(QUEUE_TIME_TTFT_SHARE * slo.ttft_p99_s, 3),
-        metric_type="Value", purpose="guard",
-        why=(
-            f"SLO guard: vLLM's mean queue time of the last minute against {QUEUE_TIME_TTFT_SHARE:g} x the TTFT p99 "
-            "target (metricType Value: replicas grow with the ratio), whatever the prompts look like; vLLM observes it "
-            "when a request finishes"
-        ),
-    )
-    table["itl"] = ScalingSignal(
-        metric=ITL_METRIC, query_kind="itl", target=round(ITL_HEADROOM * slo.itl_p99_s, 4), metric_type="Value",
-        purpose="guard",
-        why=(
-            f"SLO guard: vLLM's mean inter-token latency of the last minute against {ITL_HEADROOM:g} x the ITL p99 target "
-            "(metricType Value), whatever the context lengths"
-        ),
-    )
-    # --- hpa (per-pod adapter metrics) and stack-file overrides: single vLLM metrics --------------------------
-    rate_target = round(prompt / replicas_per_rps) if role == "aggregated" else round(util * prefill_tps)
-    rate_why = (
-        f"prompt tokens/s per replica at {u} of the {prefill_tps:,.0f} tok/s prefill rate"
-        + (f", less the decoding of {w.output_tokens.mean:g}-token outputs" if role == "aggregated" else "")
-        + "; it grows with load and holds capacity while nothing queues, but assumes the workload's token mix"
-    )
-    queue_target = max(1.0, math.floor(backlog_s * prefill_tps / prompt))
-    kv_target = decode_kv_target(model, decode_batch, kv_tokens)
-    gen_target = max(round(decode_tps * util), 1)
-    table[PROMPT_TOKENS_METRIC] = ScalingSignal(metric=PROMPT_TOKENS_METRIC, query_kind="rate", target=rate_target, why=rate_why)
-    table[QUEUE_METRIC] = ScalingSignal(
-        metric=QUEUE_METRIC, query_kind="gauge", target=queue_target, purpose="burst",
-        why=(
-            f"burst mode: the {prompt:g}-token prompts one replica clears in {backlog_s:g} s ({BACKLOG_TTFT_SHARE:g} x the "
-            f"TTFT p99); it reads 0 whenever capacity suffices, so it only ever adds replicas"
-        ),
-    )
-    table[KV_METRIC] = ScalingSignal(
-        metric=KV_METRIC, query_kind="gauge", target=kv_target, purpose="saturation",
-        why=(
-            f"KV use of the {decode_batch}-sequence batch that meets the ITL p99 target ({decode_batch} x {ctx:,.0f} tokens "
-            f"/ {kv_tokens:,} tokens, at most {KV_TARGET_UTILISATION:g}): above it the batch outgrows the ITL target or "
-            "preempts, whatever the load signal says"
-        ),
-    )
-    table[RUNNING_METRIC] = ScalingSignal(
-        metric=RUNNING_METRIC, query_kind="gauge", target=float(max(decode_batch, 1)),
-        why=f"running sequences per replica: the {decode_batch}-sequence batch that meets the ITL p99 target",
-    )
-    table[GENERATION_TOKENS_METRIC] = ScalingSignal(
-        metric=GENERATION_TOKENS_METRIC, query_kind="rate", target=gen_target,
-        why=(
-            f"output tokens/s per replica at {u} of the {decode_tps:,.0f} tok/s of the {decode_batch}-sequence ITL batch; "
-            "it grows with load (KV use alone grows faster than load near the ITL limit and oscillates), but assumes "
-            "the workload's context length"
-        ),
-    )
-    if keda:
-        load = {"prefill": "prefill_load", "decode": "decode_load", "aggregated": "load"}[role]
-        names = [load]
-        if burst and role != "decode":
-            names.append("prompt_backlog")
-        if role != "prefill":
-            names.append(KV_METRIC)
-        if guard:
-            names += {"prefill": ["queue_time"], "decode": ["itl"], "aggregated": ["queue_time", "itl"]}[role]
-    else:
-        names = {
-            "prefill": [PROMPT_TOKENS_METRIC] + ([QUEUE_METRIC] if burst else []),
-            "decode": [GENERATION_TOKENS_METRIC, KV_METRIC],
-            "aggregated": [PROMPT_TOKENS_METRIC] + ([QUEUE_METRIC] if burst else []) + [KV_METRIC],
-        }[role]
-    signals = [table[m] for m in names]
-    if s.metric is not None or s.target is not None:
-        default = {"decode": KV_METRIC}.get(role, PROMPT_TOKENS_METRIC)
-        primary = table[s.metric if s.metric is not None else default].model_copy(update={"purpose": "load"})
-        where = f"autoscaling.{role}"
-        if s.target is not None:
-            primary = primary.model_copy(update={
-                "target": s.target,
-                "why": f"{where}.target {s.target:g} set in the stack file (sizing would derive {primary.target:g}: {primary.why})",
-            })
-        else:
-            primary = primary.model_copy(update={"why": f"{where}.metric set in the stack file; {primary.why}"})
-        # the stack's metric replaces the load signal; a default signal that reads the same metric is not repeated
-        signals = [primary] + [x for x in signals[1:] if not (x.metric == primary.metric and x.query_kind in ("gauge", "rate"))]
-    return signals
 
 
 def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:

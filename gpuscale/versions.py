@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from gpuscale.signals import vllm_metrics
 from gpuscale.spec.base import Spec
 
 
@@ -133,35 +134,14 @@ EKS_AL2023_AMI_ALIAS = "al2023@v20260714"
 """EC2NodeClass AMI alias: amazon-eks-ami release v20260714, the newest release whose CHANGELOG lists the AL2023 NVIDIA
 AMI for every supported Kubernetes minor (1.30-1.36); the alias picks the NVIDIA variant on GPU types."""
 
-VLLM_METRICS: frozenset[str] = frozenset(
-    {
-        "vllm:num_requests_waiting",
-        "vllm:num_requests_running",
-        "vllm:kv_cache_usage_perc",
-    }
-)
+# the metric names of the pinned vLLM, spelled once in gpuscale.signals.vllm_metrics
+VLLM_METRICS: frozenset[str] = vllm_metrics.GAUGES
 """vLLM gauges an autoscaler may target with the pinned vLLM (``vllm/v1/metrics/loggers.py``)."""
-
-VLLM_RATE_METRICS: frozenset[str] = frozenset({"vllm:prompt_tokens_total", "vllm:generation_tokens_total"})
+VLLM_RATE_METRICS: frozenset[str] = vllm_metrics.COUNTERS
 """vLLM Counters an autoscaler may ``rate()`` (scraped with the ``_total`` suffix; upstream-facts.md section 7)."""
-
-VLLM_HISTOGRAMS: frozenset[str] = frozenset(
-    {
-        "vllm:request_prompt_tokens",
-        "vllm:request_queue_time_seconds",
-        "vllm:inter_token_latency_seconds",
-        "vllm:time_to_first_token_seconds",
-    }
-)
-"""vLLM Histograms whose ``_sum``/``_count`` the autoscaler queries read (``vllm/v1/metrics/loggers.py`` of the
-v0.33.0 wheel, commit 4ba787ec9: ``request_prompt_tokens`` and ``request_queue_time_seconds`` are observed when a
-request finishes, ``inter_token_latency_seconds`` and ``time_to_first_token_seconds`` every iteration)."""
-
-VLLM_REMOVED_METRICS: Mapping[str, str] = {
-    "vllm:gpu_cache_usage_perc": "deprecated in vLLM 0.9 and absent since ~0.12; use vllm:kv_cache_usage_perc",
-    "vllm:time_per_output_token_seconds": "deprecated in 0.11, hidden in 0.12; use vllm:inter_token_latency_seconds",
-    "vllm:num_requests_swapped": "removed with the V0 engine; use vllm:num_requests_waiting",
-}
+VLLM_HISTOGRAMS: frozenset[str] = vllm_metrics.HISTOGRAMS
+"""vLLM Histograms whose ``_sum``/``_count`` the autoscaler queries read."""
+VLLM_REMOVED_METRICS: Mapping[str, str] = vllm_metrics.REMOVED
 """Metric names that the pinned vLLM no longer exposes, with the replacement."""
 
 ALL_CHARTS: Mapping[str, HelmChartPin] = {

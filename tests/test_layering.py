@@ -57,3 +57,10 @@ def test_guardrails_import_nothing_they_guard() -> None:
                             if n.startswith("gpuscale.") and not n.startswith(allowed)))
     }
     assert bad == {}
+
+
+def test_signals_sit_below_sizing_and_the_builders() -> None:
+    """Sizing, the builders and the simulator read the signal objects; the signals read only the spec."""
+    derived = ("gpuscale.sizing", "gpuscale.feasibility", "gpuscale.cross_layer", "gpuscale.manifests", "gpuscale.sim",
+               "gpuscale.plan", "gpuscale.synth", "gpuscale.cli", "gpuscale.versions", "gpuscale.components")
+    assert _offenders("gpuscale/signals", derived) == []

@@ -1,16 +1,10 @@
-"""Pure builders for app-level autoscaling: PromQL per role, KEDA ScaledObject, autoscaling/v2 HPA, chart values.
+"""Pure builders for app-level autoscaling: KEDA ScaledObject, autoscaling/v2 HPA, chart values.
 
 Why these signals (``docs/layer3-serving.md``): ``DCGM_FI_DEV_GPU_UTIL`` is a duty cycle (100% with 10 or 100 requests
 in flight) and vLLM pre-allocates its KV cache (GPU memory is flat), so neither measures load. Each role scales on
-``RoleSizing.signals``, one KEDA trigger (or HPA metric) each, and the HPA takes the largest replica count over them:
-
-* a load signal in replicas' worth of work (KEDA): prompt or output tokens per second weighed by what a token costs at
-  its prompt or context length (``gpuscale.perf``), so the target holds for long and short prompts alike;
-* in burst mode, the queued prefill seconds (an instant gauge) and a fast scale-up policy (Knative's panic mode:
-  a short window for scale-up, the long stabilisation window for scale-down);
-* KV-cache use at the level the ITL target allows (decode, aggregated);
-* SLO guards on vLLM's own latency histograms (``metricType: Value``: replicas grow with measured / target latency);
-* predictive warm-up windows as KEDA ``cron`` triggers.
+``RoleSizing.signals``, one KEDA trigger (or HPA metric) each, and the HPA takes the largest replica count over them.
+Each signal is an object of ``gpuscale.signals`` that renders its own trigger; this module adds the role's selector,
+the activation thresholds, the front door's and the schedules' triggers, the fallback and the HPA behaviour.
 
 With backend ``hpa``, prometheus-adapter serves one vLLM metric per pod, so the signals are single metrics (prompt
 and output token rates, queue depth, KV use) whose targets assume the workload's token mix.
@@ -18,10 +12,18 @@ and output token rates, queue depth, KV use) whose targets assume the workload's
 Every ``AverageValue`` query is a sum over the role's pods: the HPA then wants ``ceil(sum / target)`` replicas,
 counting only pods that report (a pod still loading neither dilutes the average nor inflates it).
 
+What KEDA v2.20.2 does with the emitted triggers (``gpuscale.signals.keda_model`` models it branch by branch):
+
+* every query is total (0 for a ratio over no finished requests and for a role with no pods), because
+  ``pkg/scalers/prometheus_scaler.go`` (L266-305) turns an empty result or NaN into an error with ``ignoreNullValues:
+  false``; an erroring trigger makes the HPA refuse to scale down and keeps ``RequestScale`` from refreshing
+  ``lastActiveTime`` (``pkg/scaling/executor/scale_scaledobjects.go`` L74-77), so an idle role would never shrink;
+* ``fallback.replicas`` is at least 1: with 0, ``RequestScale`` skips its hold branch (L86) and scales a role that
+  may scale to zero to zero during a Prometheus outage (L98-101).
+
 Facts: ``research/upstream-facts.md`` section 3 (ScaledObject, 54-character name rule, prometheus trigger) and 7
-(vLLM metric names; the histograms are in ``versions.VLLM_HISTOGRAMS``); ``research/serving-facts.md`` section 4
-(KEDA chart, prometheus-adapter rules). KEDA's prometheus scaler (v2.20.2 ``pkg/scalers/prometheus_scaler.go``) reads
-an empty result or NaN as 0 (``ignoreNullValues`` defaults to true), so a latency ratio over no requests is 0.
+(vLLM metric names, ``gpuscale.signals.vllm_metrics``); ``research/serving-facts.md`` section 4 (KEDA chart,
+prometheus-adapter rules).
 """
 
 from __future__ import annotations
@@ -39,27 +41,17 @@ from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics
 from gpuscale.manifests import front_door
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
-from gpuscale.sizing import (
-    GENERATION_TOKENS_METRIC,
-    ITL_METRIC,
-    KV_METRIC,
-    MEAN_PROMPT_WINDOW,
-    PROMPT_TOKENS_METRIC,
-    QUEUE_METRIC,
-    QUEUE_TIME_METRIC,
-    RATE_WINDOW,
-    REQUEST_PROMPT_TOKENS_METRIC,
-    RUNNING_METRIC,
-    PlatformSizing,
-    RoleSizing,
-    ScalingSignal,
-    SignalCoefficients,
-)
+from gpuscale.signals import promql, selection
+from gpuscale.signals.base import RATE_WINDOW, ROLES, Signal, SingleMetric, adapter_metric_name, role_matchers
+from gpuscale.signals.front_door_queue import FrontDoorQueue
+from gpuscale.signals.gauge import VllmGauge
+from gpuscale.signals.promql import Expr, Matcher
+from gpuscale.signals.rate import VllmRate
+from gpuscale.sizing import PlatformSizing, RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
 
-ROLES: tuple[Role, ...] = ("aggregated", "prefill", "decode")
 KEDA_NAME_LIMIT = 54
 """KEDA's webhook names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
 SCALE_UP_PODS_PER_MINUTE = 2
@@ -68,8 +60,9 @@ FALLBACK_FAILURE_THRESHOLD = 3
 """KEDA falls back after more than this many failed polls of a trigger in a row (KEDA v2.20.2 ``pkg/fallback``:
 ``numberOfFailures > failureThreshold``), i.e. after about a minute at 15 s polling."""
 FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
-"""While Prometheus cannot answer, hold the current replica count (never less than the warm minimum): a restarting
-Prometheus must not freeze a scale-up in progress nor read as zero load and scale down."""
+"""While Prometheus cannot answer, hold the current replica count (never less than ``fallback_replicas``): a
+restarting Prometheus must not read as zero load and scale down (KEDA v2.20.2 ``pkg/fallback/fallback.go`` L254-260;
+the CRD's enum: static, currentReplicas, currentReplicasIfHigher, currentReplicasIfLower, scalingModifiers)."""
 PROMETHEUS_VOLUME_GIB = 50
 """Prometheus TSDB volume: 15 days of vLLM, KEDA and KAI series for a few models, with room to spare."""
 GP3_STORAGE_CLASS = "gp3"
@@ -78,7 +71,6 @@ PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 """Release and ``fullnameOverride`` of the Prometheus chart: its Service is ``kube-prometheus-stack-prometheus``."""
 
 _INVALID_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
-_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"')
 
 
 class FrontDoorTrigger(Spec):
@@ -161,13 +153,6 @@ def fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def quantity(x: float) -> str:
-    """A Kubernetes quantity: ``3`` or ``800m``."""
-    if float(x).is_integer():
-        return str(int(x))
-    return f"{round(x * 1000)}m"
-
-
 # ---------------------------------------------------------------- PromQL
 
 
@@ -180,27 +165,31 @@ MODEL_PROM_LABEL = prom_label(labels.MODEL_LABEL)
 ROLE_PROM_LABEL = prom_label(labels.ROLE_LABEL)
 
 
-def check_single_role(query: str) -> str:
-    """Refuse a query that could select pods of more than one role (or a metric with no role matcher at all: every
-    selector must pin the same role); returns the role it selects."""
-    roles = {(op, value) for name, op, value in _MATCHER.findall(query) if name == ROLE_PROM_LABEL}
+def check_single_role(query: Expr | str) -> str:
+    """Refuse a query that could select pods of more than one role (or a series with no role matcher at all: every
+    selector must pin the same role); returns the role it selects. Reads the expression tree (a string is parsed)."""
+    expr = promql.parse(query) if isinstance(query, str) else query
+    roles = {(op, value) for leaf in expr.leaves() for name, op, value in leaf.matchers if name == ROLE_PROM_LABEL}
+    unpinned = any(all(name != ROLE_PROM_LABEL for name, _, _ in leaf.matchers) for leaf in expr.leaves())
     # a composite query repeats the selector on every metric it reads: each must be the same single-role equality
-    if len(roles) != 1 or next(iter(roles))[0] != "=" or next(iter(roles))[1] not in ROLES:
+    if unpinned or len(roles) != 1 or next(iter(roles))[0] != "=" or next(iter(roles))[1] not in ROLES:
         raise ValueError(
-            f"query {query!r} does not select exactly one role with {ROLE_PROM_LABEL}=\"<role>\": an autoscaler over "
+            f"query {expr.render()!r} does not select exactly one role with {ROLE_PROM_LABEL}=\"<role>\": an autoscaler over "
             "prefill and decode together scales the wrong role (they saturate on different signals: queue depth vs "
             "KV cache). Give each role its own autoscaler"
         )
     return str(next(iter(roles))[1])
 
 
-def role_selector(namespace: str, model: str, role: str) -> str:
-    return f'{{namespace="{namespace}",{MODEL_PROM_LABEL}="{model}",{ROLE_PROM_LABEL}="{role}"}}'
+def role_selector(namespace: str, model: str, role: str) -> tuple[Matcher, ...]:
+    """The series of this model's pods of exactly one role (the PodMonitor's ``podTargetLabels``)."""
+    return role_matchers(namespace, model, role, MODEL_PROM_LABEL, ROLE_PROM_LABEL)
 
 
 def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "gauge") -> str:
     """This model's pods of exactly one role: ``sum(<gauge>{ns, model, role})`` or, for a counter,
-    ``sum(rate(<counter>{ns, model, role}[1m]))`` (per-pod rates, then summed: a pod restart resets only its own)."""
+    ``sum(rate(<counter>{ns, model, role}[1m]))`` (per-pod rates, then summed: a pod restart resets only its own),
+    each ``or on() vector(0)`` (a role with no pods reads 0, not an empty result)."""
     if role not in ROLES:
         raise ValueError(
             f"role {role!r}: an autoscaler query must select exactly one of {', '.join(ROLES)}; one query over "
@@ -209,98 +198,40 @@ def role_query(metric: str, namespace: str, model: str, role: str, kind: str = "
     for finding in autoscaler_metrics.banned_in(metric):  # the spec's rule (gpuscale.guardrails.autoscaler_metrics)
         raise ValueError(f"{metric}: {finding.message()}")
     selector = role_selector(namespace, model, role)
+    sig: Signal
     if kind == "rate":
         if metric not in versions.VLLM_RATE_METRICS:
             raise ValueError(
                 f"{metric}: not a vLLM counter an autoscaler may rate(); use one of {', '.join(sorted(versions.VLLM_RATE_METRICS))}"
             )
-        query = f"sum(rate({metric}{selector}[{RATE_WINDOW}]))"
+        sig = VllmRate(metric=metric, target=1.0, why="")
     elif kind == "gauge":
         if metric in versions.VLLM_RATE_METRICS:
             raise ValueError(f"{metric} is a counter: its sum only ever grows; scale on its rate (query_kind: rate)")
         if metric not in versions.VLLM_METRICS:
             raise ValueError(f"{metric}: not a vLLM gauge an autoscaler may target; use one of {', '.join(sorted(versions.VLLM_METRICS))}")
-        query = f"sum({metric}{selector})"
+        sig = VllmGauge(metric=metric, target=1.0, why="")
     else:
         raise ValueError(f"query kind {kind!r}: use gauge or rate")
-    check_single_role(query)
-    return query
+    expr = sig.expr(selector)
+    check_single_role(expr)
+    return expr.render()
 
 
-def _num(x: float) -> str:
-    """A PromQL number literal (scientific notation for small costs)."""
-    return f"{x:.6g}"
+def signal_query(sig: Signal, namespace: str, model: str, role: str) -> str:
+    """The PromQL of one signal over exactly one role's pods."""
+    if sig.single_metric:
+        return role_query(sig.metric, namespace, model, role, sig.kind)
+    expr = sig.expr(role_selector(namespace, model, role))
+    check_single_role(expr)
+    return expr.render()
 
 
-def _histogram_mean(metric: str, selector: str, window: str) -> str:
-    if metric not in versions.VLLM_HISTOGRAMS:
-        raise ValueError(f"{metric}: not a vLLM histogram of the pinned vLLM {versions.VLLM.tag}")
-    return f"sum(rate({metric}_sum{selector}[{window}])) / sum(rate({metric}_count{selector}[{window}]))"
-
-
-def _mean_prompt(selector: str, coef: SignalCoefficients) -> str:
-    """The recent mean prompt of finished requests, the workload's mean while none has finished (``> 0`` drops a zero
-    count, ``or`` then supplies the fallback)."""
-    m = REQUEST_PROMPT_TOKENS_METRIC
-    return (
-        f"(sum(rate({m}_sum{selector}[{MEAN_PROMPT_WINDOW}])) / (sum(rate({m}_count{selector}[{MEAN_PROMPT_WINDOW}])) > 0)"
-        f" or on() vector({_num(coef.prompt_tokens_fallback)}))"
-    )
-
-
-def _prefill_cost(selector: str, coef: SignalCoefficients) -> str:
-    return f"({_num(coef.prefill_s_per_token)} + {_num(coef.prefill_s_per_pair / 2.0)} * {_mean_prompt(selector, coef)})"
-
-
-def signal_query(sig: ScalingSignal, namespace: str, model: str, role: str) -> str:
-    """The PromQL of one signal over exactly one role's pods (``sizing.SignalKind``)."""
-    kind = sig.query_kind
-    if kind in ("gauge", "rate"):
-        return role_query(sig.metric, namespace, model, role, kind)
-    if role not in ROLES:
-        raise ValueError(f"role {role!r}: an autoscaler query must select exactly one of {', '.join(ROLES)}")
-    sel = role_selector(namespace, model, role)
-    if kind in ("queue_time", "itl"):
-        query = _histogram_mean(QUEUE_TIME_METRIC if kind == "queue_time" else ITL_METRIC, sel, RATE_WINDOW)
-    else:
-        coef = sig.coefficients
-        if coef is None:
-            raise ValueError(f"signal {kind} needs its coefficients (sizing.SignalCoefficients)")
-        prefill = f"sum(rate({PROMPT_TOKENS_METRIC}{sel}[{RATE_WINDOW}])) * {_prefill_cost(sel, coef)}"
-        decode = (
-            f"sum(rate({GENERATION_TOKENS_METRIC}{sel}[{RATE_WINDOW}])) * ({_num(coef.decode_s_per_token)} + "
-            f"{_num(coef.decode_s_per_kv_share)} * sum({KV_METRIC}{sel}) / clamp_min(sum({RUNNING_METRIC}{sel}), 1))"
-        )
-        query = {
-            "prefill_load": prefill,
-            "decode_load": decode,
-            "load": f"{prefill} + {decode}",
-            "prompt_backlog": f"sum({QUEUE_METRIC}{sel}) * {_mean_prompt(sel, coef)} * {_prefill_cost(sel, coef)}",
-        }[kind]
-    check_single_role(query)
-    return query
-
-
-def trigger_name(metric: str) -> str:
-    return metric.split(":", 1)[-1].replace("_", "-")
-
-
-def signal_trigger_name(sig: ScalingSignal) -> str:
-    """``prefill-load``, ``prompt-backlog``, ``queue-time``...; a single-metric signal is named after its metric."""
-    return trigger_name(sig.metric) if sig.query_kind in ("gauge", "rate") else sig.query_kind.replace("_", "-")
-
-
-def role_signals(s: RoleSizing) -> list[ScalingSignal]:
-    """The role's signals, primary (load) first. The HPA computes a replica count per signal and takes the largest."""
-    return list(s.signals)
-
-
-def activation_threshold(s: RoleSizing, signal: ScalingSignal) -> float:
-    """KEDA 0 <-> 1: the sized threshold applies to the queue-depth trigger (a waiting request wakes the role; the
-    primary trigger when there is no queue signal); every other trigger activates above 0, so the role stays awake
-    while prompts flow or any request still holds KV."""
-    waker = s.signal(QUEUE_METRIC) or s.signals[0]
-    return s.activation_threshold if signal is waker else 0.0
+def fallback_replicas(s: RoleSizing) -> int:
+    """``fallback.replicas``: the warm minimum, and at least 1. KEDA v2.20.2 ``RequestScale`` holds a role while its
+    triggers error only when this is not 0 (``pkg/scaling/executor/scale_scaledobjects.go`` L86); with 0 it falls
+    through to ``scaleToZeroOrIdle`` (L98-101) and a Prometheus outage scales a role that may scale to zero to zero."""
+    return max(s.min_replicas, 1)
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -365,34 +296,25 @@ def _check_target(args: AutoscalerSettings) -> None:
 # ---------------------------------------------------------------- KEDA
 
 
+def front_door_signal(per_replica: int) -> FrontDoorQueue:
+    """The door's queue as a signal of each role of its model: ``per_replica`` held requests per replica."""
+    return FrontDoorQueue(
+        metric=front_door.QUEUE_METRIC, target=float(per_replica), name=front_door.TRIGGER_NAME,
+        why="requests the front door holds; one held request wakes the role",
+    )
+
+
 def keda_triggers(args: AutoscalerSettings) -> list[dict[str, Any]]:
     s = args.scaling
     triggers = []
-    for sig in role_signals(s):
-        metadata = {
-            "serverAddress": args.prometheus_url,
-            "query": signal_query(sig, args.namespace, args.model, args.role),
-            "threshold": fmt(sig.target),
-            # an empty answer (Prometheus restarted, series not scraped yet) is an error that triggers the fallback,
-            # not a 0 that scales the role down (the scaler's default, ignoreNullValues: true)
-            "ignoreNullValues": "false",
-        }
-        if s.min_replicas == 0:
-            # 0 <-> 1 is decided by activation, not threshold
-            metadata["activationThreshold"] = fmt(activation_threshold(s, sig))
-        triggers.append({"type": "prometheus", "name": signal_trigger_name(sig), "metricType": sig.metric_type, "metadata": metadata})
+    for sig in s.signals:
+        query = signal_query(sig, args.namespace, args.model, args.role)  # refuses a query over more than one role
+        activation = selection.activation(list(s.signals), s.activation_threshold, sig) if s.min_replicas == 0 else None
+        triggers.append(sig.keda_trigger(args.prometheus_url, query, activation))
     if args.front_door is not None:
-        triggers.append({
-            "type": "prometheus",
-            "name": front_door.TRIGGER_NAME,
-            "metricType": "AverageValue",
-            "metadata": {
-                "serverAddress": args.prometheus_url,
-                "query": front_door.queue_query(args.model, args.namespace),
-                "threshold": str(args.front_door.per_replica),
-                "activationThreshold": "0",  # one held request wakes the role
-            },
-        })
+        # one held request wakes the role (activation above 0), whatever its warm minimum
+        door = front_door_signal(args.front_door.per_replica)
+        triggers.append(door.keda_trigger(args.prometheus_url, front_door.queue_query(args.model, args.namespace), 0.0))
     windows = ([("wake-schedule", args.wake_schedule)] if args.wake_schedule is not None else []) + [
         (f"warm-schedule-{i}", w) for i, w in enumerate(s.warm_schedule)
     ]
@@ -421,7 +343,7 @@ def scaled_object_body(args: AutoscalerSettings) -> dict[str, Any]:
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(s)}},
         "fallback": {
             "failureThreshold": FALLBACK_FAILURE_THRESHOLD,
-            "replicas": s.min_replicas,
+            "replicas": fallback_replicas(s),
             "behavior": FALLBACK_BEHAVIOR,
         },
         "triggers": keda_triggers(args),
@@ -435,37 +357,18 @@ def scaled_object_body(args: AutoscalerSettings) -> dict[str, Any]:
 # ---------------------------------------------------------------- HPA (prometheus-adapter)
 
 
-def adapter_metric_name(metric: str, kind: str = "gauge") -> str:
-    """The name prometheus-adapter serves a vLLM metric under: a gauge with ``:`` renamed to ``_``; a counter's
-    per-second rate as ``..._per_second`` (``vllm:prompt_tokens_total`` -> ``vllm_prompt_tokens_per_second``)."""
-    name = metric.replace(":", "_")
-    return f"{name.removesuffix('_total')}_per_second" if kind == "rate" else name
-
-
 def hpa_body(args: AutoscalerSettings) -> dict[str, Any]:
     """An autoscaling/v2 HPA on per-pod custom metrics. The HPA reads only the pods its target selects (this role's),
     and the metric selector pins the role label as well."""
     _check_target(args)
     s = args.scaling
-    single = [sig for sig in role_signals(s) if sig.query_kind in ("gauge", "rate")]
+    single = [sig for sig in s.signals if isinstance(sig, SingleMetric)]
     if len(single) != len(s.signals):
         raise ValueError(
             f"{args.model}/{args.role}: backend hpa reads one vLLM metric per pod (prometheus-adapter); the composite "
             "load, backlog and latency signals need backend keda"
         )
-    metrics = [
-        {
-            "type": "Pods",
-            "pods": {
-                "metric": {
-                    "name": adapter_metric_name(sig.metric, sig.query_kind),
-                    "selector": {"matchLabels": {ROLE_PROM_LABEL: args.role, MODEL_PROM_LABEL: args.model}},
-                },
-                "target": {"type": "AverageValue", "averageValue": quantity(sig.target)},
-            },
-        }
-        for sig in single
-    ]
+    metrics = [sig.hpa_metric({ROLE_PROM_LABEL: args.role, MODEL_PROM_LABEL: args.model}) for sig in single]
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",

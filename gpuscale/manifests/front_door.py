@@ -38,6 +38,7 @@ from gpuscale import labels, versions
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
 from gpuscale.manifests.vllm import HTTP_PORT, selector_labels
+from gpuscale.signals.front_door_queue import FrontDoorQueue
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
@@ -373,9 +374,15 @@ def service_body(args: FrontDoorSettings) -> dict[str, Any]:
     }
 
 
+def queue_matchers(model: str, namespace: str) -> tuple[tuple[str, str, str], ...]:
+    """The door's EPP series of ``model`` (the ServiceMonitor's series carry the Service name as ``service``)."""
+    return (("namespace", "=", namespace), ("service", "=", epp_name(model)))
+
+
 def queue_query(model: str, namespace: str) -> str:
-    """Requests held at the door of ``model`` (the ServiceMonitor's series carry the Service name as ``service``)."""
-    return f'sum({QUEUE_METRIC}{{namespace="{namespace}",service="{epp_name(model)}"}})'
+    """Requests held at the door of ``model``, 0 when the EPP reports no queue (``gpuscale.signals.front_door_queue``)."""
+    door = FrontDoorQueue(metric=QUEUE_METRIC, target=1.0, name=TRIGGER_NAME, why="")
+    return door.expr(queue_matchers(model, namespace)).render()
 
 
 def objects(args: FrontDoorSettings) -> list[dict[str, Any]]:

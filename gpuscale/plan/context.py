@@ -226,7 +226,7 @@ def _why(r: RoleSizing) -> str:
 
 
 def _policy(r: RoleSizing) -> str:
-    guard = [x.label for x in r.signals if x.query_kind in ("queue_time", "itl")]
+    guard = [x.label for x in r.signals if x.purpose == "guard"]
     warm = "; ".join(f"{w.start} .. {w.end} {w.timezone}: {w.replicas}" for w in r.warm_schedule)
     return (
         f"load target {r.target_utilisation:.0%} of a replica; burst mode {'on' if r.burst_mode else 'off'}; "

@@ -9,10 +9,10 @@ One discriminated union of policy specs (``kind:``):
 * ``queue-depth`` - HPA/KEDA on ``sum(vllm:num_requests_waiting)`` (prefill, aggregated) and
   ``sum(vllm:kv_cache_usage_perc)`` (decode, aggregated) as AverageValue targets, generic thresholds (queue 5 as
   in llm-d/Dynamo, KV 0.8), Kubernetes default behaviour.
-* ``gpuscale`` - what gpuscale emits for the spec: one rule per ``RoleSizing.signals`` entry, evaluated by
-  ``signal_value`` on the scraped metrics exactly as the emitted PromQL combines them (load in replicas' worth of work,
-  queued prefill seconds, KV use, the latency guards as ``Value`` targets; with backend ``hpa`` per-pod metrics and the
-  HPA's missing-pod rules), with the warm minimum, maximum, stabilisation and polling, the scale-up/-down policies of
+* ``gpuscale`` - what gpuscale emits for the spec: one rule per ``RoleSizing.signals`` entry, each read by the
+  signal object itself (``Signal.observe``) on the scrape, through the same expression tree its trigger's PromQL is
+  rendered from (load in replicas' worth of work, queued prefill seconds, KV use, the latency guards as ``Value``
+  targets; with backend ``hpa`` per-pod metrics and the HPA's missing-pod rules), with the warm minimum, maximum, stabilisation and polling, the scale-up/-down policies of
   ``gpuscale.manifests.autoscaling.hpa_behavior``, KEDA activation and cooldown when the minimum is 0, and the wake
   and warm-up schedules as KEDA ``cron`` triggers (on the run's clock).
 * ``fixed`` - a constant replica count per role (a hand-made scale-up; the ceiling reference).
@@ -33,21 +33,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from gpuscale import sizing as sizing_mod
+from gpuscale.manifests import front_door
+from gpuscale.manifests.autoscaling import front_door_signal, hpa_behavior
+from gpuscale.signals import selection
+from gpuscale.signals import vllm_metrics as vm
+from gpuscale.signals.base import MEAN_PROMPT_WINDOW, RATE_WINDOW, Signal
+from gpuscale.signals.keda_model import average_value_desired, value_desired
+from gpuscale.signals.promql import Matcher
 from gpuscale.sim.replica import ReplicaModel
-from gpuscale.sizing import RoleSizing, ScalingSignal
+from gpuscale.sizing import RoleSizing
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 
-MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate", "door"]
-METRIC_SOURCES: dict[str, MetricSource] = {
-    "vllm:num_requests_waiting": "queue",
-    "vllm:kv_cache_usage_perc": "kv",
-    "vllm:num_requests_running": "running",
-    "vllm:prompt_tokens_total": "prompt_rate",
-    "vllm:generation_tokens_total": "generation_rate",
-}
-"""vLLM metric -> what the simulated scrape measures (counters as their 1 min ``rate()``)."""
+MetricSource = Literal["duty", "queue", "kv", "running", "prompt_rate", "generation_rate"]
+"""What the naive baselines read from a scrape."""
 
 
 class ScalingPolicy(Spec):
@@ -223,8 +222,8 @@ class ControllerContext:
 
 @dataclass(frozen=True)
 class MetricRule:
-    source: MetricSource | ScalingSignal
-    """A single scraped quantity, or a gpuscale signal evaluated by ``signal_value``."""
+    source: MetricSource | Signal
+    """A single scraped quantity, or a gpuscale signal (``Signal.observe``)."""
     target: float
     pods_metric: bool
     """True: a Pods metric averaged over ready pods (prometheus-adapter); False: an AverageValue sum (KEDA)."""
@@ -232,53 +231,38 @@ class MetricRule:
     """``metricType: Value``: replicas = ``ceil(ready x value / target)`` (the latency guards)."""
 
 
-def mean_prompt(sig: ScalingSignal, obs: RoleObservation) -> float:
-    """The emitted query's recent mean prompt: finished prompt tokens over finished requests (5 min), else the
-    workload's mean."""
-    assert sig.coefficients is not None
-    if obs.done_rate_5m > 0:
-        return obs.done_prompt_rate_5m / obs.done_rate_5m
-    return sig.coefficients.prompt_tokens_fallback
+class ObservedSeries:
+    """One role's scrape as the Prometheus series the signals' queries read (``promql.Samples``); the selector is the
+    role's own. ``waiting`` overrides the waiting count (a gateway's held requests added to it)."""
+
+    def __init__(self, obs: RoleObservation, waiting: float | None = None) -> None:
+        self.gauges = {
+            front_door.QUEUE_METRIC: obs.gateway,
+            vm.QUEUE: obs.queue if waiting is None else waiting,
+            vm.KV_CACHE: obs.kv_sum,
+            vm.RUNNING: obs.running,
+        }
+        self.rates = {
+            (vm.PROMPT_TOKENS, RATE_WINDOW): obs.prompt_rate,
+            (vm.GENERATION_TOKENS, RATE_WINDOW): obs.generation_rate,
+            (f"{vm.QUEUE_TIME}_sum", RATE_WINDOW): obs.queue_time_rate,
+            (f"{vm.QUEUE_TIME}_count", RATE_WINDOW): obs.done_rate,
+            (f"{vm.INTER_TOKEN_LATENCY}_sum", RATE_WINDOW): obs.itl_rate,
+            (f"{vm.INTER_TOKEN_LATENCY}_count", RATE_WINDOW): obs.itl_count_rate,
+            (f"{vm.REQUEST_PROMPT_TOKENS}_sum", MEAN_PROMPT_WINDOW): obs.done_prompt_rate_5m,
+            (f"{vm.REQUEST_PROMPT_TOKENS}_count", MEAN_PROMPT_WINDOW): obs.done_rate_5m,
+        }
+
+    def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
+        return self.gauges[metric]
+
+    def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
+        return self.rates[(metric, window)]
 
 
-def signal_value(sig: ScalingSignal, obs: RoleObservation, waiting: float | None = None) -> float:
-    """What the signal's PromQL (``gpuscale.manifests.autoscaling.signal_query``) reads on this observation.
-    ``waiting`` overrides the waiting count (a gateway's held requests added to it)."""
-    kind = sig.query_kind
-    queue = obs.queue if waiting is None else waiting
-    if kind in ("gauge", "rate"):
-        source = METRIC_SOURCES[sig.metric]
-        return {"queue": queue, "kv": obs.kv_sum, "running": obs.running, "prompt_rate": obs.prompt_rate,
-                "generation_rate": obs.generation_rate}[source]
-    if kind == "queue_time":
-        return obs.queue_time_rate / obs.done_rate if obs.done_rate > 0 else 0.0  # NaN: KEDA reads 0
-    if kind == "itl":
-        return obs.itl_rate / obs.itl_count_rate if obs.itl_count_rate > 0 else 0.0
-    c = sig.coefficients
-    assert c is not None
-    mp = mean_prompt(sig, obs)
-    prefill = obs.prompt_rate * c.prefill_s(mp)
-    decode = obs.generation_rate * (c.decode_s_per_token + c.decode_s_per_kv_share * obs.kv_sum / max(obs.running, 1.0))
-    if kind == "prefill_load":
-        return prefill
-    if kind == "decode_load":
-        return decode
-    if kind == "load":
-        return prefill + decode
-    if kind == "prompt_backlog":
-        return queue * mp * c.prefill_s(mp)
-    raise ValueError(f"unknown signal kind {kind!r}")
-
-
-def value_desired(value: float, ready: int, current: int, target: float, tol: float) -> int:
-    """The HPA's replica count for a ``Value`` target (External metric): ``ceil(ratio x ready pods)`` outside
-    tolerance, ``ceil(ratio)`` from zero (``replica_calculator.go``, ``getUsageRatioReplicaCount``)."""
-    ratio = value / target
-    if current == 0:
-        return math.ceil(ratio - 1e-9)
-    if abs(ratio - 1.0) <= tol:
-        return current
-    return math.ceil(ratio * ready - 1e-9)
+def signal_value(sig: Signal, obs: RoleObservation, waiting: float | None = None) -> float:
+    """What the signal's trigger query reads on this observation (``waiting``: see ``ObservedSeries``)."""
+    return sig.observe(ObservedSeries(obs, waiting))
 
 
 def schedule_intervals(
@@ -340,15 +324,6 @@ def pods_average_desired(total: float, ready: int, current: int, target: float, 
     return math.ceil(new * pods - 1e-9)
 
 
-def average_value_desired(total: float, current: int, target: float, tol: float) -> int:
-    """The HPA's replica count for an AverageValue target: ``ceil(total / target)`` outside tolerance."""
-    if current == 0:
-        return math.ceil(total / target - 1e-9)
-    if abs(total / (target * current) - 1.0) <= tol:
-        return current
-    return math.ceil(total / target - 1e-9)
-
-
 class HpaRole:
     """The HPA control loop of one role (KEDA is an HPA plus activation and cooldown)."""
 
@@ -373,8 +348,8 @@ class HpaRole:
         self.events: list[tuple[float, int]] = []
         self.last_active_t = 0.0
 
-    def _value(self, source: MetricSource | ScalingSignal, obs: RoleObservation) -> float:
-        if isinstance(source, ScalingSignal):
+    def _value(self, source: MetricSource | Signal, obs: RoleObservation) -> float:
+        if isinstance(source, Signal):
             return signal_value(source, obs, obs.queue + obs.gateway if self.count_gateway else None)
         if source == "duty":
             return obs.duty_sum
@@ -386,8 +361,6 @@ class HpaRole:
             return obs.prompt_rate
         if source == "generation_rate":
             return obs.generation_rate
-        if source == "door":
-            return obs.gateway
         return obs.running
 
     def _scheduled(self, t: float) -> int:
@@ -519,9 +492,7 @@ def _max_for(policy_max: int | None, rs: RoleSizing) -> int:
 
 def gpuscale_behavior(rs: RoleSizing) -> HpaBehavior:
     """The ``behavior`` gpuscale's RoleAutoscaler emits for this role."""
-    from gpuscale.manifests.autoscaling import hpa_behavior  # the emitted numbers, not a copy
-
-    return HpaBehavior.from_k8s(hpa_behavior(rs))
+    return HpaBehavior.from_k8s(hpa_behavior(rs))  # the emitted numbers, not a copy
 
 
 def _fixed(policy: FixedPolicy, ctx: ControllerContext) -> Controller:
@@ -571,8 +542,8 @@ def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
     for role, rs in ctx.roles.items():
         rules = [MetricRule(sig, sig.target, pods and sig.metric_type != "Value", sig.metric_type == "Value") for sig in rs.signals]
         if policy.front_door_per_replica is not None:  # the door's queue trigger (emitted after the vLLM ones)
-            rules.append(MetricRule("door", float(policy.front_door_per_replica), False, False))
-        waker = rs.signal(sizing_mod.QUEUE_METRIC)  # the emitted activation threshold sits on the queue trigger
+            door = front_door_signal(policy.front_door_per_replica)
+            rules.append(MetricRule(door, door.target, False, False))
         min_r = policy.min_replicas if policy.min_replicas is not None else rs.min_replicas
         roles[role] = HpaRole(
             rules, min_r, rs.max_replicas, gpuscale_behavior(rs),
@@ -582,7 +553,7 @@ def _gpuscale(policy: GpuscalePolicy, ctx: ControllerContext) -> Controller:
             ),
             cooldown_s=policy.cooldown_s if policy.cooldown_s is not None else rs.cooldown_s,
             count_gateway=policy.count_gateway_queue,
-            activation_rule=rs.signals.index(waker) if waker is not None else 0,
+            activation_rule=selection.waker(list(rs.signals)),  # where the emitted activation threshold sits
             schedules=_schedules(rs, ctx) + [(w.start_s, w.end_s, w.replicas) for w in policy.wake_windows],
         )
     sync = policy.sync_period_s or min(rs.polling_interval_s for rs in ctx.roles.values())

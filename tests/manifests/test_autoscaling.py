@@ -11,6 +11,7 @@ import pytest
 from gpuscale import labels, versions
 from gpuscale.manifests import autoscaling as au
 from gpuscale.manifests.autoscaling import AutoscalerSettings
+from gpuscale.signals.base import quantity
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config
@@ -116,9 +117,9 @@ def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: Platform
         " or on() vector(1500))"
     )
     cost = f"({coef.prefill_s_per_token:.6g} + {coef.prefill_s_per_pair / 2:.6g} * {mean_prompt})"
-    assert load["metadata"]["query"] == f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost}"
+    assert load["metadata"]["query"] == f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost} or on() vector(0)"
     assert load["metadata"]["threshold"] == f"{s.target_utilisation:g}"
-    assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost}"
+    assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost} or on() vector(0)"
     assert float(backlog["metadata"]["threshold"]) == 0.5 * prod_spec.models[0].slo.ttft_p99_s
 
 
@@ -130,13 +131,14 @@ def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) 
     sel = '{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="decode"}'
     assert load["metadata"]["query"] == (
         f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({c.decode_s_per_token:.6g} + {c.decode_s_per_kv_share:.6g}"
-        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1))"
+        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1)) or on() vector(0)"
     )
     m = size_platform(prod_spec).model("llama-70b-fp8")
     expected = min(0.8, round(m.decode_batch_at_slo * (1500 + 250 / 2) / m.kv_capacity_tokens, 2))
     assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{") and kv["metadata"]["threshold"] == f"{expected:g}"
     assert itl["metadata"]["query"] == (
-        f"sum(rate(vllm:inter_token_latency_seconds_sum{sel}[1m])) / sum(rate(vllm:inter_token_latency_seconds_count{sel}[1m]))"
+        f"sum(rate(vllm:inter_token_latency_seconds_sum{sel}[1m])) / (sum(rate(vllm:inter_token_latency_seconds_count{sel}[1m])) > 0)"
+        " or on() vector(0)"  # no gap observed in the minute reads 0, not NaN (an error to KEDA)
     )
     assert itl["metricType"] == "Value" and itl["metadata"]["threshold"] == f"{0.8 * 0.05:g}"
 
@@ -151,7 +153,7 @@ def test_burst_mode_is_a_short_scale_up_window(raw_stack: Callable[[str], dict[s
     assert [(p["type"], p["value"]) for p in on["scaleUp"]["policies"]] == [("Percent", 100), ("Pods", 4)]
     assert [p["periodSeconds"] for p in off["scaleUp"]["policies"]] == [60, 60]
     assert on["scaleDown"] == off["scaleDown"]  # scale-down keeps the long window either way
-    assert [s.query_kind for s in off_sizing.signals] == ["prefill_load", "queue_time"]  # no backlog trigger
+    assert [s.kind for s in off_sizing.signals] == ["prefill_load", "queue_time"]  # no backlog trigger
 
 
 def test_warm_schedule_windows_are_cron_triggers(raw_stack: Callable[[str], dict[str, Any]]) -> None:
@@ -207,7 +209,9 @@ def test_dev_scales_to_zero_and_its_front_door_wakes_it(dev_spec: PlatformSpec) 
     assert qt["metadata"]["activationThreshold"] == itl["metadata"]["activationThreshold"] == "0"
     # at zero the vLLM gauges are gone: the front door's queue is the wake-up signal that survives zero
     assert door["name"] == "front-door-queue" and door["metricType"] == "AverageValue"
-    assert door["metadata"]["query"] == 'sum(llm_d_epp_flow_control_queue_size{namespace="inference",service="llama-8b-door-epp"})'
+    assert door["metadata"]["query"] == (
+        'sum(llm_d_epp_flow_control_queue_size{namespace="inference",service="llama-8b-door-epp"}) or on() vector(0)'
+    )
     assert door["metadata"]["activationThreshold"] == "0"
     assert door["metadata"]["threshold"] == str(sized.front_door.per_replica)
     # the model sleeps after the front door's idle window; KEDA checks the door at its poll interval
@@ -350,11 +354,11 @@ def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformS
     rate_s, queue_s, kv_s = s.signals
     # the prompt-token rate per pod, served by the adapter's rate rule
     assert rate["pods"]["metric"]["name"] == "vllm_prompt_tokens_per_second"
-    assert rate["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(rate_s.target)}
+    assert rate["pods"]["target"] == {"type": "AverageValue", "averageValue": quantity(rate_s.target)}
     assert queue["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
-    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(queue_s.target)}
+    assert queue["pods"]["target"] == {"type": "AverageValue", "averageValue": quantity(queue_s.target)}
     assert kv["pods"]["metric"]["name"] == "vllm_kv_cache_usage_perc"
-    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": au.quantity(kv_s.target)}
+    assert kv["pods"]["target"] == {"type": "AverageValue", "averageValue": quantity(kv_s.target)}
     assert kv_s.target < 0.8
     names = {r["name"]["as"] for r in au.prometheus_adapter_values(spec.observability.prometheus_url)["rules"]["custom"]}
     for m in (rate, queue, kv):
@@ -364,7 +368,7 @@ def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformS
 
 
 def test_quantity() -> None:
-    assert [au.quantity(x) for x in (3, 3.0, 0.8, 0.85, 1.5)] == ["3", "3", "800m", "850m", "1500m"]
+    assert [quantity(x) for x in (3, 3.0, 0.8, 0.85, 1.5)] == ["3", "3", "800m", "850m", "1500m"]
     assert [au.fmt(x) for x in (13.0, 0.8, 1)] == ["13", "0.8", "1"]
 
 
@@ -430,13 +434,18 @@ def test_keda_crd_refuses_min_above_max(prod_spec: PlatformSpec) -> None:
 # ---------------------------------------------------------------- when Prometheus cannot answer
 
 
-def test_scaled_objects_hold_current_replicas_while_prometheus_is_away(prod_spec: PlatformSpec) -> None:
+def test_scaled_objects_hold_current_replicas_while_prometheus_is_away(prod_spec: PlatformSpec, dev_spec: PlatformSpec) -> None:
+    # a role that may scale to zero falls back to one replica: with 0, KEDA's RequestScale skips its hold branch
+    # (pkg/scaling/executor/scale_scaledobjects.go L86) and an outage can take the model to zero
+    dev = au.scaled_object_body(role_args(dev_spec, "llama-8b", "aggregated"))["spec"]
+    assert dev["minReplicaCount"] == 0 and dev["fallback"]["replicas"] == 1
     for role in ("prefill", "decode"):
         body = au.scaled_object_body(role_args(prod_spec, "llama-70b-fp8", role))
         # KEDA v2.20: after more than 3 failed polls the HPA sees a metric that keeps max(current, min) replicas
         assert body["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
         for trigger in body["spec"]["triggers"]:
-            # an empty answer after a Prometheus restart is an error (fallback), never a 0 that scales down
+            # every query is total, so an empty or NaN answer can only come from a broken query: an error the
+            # fallback holds, never a 0 that scales the role down (tests/signals/test_signals.py: total queries)
             assert trigger["metadata"]["ignoreNullValues"] == "false"
             # KEDA v2.20 falls back on AverageValue (target x replicas) and Value (target x replicas / ready) triggers
             assert trigger["type"] == "prometheus" and trigger["metricType"] in ("AverageValue", "Value")

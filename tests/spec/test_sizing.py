@@ -7,6 +7,7 @@ import math
 import pytest
 
 from gpuscale import perf, sizing
+from gpuscale.signals import vllm_metrics
 from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.model import ModelArchitecture, ModelDeployment
 from gpuscale.spec.topology import GpuNodePoolSpec
@@ -166,11 +167,11 @@ def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untype
 def test_prod_signals_by_hand(prod_spec) -> None:  # type: ignore[no-untyped-def]
     m = sizing.size_platform(prod_spec).model("llama-70b-fp8")
     prefill, decode = m.role("prefill"), m.role("decode")
-    assert [(x.query_kind, x.purpose, x.metric_type) for x in prefill.signals] == [
+    assert [(x.kind, x.purpose, x.metric_type) for x in prefill.signals] == [
         ("prefill_load", "load", "AverageValue"), ("prompt_backlog", "burst", "AverageValue"),
         ("queue_time", "guard", "Value"),
     ]
-    assert [(x.query_kind, x.purpose, x.metric_type) for x in decode.signals] == [
+    assert [(x.kind, x.purpose, x.metric_type) for x in decode.signals] == [
         ("decode_load", "load", "AverageValue"), ("gauge", "saturation", "AverageValue"), ("itl", "guard", "Value"),
     ]
     load, backlog, queue_time = prefill.signals
@@ -211,9 +212,9 @@ def test_decode_load_weighs_long_contexts_where_an_output_rate_target_does_not(p
 def test_aggregated_keda_signals_sum_prefill_and_decode_work(prod_spec) -> None:  # type: ignore[no-untyped-def]
     m = sizing.size_platform(prod_spec).model("search-8b")
     agg = m.role("aggregated")
-    assert [x.query_kind for x in agg.signals] == ["load", "prompt_backlog", "gauge", "queue_time", "itl"]
+    assert [x.kind for x in agg.signals] == ["load", "prompt_backlog", "gauge", "queue_time", "itl"]
     load, _backlog, kv, _qt, _itl = agg.signals
-    assert kv.metric == sizing.KV_METRIC
+    assert kv.metric == vllm_metrics.KV_CACHE
     c = load.coefficients
     assert c is not None
     # peak replicas: 20 rps of (800-token prompts + 150-token outputs at their KV share) over the target utilisation
@@ -226,7 +227,7 @@ def test_aggregated_keda_signals_sum_prefill_and_decode_work(prod_spec) -> None:
 def test_hpa_backend_keeps_single_metrics_with_targets_at_the_workload_mix(stack_specs) -> None:  # type: ignore[no-untyped-def]
     m = sizing.size_platform(stack_specs["staging"]).model("llama-70b")
     agg = m.role("aggregated")
-    assert [(x.metric, x.query_kind) for x in agg.signals] == [
+    assert [(x.metric, x.kind) for x in agg.signals] == [
         ("vllm:prompt_tokens_total", "rate"), ("vllm:num_requests_waiting", "gauge"), ("vllm:kv_cache_usage_perc", "gauge"),
     ]
     rate = agg.signals[0]
@@ -242,7 +243,7 @@ def test_burst_mode_and_guard_switch_their_signals(raw_stack) -> None:  # type: 
     raw["models"][0]["autoscaling"]["prefill"].update(burst_mode=False, slo_guard=False, target_utilisation=0.6)
     m = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8")
     prefill = m.role("prefill")
-    assert [x.query_kind for x in prefill.signals] == ["prefill_load"]
+    assert [x.kind for x in prefill.signals] == ["prefill_load"]
     assert prefill.target_utilisation == prefill.target == 0.6 and prefill.burst_mode is False
 
 
@@ -273,11 +274,11 @@ def test_stack_metric_and_target_replace_the_primary_signal(raw_stack) -> None: 
     raw["models"][0]["autoscaling"]["decode"]["metric"] = "vllm:num_requests_running"
     m = sizing.size_platform(validate_config(raw, "t")).model("llama-70b-fp8")
     rate, backlog, _guard = m.role("prefill").signals
-    assert (rate.metric, rate.query_kind, rate.target, rate.purpose) == ("vllm:prompt_tokens_total", "rate", 10_000, "load")
-    assert backlog.query_kind == "prompt_backlog"
+    assert (rate.metric, rate.kind, rate.target, rate.purpose) == ("vllm:prompt_tokens_total", "rate", 10_000, "load")
+    assert backlog.kind == "prompt_backlog"
     assert "set in the stack file" in rate.why
     running, kv, _itl = m.role("decode").signals  # the load signal replaced; the running batch defaults to the ITL batch
-    assert (running.metric, running.query_kind, running.target) == ("vllm:num_requests_running", "gauge", m.decode_batch_at_slo)
+    assert (running.metric, running.kind, running.target) == ("vllm:num_requests_running", "gauge", m.decode_batch_at_slo)
     assert kv.metric == "vllm:kv_cache_usage_perc"
     # a target alone on decode sets the KV target (the single-metric default)
     raw = raw_stack("prod")

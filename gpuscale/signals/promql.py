@@ -1,0 +1,398 @@
+"""The PromQL of an autoscaler trigger as a small expression tree: rendered into the ScaledObject, evaluated by the
+simulator on its scrapes, and parsed back from an emitted ScaledObject by the KEDA decision model.
+
+Only the subset the signals use: ``sum(<gauge>{...})``, ``sum(rate(<counter>{...}[w]))``, number literals, ``+ - * /``,
+the filter ``> <number>``, ``clamp_min(v, n)``, ``vector(n)`` and ``or on()``. Every aggregate is a ``sum`` without
+``by``, so every vector here has at most one element and no labels; evaluation follows Prometheus' instant-query
+semantics for such vectors (``promql/engine.go`` at the pinned Prometheus of kube-prometheus-stack): an operation on
+an empty vector is empty, ``x / 0`` is ``+Inf``/``-Inf``/``NaN`` as in Go, a comparison without ``bool`` drops the
+element when false (``NaN > 0`` is false), ``a or on() b`` is ``b`` only when ``a`` is empty, ``clamp_min`` keeps NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+Matcher = tuple[str, str, str]
+"""``(label, operator, value)``: ``=``, ``!=``, ``=~`` or ``!~``."""
+
+
+class Samples(Protocol):
+    """What Prometheus holds for the selected pods at the query's instant; ``None``: no series at all."""
+
+    def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
+        """``sum(<metric>{matchers})``."""
+
+    def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
+        """``sum(rate(<metric>{matchers}[window]))``."""
+
+
+@dataclass(frozen=True)
+class Vec:
+    """An instant vector of at most one label-less element; ``value`` None: empty."""
+
+    value: float | None
+
+
+Result = float | Vec
+"""A scalar (a number literal) or a vector."""
+
+
+def _fmt_number(x: float) -> str:
+    """A PromQL number literal: six significant digits (scientific notation for small costs)."""
+    return f"{x:.6g}"
+
+
+def _render_matchers(matchers: tuple[Matcher, ...]) -> str:
+    return "{" + ",".join(f'{k}{op}"{v}"' for k, op, v in matchers) + "}"
+
+
+class Expr(ABC):
+    """One node of a trigger query."""
+
+    precedence: int = 10
+    """Binding strength (Prometheus: ``or`` 1 < comparisons 4 < ``+ -`` 5 < ``* /`` 6 < an atom)."""
+
+    @abstractmethod
+    def render(self) -> str:
+        """The node as PromQL."""
+
+    @abstractmethod
+    def evaluate(self, samples: Samples) -> Result:
+        """What Prometheus answers for the node on these samples."""
+
+    def leaves(self) -> Iterator[Series]:
+        """Every series selector the node reads."""
+        for child in self.children():
+            yield from child.leaves()
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def __str__(self) -> str:
+        return self.render()
+
+    # operators build trees: ``a * b``, ``a + 1e-5`` (numbers become literals)
+    def __add__(self, other: Expr | float) -> Expr:
+        return Binary("+", self, lit(other))
+
+    def __sub__(self, other: Expr | float) -> Expr:
+        return Binary("-", self, lit(other))
+
+    def __mul__(self, other: Expr | float) -> Expr:
+        return Binary("*", self, lit(other))
+
+    def __truediv__(self, other: Expr | float) -> Expr:
+        return Binary("/", self, lit(other))
+
+
+def lit(x: Expr | float) -> Expr:
+    return x if isinstance(x, Expr) else Number(float(x))
+
+
+@dataclass(frozen=True, eq=True)
+class Number(Expr):
+    value: float
+
+    def render(self) -> str:
+        return _fmt_number(self.value)
+
+    def evaluate(self, samples: Samples) -> Result:
+        return self.value
+
+
+@dataclass(frozen=True, eq=True)
+class Series(Expr):
+    """``sum(<metric>{...})`` of a gauge, or ``sum(rate(<metric>{...}[window]))`` of a counter (per-pod rates summed)."""
+
+    metric: str
+    matchers: tuple[Matcher, ...]
+    window: str | None = None
+    """``rate()`` window; None: a gauge."""
+
+    def render(self) -> str:
+        sel = f"{self.metric}{_render_matchers(self.matchers)}"
+        return f"sum(rate({sel}[{self.window}]))" if self.window is not None else f"sum({sel})"
+
+    def evaluate(self, samples: Samples) -> Result:
+        if self.window is None:
+            return Vec(samples.gauge_sum(self.metric, self.matchers))
+        return Vec(samples.rate_sum(self.metric, self.matchers, self.window))
+
+    def leaves(self) -> Iterator[Series]:
+        yield self
+
+
+def _go_div(a: float, b: float) -> float:
+    if b != 0.0:
+        return a / b
+    if a == 0.0 or math.isnan(a):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+_ARITH: dict[str, Callable[[float, float], float]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _go_div,
+}
+_PRECEDENCE = {"+": 5, "-": 5, "*": 6, "/": 6}
+
+
+@dataclass(frozen=True, eq=True)
+class Binary(Expr):
+    """``a <op> b`` for ``+ - * /`` (vector-vector matching on no labels, vector-scalar element-wise)."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+    @property
+    def precedence(self) -> int:  # type: ignore[override]
+        return _PRECEDENCE[self.op]
+
+    def render(self) -> str:
+        # left-associative: a right operand of the same strength needs parentheses
+        return f"{_wrap(self.left, self.precedence)} {self.op} {_wrap(self.right, self.precedence + 1)}"
+
+    def evaluate(self, samples: Samples) -> Result:
+        a, b = self.left.evaluate(samples), self.right.evaluate(samples)
+        f = _ARITH[self.op]
+        if isinstance(a, float) and isinstance(b, float):
+            return f(a, b)
+        va = a.value if isinstance(a, Vec) else a
+        vb = b.value if isinstance(b, Vec) else b
+        if va is None or vb is None:
+            return Vec(None)
+        return Vec(f(va, vb))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+
+class _OnVector(Expr):
+    """A function or filter of one vector operand."""
+
+    operand: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def _vector(self, samples: Samples) -> Vec:
+        v = self.operand.evaluate(samples)
+        if not isinstance(v, Vec):
+            raise ValueError(f"{self.render()}: needs a vector operand, not a number")
+        return v
+
+
+@dataclass(frozen=True, eq=True)
+class Above(_OnVector):
+    """``v > n``: keeps the element only where it is above ``n`` (a filter, not ``bool``)."""
+
+    operand: Expr
+    threshold: float
+    precedence = 4
+
+    def render(self) -> str:
+        return f"{_wrap(self.operand, self.precedence)} > {_fmt_number(self.threshold)}"
+
+    def evaluate(self, samples: Samples) -> Result:
+        v = self._vector(samples)
+        return v if v.value is not None and v.value > self.threshold else Vec(None)
+
+
+@dataclass(frozen=True, eq=True)
+class Otherwise(_OnVector):
+    """``v or on() vector(n)``: ``n`` exactly when ``v`` is empty (no series, or filtered out)."""
+
+    operand: Expr
+    default: float
+    precedence = 1
+
+    def render(self) -> str:
+        return f"{_wrap(self.operand, self.precedence)} or on() vector({_fmt_number(self.default)})"
+
+    def evaluate(self, samples: Samples) -> Result:
+        v = self._vector(samples)
+        return v if v.value is not None else Vec(self.default)
+
+
+@dataclass(frozen=True, eq=True)
+class ClampMin(_OnVector):
+    """``clamp_min(v, n)`` (Go's ``math.Max``: NaN stays NaN)."""
+
+    operand: Expr
+    floor: float
+
+    def render(self) -> str:
+        return f"clamp_min({self.operand.render()}, {_fmt_number(self.floor)})"
+
+    def evaluate(self, samples: Samples) -> Result:
+        v = self._vector(samples)
+        if v.value is None or math.isnan(v.value):
+            return v
+        return Vec(max(v.value, self.floor))
+
+
+def _wrap(e: Expr, at_least: int) -> str:
+    s = e.render()
+    return f"({s})" if e.precedence < at_least else s
+
+
+def evaluate(expr: Expr, samples: Samples) -> float | None:
+    """The query's answer: ``None`` for an empty result, else the element's value (NaN and Inf included)."""
+    r = expr.evaluate(samples)
+    if isinstance(r, Vec):
+        return r.value
+    return r
+
+
+# ---------------------------------------------------------------- parsing emitted queries
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
+    r"|(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)"
+    r"|(?P<sel>\{[^}]*\})"
+    r"|(?P<win>\[[0-9]+[smhd]\])"
+    r"|(?P<op>[-+*/(),>]))"
+)
+_SEL_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"\s*(?:,|$)')
+
+
+class ParseError(ValueError):
+    pass
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ParseError(f"cannot read the query at {text[pos:pos + 20]!r}")
+        kind = m.lastgroup
+        assert kind is not None
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+def _matchers(raw: str) -> tuple[Matcher, ...]:
+    body = raw[1:-1].strip()
+    out: list[Matcher] = []
+    pos = 0
+    while pos < len(body):
+        m = _SEL_MATCHER.match(body, pos)
+        if m is None:
+            raise ParseError(f"cannot read the label matchers {raw!r}")
+        out.append((m.group(1), m.group(2), m.group(3)))
+        pos = m.end()
+    return tuple(out)
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, kind: str, value: str | None = None) -> str:
+        t = self.peek()
+        if t is None or t[0] != kind or (value is not None and t[1] != value):
+            raise ParseError(f"expected {value or kind}, found {t[1] if t else 'the end'}")
+        self.i += 1
+        return t[1]
+
+    def at(self, kind: str, value: str) -> bool:
+        t = self.peek()
+        return t is not None and t == (kind, value)
+
+    def expr(self) -> Expr:
+        e = self.comparison()
+        while self.at("name", "or"):
+            self.take("name", "or")
+            self.take("name", "on")
+            self.take("op", "(")
+            self.take("op", ")")
+            self.take("name", "vector")
+            self.take("op", "(")
+            default = float(self.take("num"))
+            self.take("op", ")")
+            e = Otherwise(e, default)
+        return e
+
+    def comparison(self) -> Expr:
+        e = self.additive()
+        while self.at("op", ">"):
+            self.take("op", ">")
+            e = Above(e, float(self.take("num")))
+        return e
+
+    def additive(self) -> Expr:
+        e = self.multiplicative()
+        while self.at("op", "+") or self.at("op", "-"):
+            op = self.take("op")
+            e = Binary(op, e, self.multiplicative())
+        return e
+
+    def multiplicative(self) -> Expr:
+        e = self.atom()
+        while self.at("op", "*") or self.at("op", "/"):
+            op = self.take("op")
+            e = Binary(op, e, self.atom())
+        return e
+
+    def atom(self) -> Expr:
+        t = self.peek()
+        if t is None:
+            raise ParseError("the query ends early")
+        if t[0] == "num":
+            self.i += 1
+            return Number(float(t[1]))
+        if t == ("op", "("):
+            self.i += 1
+            e = self.expr()
+            self.take("op", ")")
+            return e
+        if t == ("name", "sum"):
+            self.i += 1
+            self.take("op", "(")
+            window: str | None = None
+            if self.at("name", "rate"):
+                self.take("name", "rate")
+                self.take("op", "(")
+                metric, matchers = self.take("name"), _matchers(self.take("sel"))
+                window = self.take("win")[1:-1]
+                self.take("op", ")")
+            else:
+                metric, matchers = self.take("name"), _matchers(self.take("sel"))
+            self.take("op", ")")
+            return Series(metric, matchers, window)
+        if t == ("name", "clamp_min"):
+            self.i += 1
+            self.take("op", "(")
+            e = self.expr()
+            self.take("op", ",")
+            floor = float(self.take("num"))
+            self.take("op", ")")
+            return ClampMin(e, floor)
+        raise ParseError(f"unexpected {t[1]!r}: only sum(), sum(rate()), clamp_min(), numbers and + - * / > or are read")
+
+
+def parse(text: str) -> Expr:
+    """The expression tree of a query in the subset above (raises ``ParseError`` on anything else)."""
+    p = _Parser(text)
+    e = p.expr()
+    if p.peek() is not None:
+        raise ParseError(f"unexpected {p.peek()!r} after a complete query")
+    return e

@@ -1,0 +1,71 @@
+"""The trigger PromQL subset: rendering, parsing back, and Prometheus' semantics on one-element vectors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuscale.signals import promql
+from gpuscale.signals.promql import Above, ClampMin, Matcher, Number, Otherwise, ParseError, Series, evaluate, parse
+
+SEL: tuple[Matcher, ...] = (("namespace", "=", "ns"), ("gpuscale_io_role", "=", "decode"))
+
+
+class Fixed:
+    """Samples with fixed values; a metric missing from the dicts has no series."""
+
+    def __init__(self, gauges: dict[str, float], rates: dict[str, float]) -> None:
+        self.gauges, self.rates = gauges, rates
+
+    def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
+        return self.gauges.get(metric)
+
+    def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
+        return self.rates.get(metric)
+
+
+def test_render_parenthesises_by_precedence_and_parses_back_to_the_same_tree() -> None:
+    ratio = Series("h_sum", SEL, "1m") / Above(Series("h_count", SEL, "1m"), 0.0)
+    e = Otherwise(Series("g", SEL) * (Number(2.0) + Number(3e-05) * Otherwise(ratio, 800.0)), 0.0)
+    text = e.render()
+    assert text == (
+        'sum(g{namespace="ns",gpuscale_io_role="decode"}) * (2 + 3e-05 * (sum(rate(h_sum{namespace="ns",'
+        'gpuscale_io_role="decode"}[1m])) / (sum(rate(h_count{namespace="ns",gpuscale_io_role="decode"}[1m])) > 0)'
+        " or on() vector(800))) or on() vector(0)"
+    )
+    assert parse(text) == e
+    # a right operand of the same strength keeps its parentheses: a / (b / c) is not a / b / c
+    nested = Series("a", SEL) / (Series("b", SEL) / ClampMin(Series("c", SEL), 1.0))
+    assert parse(nested.render()) == nested
+
+
+def test_an_empty_operand_empties_the_expression_and_or_supplies_the_default() -> None:
+    e = Series("g", SEL) * Number(2.0)
+    assert evaluate(e, Fixed({}, {})) is None  # no series: empty, which KEDA reads as an error or as 0
+    assert evaluate(Otherwise(e, 0.0), Fixed({}, {})) == 0.0
+    assert evaluate(Otherwise(e, 0.0), Fixed({"g": 4.0}, {})) == 8.0
+
+
+def test_division_by_zero_is_nan_and_a_filter_drops_it() -> None:
+    ratio = Series("s", SEL, "1m") / Series("c", SEL, "1m")
+    samples = Fixed({}, {"s": 0.0, "c": 0.0})
+    value = evaluate(ratio, samples)
+    assert value is not None and math.isnan(value)  # 0/0: what a latency ratio over no requests answers
+    assert evaluate(Series("s", SEL, "1m") / Series("c", SEL, "1m"), Fixed({}, {"s": 1.0, "c": 0.0})) == math.inf
+    guarded = Otherwise(Series("s", SEL, "1m") / Above(Series("c", SEL, "1m"), 0.0), 0.0)
+    assert evaluate(guarded, samples) == 0.0
+    assert evaluate(guarded, Fixed({}, {"s": 3.0, "c": 2.0})) == 1.5
+    assert evaluate(ClampMin(Series("g", SEL), 1.0), Fixed({"g": 0.2}, {})) == 1.0
+
+
+def test_parse_refuses_what_the_subset_does_not_cover() -> None:
+    for bad in ('avg(x{a="b"})', 'sum(x{a="b"}) by (pod)', 'sum(x{a="b"}) >', "sum(x)", 'sum(x{a="b"}) and on() vector(1)'):
+        with pytest.raises(ParseError):
+            parse(bad)
+
+
+def test_leaves_are_every_selector_read() -> None:
+    e = parse('sum(a{r="x"}) + sum(rate(b{r="y"}[5m])) or on() vector(0)')
+    assert [(x.metric, x.matchers, x.window) for x in e.leaves()] == [("a", (("r", "=", "x"),), None), ("b", (("r", "=", "y"),), "5m")]
+    assert isinstance(e, promql.Otherwise)
