@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yaml
 
 from gpuscale import labels, versions
+from gpuscale.first_answer import EXT_PROC_MARGIN_S
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
 from gpuscale.manifests.vllm import HTTP_PORT, selector_labels
@@ -52,8 +53,6 @@ QUEUE_METRIC = "llm_d_epp_flow_control_queue_size"
 """Requests held in the EPP's flow-control queues (llm-d-router v0.10.0 ``docs/metrics.md``, flow control)."""
 FLOW_CONTROL_GATE = "flowControl"
 """``pkg/epp/flowcontrol/config.go`` ``FeatureGate``."""
-EXT_PROC_MARGIN_S = 30
-"""ext_proc ``message_timeout`` above the hold limit: the EPP answers at the hold limit, Envoy never cuts it short."""
 STREAM_TIMEOUT = "86400s"
 """Route timeout and idle timeout of the preset: a streamed generation is never cut by the door."""
 TRIGGER_NAME = "front-door-queue"
