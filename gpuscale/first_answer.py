@@ -10,8 +10,8 @@ model, and the components, the simulator and the plan read the results from ``Mo
   cover that, or scale-to-zero is refused naming the stage to speed up (``first_answer_problems``).
 * ``front_door_sizing``: the hold limit (a request may wait only while its wait plus the TTFT target still fits the
   request timeout), the queue bound (what the first replica serves before the oldest held request runs out of time),
-  the trigger's per-replica target and the ``Retry-After`` of a 503 (the expected ready time of a model woken from
-  zero).
+  the trigger's per-replica target, the ``Retry-After`` of a 503 (the expected ready time of a model woken from
+  zero) and of a 429 (the time a saturated replica takes to free a slot).
 """
 
 from __future__ import annotations
@@ -132,6 +132,10 @@ class FrontDoorSizing(Spec):
     retry_after_s: int
     """``Retry-After`` of a 503 from the door: the expected ready time of the model woken from zero (detection plus the
     cold start), rounded up."""
+    retry_after_saturated_s: int
+    """``Retry-After`` of a 429 from the door (replicas are up but saturated): how long one request holds its slot
+    (the TTFT target plus the mean output at the ITL target), rounded up; a retry then finds a slot freed, not a cold
+    start's worth of waiting."""
     poll_s: int
     idle_window_s: int
     first_answer: FirstAnswer
@@ -243,6 +247,7 @@ def front_door_sizing(model: ModelDeployment, answer: FirstAnswer, rps_per_repli
         queue_bound=max(1, math.floor(max(hold - wake, 0.0) * rps_per_replica)),
         per_replica=max(1, math.ceil(rps_per_replica * wake)),
         retry_after_s=math.ceil(wake),
+        retry_after_saturated_s=max(1, math.ceil(slo.ttft_p99_s + model.workload.output_tokens.mean * slo.itl_p99_s)),
         poll_s=model.front_door.poll_s,
         idle_window_s=model.front_door.idle_window_s,
         first_answer=answer,
