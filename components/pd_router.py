@@ -42,7 +42,7 @@ class PdRouter(pulumi.ComponentResource):
     """vLLM Router for one disaggregated model.
 
     Creates ``<name>-serviceaccount``, ``<name>-role`` (get/list/watch pods in the model's namespace only),
-    ``<name>-rolebinding``, ``<name>-deployment`` (one replica, CPU only, on-demand), ``<name>-pdb`` (minAvailable 1),
+    ``<name>-rolebinding``, ``<name>-deployment`` (two replicas on different on-demand CPU nodes), ``<name>-pdb`` (minAvailable 1),
     ``<name>-service`` (named ``<model>``, the model's entry point; ``<model>-pd`` behind a front door, which
     then owns ``<model>``) and ``<name>-podmonitor`` (router metrics on port
     29000). Expects the namespace, the model's prefill and decode pods (``VllmService``, which creates this router), a

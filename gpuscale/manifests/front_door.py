@@ -38,6 +38,7 @@ import yaml
 
 from gpuscale import labels, versions
 from gpuscale.first_answer import EXT_PROC_MARGIN_S
+from gpuscale.manifests import entry_point
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
 from gpuscale.manifests.vllm import HTTP_PORT, selector_labels
@@ -363,6 +364,8 @@ def chart_values(args: FrontDoorSettings) -> dict[str, Any]:
                 "pluginsConfigFile": CONFIG_FILE,
                 "pluginsCustomConfig": {CONFIG_FILE: yaml.safe_dump(epp_config(args), sort_keys=False)},
                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+                # on-demand, one EPP per node (``gpuscale.manifests.entry_point``); the chart has no nodeSelector key
+                "affinity": entry_point.affinity(epp_selector(args.model)),
             },
             "proxy": {
                 "enabled": True,
@@ -406,7 +409,13 @@ def queue_query(model: str, namespace: str) -> str:
     return f'sum({QUEUE_METRIC}{{namespace="{namespace}",service="{epp_name(model)}"}})'
 
 
+def pdb_body(args: FrontDoorSettings) -> dict[str, Any]:
+    """No voluntary eviction takes the last Ready EPP (the chart ships no PDB; ``entry_point.pdb_body``)."""
+    return entry_point.pdb_body(epp_name(args.model), args.namespace, service_body(args)["metadata"]["labels"],
+                                epp_selector(args.model))
+
+
 def objects(args: FrontDoorSettings) -> list[dict[str, Any]]:
     """The objects gpuscale builds itself (the rest comes from the chart)."""
-    return [service_body(args)]
+    return [service_body(args), pdb_body(args)]
 

@@ -48,6 +48,13 @@ BOTTLEROCKET_OS_VOLUME_GIB = 4
 CPU_ROOT_VOLUME_GIB = 50
 CPU_EXPIRE_AFTER = "720h"
 """CPU nodes hold no loaded model, so they may be recycled monthly (the Karpenter default)."""
+CPU_TERMINATION_GRACE_PERIOD = "1h"
+"""How long a CPU node being drained (expired, drifted, consolidated) waits for pods whose PDB refuses the eviction
+before Karpenter deletes them (kubernetes-sigs/karpenter v1.14.1 ``pkg/controllers/node/termination/terminator``).
+Without it, a lone entry-point pod behind ``minAvailable: 1`` (a single EPP, or the leader of two) keeps its expired
+node cordoned forever (``gpuscale.manifests.entry_point``). An hour covers any drain a PDB can allow (a router's
+successor is Ready in a minute); on drift, a grace period also makes Karpenter pick nodes with blocking PDBs, which is
+fine here: nothing on a CPU node takes a cold start to replace."""
 CPU_MIN_GENERATION = 5
 MEMORY_GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
 """Host memory per vCPU of each EC2 instance category (for the CPU pool's memory limit)."""
@@ -341,6 +348,7 @@ def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str] | None, name: s
                         *zone_requirement(zones),
                     ],
                     "expireAfter": CPU_EXPIRE_AFTER,
+                    "terminationGracePeriod": CPU_TERMINATION_GRACE_PERIOD,
                 },
             },
             "limits": cpu_node_limits(pool),
