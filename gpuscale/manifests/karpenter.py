@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpuscale import labels, sizing
+from gpuscale import labels, sizing, versions
 from gpuscale.manifests import cold_start
+from gpuscale.problems import Problem
 from gpuscale.spec.base import duration_seconds
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec, DisruptionBudget, GpuNodePoolSpec
@@ -465,16 +466,31 @@ def efa_pools(spec: PlatformSpec) -> list[str]:
     return sorted(p.name for p in spec.topology.gpu_pools if p.efa)
 
 
-def efa_device_plugin_values(pools: list[str]) -> dict[str, Any]:
+def efa_device_plugin_values(pools: list[str], image_repository: str) -> dict[str, Any]:
     """Values of the ``aws-efa-k8s-device-plugin`` chart (aws/eks-charts v0.5.30) that land its DaemonSet on the EFA
     pools only and let it past their GPU taint.
 
     The chart's required node affinity is one term per ``supportedInstanceLabels.keys`` entry, ``<key> In <values>``
     (plus ``eks.amazonaws.com/compute-type NotIn [auto]``): keyed on ``gpuscale.io/node-pool`` it selects exactly the EFA
     pools. Its only default toleration is ``CriticalAddonsOnly``, so without ours it never runs on tainted GPU nodes and
-    no pod ever gets a ``vpc.amazonaws.com/efa`` device.
+    no pod ever gets a ``vpc.amazonaws.com/efa`` device. ``image_repository`` is the plugin in the cluster's region's
+    EKS registry (``versions.efa_device_plugin_repository``): the chart's default is us-west-2's, which nodes in any
+    other region pull across regions (slower, billed, and unreachable through an in-region ECR VPC endpoint).
     """
     return {
+        "image": {"repository": image_repository},
         "supportedInstanceLabels": {"keys": [labels.NODE_POOL_LABEL], "values": sorted(pools)},
         "tolerations": [{"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT}],
     }
+
+
+def efa_region_problems(spec: PlatformSpec) -> list[Problem]:
+    """An EFA pool in a region with no documented EKS image registry: the device plugin would have no image to pull."""
+    region = spec.environment.aws_region
+    if not efa_pools(spec) or versions.efa_device_plugin_repository(region) is not None:
+        return []
+    known = ", ".join(sorted(versions.eks_addon_registries()))
+    return [Problem("environment.aws_region",
+        f"{region} has no Amazon EKS add-on image registry gpuscale knows (gpuscale/upstream/eks_addon_registries.tsv, "
+        f"from the EKS User Guide's add-ons-images page), so the EFA device plugin of pool(s) {', '.join(efa_pools(spec))} "
+        f"has no image there. Use one of {known}, or set efa: false on the pool(s)")]

@@ -313,6 +313,16 @@ def vllm_args(args: ServingSettings, role: Role, node_rank: int | str | None = N
     return out
 
 
+EFA_HUGE_PAGE_ENV = "FI_EFA_USE_HUGE_PAGE"
+"""Off on EFA pods, which request no ``hugepages-2Mi`` (issue 22, item 10; ``docs/upstream-readings.md``). Karpenter
+cannot provision for a pod that requests huge pages: no instance type it models has a ``hugepages-2Mi`` capacity
+(aws/karpenter-provider-aws#3315, kubernetes-sigs/karpenter#751), so AWS's EFA samples' ``hugepages-2Mi: 5120Mi``
+would leave every EFA pod Pending. Without a request the pod's hugetlb cgroup limit is 0, so the EFA provider's
+huge-page buffer pools (on by default) could only fail; with this off, libfabric allocates them from ordinary pages
+(``prov/util/src/util_buf.c`` falls back the same way when ``MAP_HUGETLB`` fails), at a small cost on its internal
+bounce buffers only: KV and NCCL payloads go GPU to GPU."""
+
+
 def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     m = args.model
     env: list[dict[str, Any]] = []
@@ -328,6 +338,7 @@ def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     if args.efa_devices > 0:
         # libfabric's provider filter: use EFA or fail loudly, never fall back to its tcp provider unnoticed
         env.append({"name": "FI_PROVIDER", "value": "efa"})
+        env.append({"name": EFA_HUGE_PAGE_ENV, "value": "0"})
     return env + cold_start.compile_cache_env(m)
 
 

@@ -282,12 +282,17 @@ def test_pd_roles_use_nixl_with_producer_and_consumer(prod_spec: PlatformSpec) -
         assert kv == {"kv_connector": "NixlConnector", "kv_role": kv_role, "kv_load_failure_policy": "fail",
                       "kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
         assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
+        # no huge pages: Karpenter cannot provision for a hugepages-2Mi request, and without one the EFA provider's
+        # huge-page pools could only fail (vllm.EFA_HUGE_PAGE_ENV)
+        assert {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"} in c["env"]
+        assert not any(k.startswith("hugepages-") for part in ("requests", "limits") for k in c["resources"][part])
         (host,) = [e for e in c["env"] if e["name"] == "VLLM_NIXL_SIDE_CHANNEL_HOST"]
         assert host["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         assert {"name": "nixl", "containerPort": vllm.NIXL_SIDE_CHANNEL_PORT, "protocol": "TCP"} in c["ports"]
     agg = container(vllm.workload_body(service_args(prod_spec, "search-8b"), "aggregated"))
     assert "--kv-transfer-config" not in agg["args"]
     assert not any(e["name"].startswith("VLLM_NIXL") for e in agg["env"])
+    assert not any(e["name"].startswith("FI_") for e in agg["env"])  # l40s has no EFA
 
 
 def test_services_pdbs_and_pod_monitors(prod_spec: PlatformSpec) -> None:
