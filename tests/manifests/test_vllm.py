@@ -266,7 +266,7 @@ def test_weights_read_policy_is_least_privilege() -> None:
                                           cluster_name="c", namespace="inference", service_account="m-vllm")["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
-    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-arn"] == "arn:aws:eks:us-east-1:123456789012:cluster/c"
     assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "m-vllm"
 
 
