@@ -416,3 +416,19 @@ def test_schema_check_is_strict(prod_spec: PlatformSpec) -> None:
     body = vllm.workload_body(service_args(prod_spec, "search-8b"), "aggregated")
     body["spec"]["template"]["spec"]["terminationGracePeriod"] = 30
     assert validate_object(body)
+
+
+def test_efa_with_the_stock_image_is_warned_about(
+    prod_spec: PlatformSpec, raw_stack: Callable[[str], dict[str, Any]],
+) -> None:
+    """Items 12-13: nothing read at the pinned tag shows vllm/vllm-openai shipping libfabric's EFA provider or
+    aws-ofi-nccl, so a model that depends on them on EFA gets a warning that says what the image needs."""
+    (pd,) = vllm.efa_image_warnings(service_args(prod_spec, "llama-70b-fp8"))
+    assert "NIXL's LIBFABRIC backend" in pd and "serving.image" in pd and "fi_info -p efa" in pd
+    (multi,) = vllm.efa_image_warnings(service_args(multi_node_spec(raw_stack), "llama-70b-fp8"))
+    assert "aws-ofi-nccl" in multi and "TCP" in multi
+    # an image of the user's choice, or a model off EFA, is not warned about
+    custom = service_args(prod_spec, "llama-70b-fp8").model_copy(update={"image": "registry.example/vllm-efa:v0.33.0"})
+    assert vllm.efa_image_warnings(custom) == []
+    assert vllm.efa_image_warnings(service_args(prod_spec, "search-8b")) == []
+
