@@ -30,10 +30,16 @@ class EfaDevicePluginArgs(Spec):
     """Namespace created for the DaemonSet."""
     pools: list[str] = Field(min_length=1)
     """GPU pools with ``efa: true``."""
+    image_repository: str = Field(min_length=1)
+    """The plugin image in the cluster's region's EKS registry (``versions.efa_device_plugin_repository(region)``)."""
 
     @classmethod
     def from_spec(cls, spec: PlatformSpec) -> EfaDevicePluginArgs:
-        return cls(pools=karpenter.efa_pools(spec))
+        region = spec.environment.aws_region
+        repository = versions.efa_device_plugin_repository(region)
+        if repository is None:  # checks.feasibility refuses this first (karpenter.efa_region_problems)
+            raise ValueError(f"{region} has no EKS add-on image registry; see gpuscale/upstream/eks_addon_registries.tsv")
+        return cls(pools=karpenter.efa_pools(spec), image_repository=repository)
 
 
 class EfaDevicePlugin(pulumi.ComponentResource):
@@ -49,7 +55,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         super().__init__("gpuscale:index:EfaDevicePlugin", name, None, opts)
         ns, self.chart = namespaced_chart(
             self, name, f"EfaDevicePlugin {name!r}", release=RELEASE, pin=args.chart, namespace=args.namespace,
-            values=karpenter.efa_device_plugin_values(args.pools), opts=opts,
+            values=karpenter.efa_device_plugin_values(args.pools, args.image_repository), opts=opts,
         )
         self.namespace = ns.metadata.name
         self.register_outputs({"namespace": self.namespace})

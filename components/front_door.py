@@ -53,8 +53,9 @@ class FrontDoor(pulumi.ComponentResource):
     """The holding front door before one model.
 
     Creates ``<name>-chart`` (``helm.sh/v4`` Chart ``llm-d-router-standalone``, release ``<model>-door``: the EPP with
-    flow control and its Envoy sidecar, RBAC to watch the model's pods, a ServiceMonitor) and ``<name>-service`` (the
-    Service ``<model>`` on port 8000, the URL clients call). Expects the namespace, prometheus-operator's ServiceMonitor
+    flow control and its Envoy sidecar on on-demand nodes, one per node, RBAC to watch the model's pods, a
+    ServiceMonitor), ``<name>-service`` (the Service ``<model>`` on port 8000, the URL clients call) and ``<name>-pdb``
+    (``minAvailable: 1`` over the EPP pods). Expects the namespace, prometheus-operator's ServiceMonitor
     CRD (``PrometheusStack``), and the model's serving pods (``VllmService``: behind a door its aggregated Service is
     ``<model>-aggregated``, its P/D router's ``<model>-pd``); put the ones this program creates in ``opts.depends_on``.
     The model's ``RoleAutoscaler`` wakes the model on the door's queue.
@@ -89,6 +90,9 @@ class FrontDoor(pulumi.ComponentResource):
         service = k8s.core.v1.Service(
             f"{name}-service", metadata=_part(svc, "metadata"), spec=_part(svc, "spec"), opts=child_opts(self, opts, chart),
         )
+        pdb = lift(settings, front_door.pdb_body)
+        k8s.policy.v1.PodDisruptionBudget(f"{name}-pdb", metadata=_part(pdb, "metadata"), spec=_part(pdb, "spec"),
+                                          opts=child_opts(self, opts, chart))
         self.service_name = service.metadata.name
         self.release_name = pulumi.Output.from_input(release)
         self.endpoint = pulumi.Output.all(service.metadata.name, service.metadata.namespace).apply(

@@ -42,8 +42,9 @@ class PdRouter(pulumi.ComponentResource):
     """vLLM Router for one disaggregated model.
 
     Creates ``<name>-serviceaccount``, ``<name>-role`` (get/list/watch pods in the model's namespace only),
-    ``<name>-rolebinding``, ``<name>-deployment`` (one replica, CPU only, on-demand), ``<name>-pdb`` (minAvailable 1),
-    ``<name>-service`` (named ``<model>``: the model's entry point) and ``<name>-podmonitor`` (router metrics on port
+    ``<name>-rolebinding``, ``<name>-deployment`` (two replicas on different on-demand CPU nodes), ``<name>-pdb`` (minAvailable 1),
+    ``<name>-service`` (named ``<model>``, the model's entry point; ``<model>-pd`` behind a front door, which
+    then owns ``<model>``) and ``<name>-podmonitor`` (router metrics on port
     29000). Expects the namespace, the model's prefill and decode pods (``VllmService``, which creates this router), a
     CPU node pool and prometheus-operator's CRDs.
     """
@@ -51,12 +52,14 @@ class PdRouter(pulumi.ComponentResource):
     endpoint: pulumi.Output[str]
     """In-cluster URL of the router, ``http://<model>.<ns>.svc.cluster.local:8000``."""
     service_name: pulumi.Output[str]
-    """Name of the router's Service (the model name)."""
+    """Name of the router's Service (the model name; ``<model>-pd`` behind a front door)."""
 
     def __init__(self, name: str, args: PdRouterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:PdRouter", name, None, opts)
         model = args.router.model
-        claim(self, f"PdRouter {name!r}", "kubernetes", "Service", model,
+        # behind a front door the door's Service is <model> and the router's <model>-pd (router_service_name)
+        claim(self, f"PdRouter {name!r}", "kubernetes", "Service",
+              vllm.router_service_name(model, behind_door=args.router.behind_door),
               scope=args.namespace if args.namespace is not None else args.router.namespace,
               fix="one router per model and namespace")
         settings = resolved(args.router, namespace=args.namespace)

@@ -108,6 +108,9 @@ class VllmService(pulumi.ComponentResource):
         for role in model.serving.roles:
             claim(self, who, "kubernetes", "workload", vllm.workload_name(model.name, role), scope=namespace,
                   fix="serve the model once per namespace, or put the second one in another namespace")
+        if args.image is None:  # an image given here (an Output) is the caller's to vouch for
+            for warning in vllm.efa_image_warnings(plain):
+                pulumi.log.warn(warning, resource=self)
         region = self._weights_region(plain)
         settings = resolved(plain, namespace=args.namespace, image=args.image, aws_region=region)
 

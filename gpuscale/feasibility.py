@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuscale import cross_layer, perf, sizing, versions
 from gpuscale.first_answer import first_answer_problems
 from gpuscale.guardrails import consolidation
+from gpuscale.manifests import karpenter
 from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
@@ -49,8 +50,9 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
 
 def feasibility(spec: PlatformSpec) -> list[Problem]:
     """What sizing finds impossible or unsafe: AMI releases, placement, queue quotas, gangs, KV transfer, workload
-    namespaces."""
-    return [*_ami_releases(spec), *_placement(spec), *_quotas(spec), *_gangs(spec), *_kv_transfer(spec), *_namespaces(spec)]
+    namespaces, an EFA pool in a region without an EKS image registry."""
+    return [*_ami_releases(spec), *_placement(spec), *_quotas(spec), *_gangs(spec), *_kv_transfer(spec), *_namespaces(spec),
+            *karpenter.efa_region_problems(spec)]
 
 
 def _ami_releases(spec: PlatformSpec) -> list[Problem]:

@@ -10,8 +10,8 @@ model, and the components, the simulator and the plan read the results from ``Mo
   cover that, or scale-to-zero is refused naming the stage to speed up (``first_answer_problems``).
 * ``front_door_sizing``: the hold limit (a request may wait only while its wait plus the TTFT target still fits the
   request timeout), the queue bound (what the first replica serves before the oldest held request runs out of time),
-  the trigger's per-replica target and the ``Retry-After`` of a 503 (the expected ready time of a model woken from
-  zero).
+  the trigger's per-replica target, the ``Retry-After`` of a 503 (the expected ready time of a model woken from
+  zero) and of a 429 (the time a saturated replica takes to free a slot).
 """
 
 from __future__ import annotations
@@ -38,9 +38,17 @@ from gpuscale.spec.cold_start import (
 )
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
+from gpuscale.upstream_bounds import ENVOY_EXT_PROC_MESSAGE_TIMEOUT_S
 
 if TYPE_CHECKING:
     from gpuscale.spec.platform import PlatformSpec
+
+EXT_PROC_MARGIN_S = 30
+"""The door's ext_proc ``message_timeout`` is the hold limit plus this: the EPP answers at the hold limit, Envoy never
+cuts a hold short (``docs/upstream-readings.md``, Envoy: whether the timer runs on a held request at all)."""
+HOLD_LIMIT_MAX_S = ENVOY_EXT_PROC_MESSAGE_TIMEOUT_S.high - EXT_PROC_MARGIN_S
+"""The longest hold the door's Envoy allows: its ext_proc ``message_timeout`` may not exceed 3600 s
+(``gpuscale.upstream_bounds``), so a hold ends by 3570 s whatever the request timeout."""
 
 Stage = Literal["detection", "node", "gpu_ready", "image_pull", "weights", "engine_start", "first_token"]
 WeightsSource = Literal["s3-stream", "shared-fs", "hub-download"]
@@ -98,8 +106,14 @@ class FirstAnswer(Spec):
         return self.detection_s + self.cold_start_s + self.first_token_s
 
     @property
+    def deadline_s(self) -> float:
+        """When the first answer must come: the request timeout, or the longest hold plus the first token when that
+        is sooner (the door answers 503 at its hold limit)."""
+        return min(self.request_timeout_s, HOLD_LIMIT_MAX_S + self.first_token_s)
+
+    @property
     def meets_timeout(self) -> bool:
-        return self.total_s <= self.request_timeout_s
+        return self.total_s <= self.deadline_s
 
 
 class FrontDoorSizing(Spec):
@@ -107,7 +121,8 @@ class FrontDoorSizing(Spec):
 
     hold_limit_s: int
     """How long a request may wait at the door (EPP ``defaultRequestTTL``): the request timeout minus the TTFT target,
-    so a request is held only while it can still get its first token in time; then it is answered 503."""
+    so a request is held only while it can still get its first token in time, then answered 503; at most
+    ``HOLD_LIMIT_MAX_S`` (Envoy's bound on the ext_proc ``message_timeout``)."""
     queue_bound: int
     """Requests the door holds at most (EPP ``maxRequests``): what the first replica serves, at its sized rate, between
     coming up and the oldest held request's first-token budget running out; more are answered 503 at once."""
@@ -117,6 +132,10 @@ class FrontDoorSizing(Spec):
     retry_after_s: int
     """``Retry-After`` of a 503 from the door: the expected ready time of the model woken from zero (detection plus the
     cold start), rounded up."""
+    retry_after_saturated_s: int
+    """``Retry-After`` of a 429 from the door (replicas are up but saturated): how long one request holds its slot
+    (the TTFT target plus the mean output at the ITL target), rounded up; a retry then finds a slot freed, not a cold
+    start's worth of waiting."""
     poll_s: int
     idle_window_s: int
     first_answer: FirstAnswer
@@ -221,13 +240,14 @@ def front_door_sizing(model: ModelDeployment, answer: FirstAnswer, rps_per_repli
     budget runs out, at its sized rate: that many requests is the queue bound.
     """
     slo = model.slo
-    hold = max(1, math.floor(slo.request_timeout_s - slo.ttft_p99_s))
+    hold = min(HOLD_LIMIT_MAX_S, max(1, math.floor(slo.request_timeout_s - slo.ttft_p99_s)))
     wake = answer.detection_s + answer.cold_start_s
     return FrontDoorSizing(
         hold_limit_s=hold,
         queue_bound=max(1, math.floor(max(hold - wake, 0.0) * rps_per_replica)),
         per_replica=max(1, math.ceil(rps_per_replica * wake)),
         retry_after_s=math.ceil(wake),
+        retry_after_saturated_s=max(1, math.ceil(slo.ttft_p99_s + model.workload.output_tokens.mean * slo.itl_p99_s)),
         poll_s=model.front_door.poll_s,
         idle_window_s=model.front_door.idle_window_s,
         first_answer=answer,
@@ -242,13 +262,19 @@ def first_answer_problems(spec: PlatformSpec, answers: dict[str, FirstAnswer]) -
         if fa is None or not m.may_scale_to_zero or fa.meets_timeout:
             continue
         role = next(r for r in m.serving.roles if m.scales_to_zero(r))
+        if fa.deadline_s < fa.request_timeout_s:  # the door's Envoy ends every hold by HOLD_LIMIT_MAX_S
+            limit = (f"the front door holds a request at most {HOLD_LIMIT_MAX_S} s (Envoy refuses an ext_proc "
+                     f"message_timeout above {ENVOY_EXT_PROC_MESSAGE_TIMEOUT_S.high} s)")
+            raise_it = "keep a warm replica (min_replicas: 1)"
+        else:
+            limit = f"slo.request_timeout_s is {fa.request_timeout_s:g} s"
+            raise_it = f"raise slo.request_timeout_s to at least {math.ceil(fa.total_s)}, or keep a warm replica (min_replicas: 1)"
         problems.append(Problem(
             f"models[{i}].autoscaling.{role}.min_replicas",
             f"model {m.name} may scale to zero, but its first answer from zero takes {fa.total_s:.0f} s (queue seen "
             f"{fa.detection_s:.0f} s + cold start {fa.cold_start_s:.0f} s + first token {fa.first_token_s:g} s) and "
-            f"slo.request_timeout_s is {fa.request_timeout_s:g} s: the first requests of the day would be answered 503. "
-            f"Speed up the {fa.slowest_stage.replace('_', ' ')}: {fa.speed_up}. Or raise slo.request_timeout_s "
-            f"to at least {math.ceil(fa.total_s)}, or keep a warm replica (min_replicas: 1)",
+            f"{limit}: the first requests of the day would be answered 503. "
+            f"Speed up the {fa.slowest_stage.replace('_', ' ')}: {fa.speed_up}. Or {raise_it}",
         ))
     return problems
 

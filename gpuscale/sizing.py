@@ -26,6 +26,7 @@ from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
 from gpuscale.spec.teams import UNLIMITED, QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
+from gpuscale.upstream_bounds import HPA_STABILIZATION_WINDOW_S
 
 if TYPE_CHECKING:
     from gpuscale.spec.platform import PlatformSpec
@@ -636,7 +637,8 @@ def _role_sizing(
     min_r = default_min_replicas(model, role)
     stabilization = s.scale_down_stabilization_s
     if stabilization is None:
-        stabilization = max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60))
+        # longer than a cold start, within the HPA's own bound (a longer cold start cannot be waited out by it)
+        stabilization = min(HPA_STABILIZATION_WINDOW_S.high, max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60)))
     burst = s.burst_mode if s.burst_mode is not None else True
     signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, fractional(1.0))
     return RoleSizing(

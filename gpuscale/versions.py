@@ -208,6 +208,24 @@ def eks_ami_releases() -> Mapping[str, frozenset[str] | None]:
 
 
 @cache
+def eks_addon_registries() -> Mapping[str, str]:
+    """AWS Region -> the ECR registry of EKS-built images there (``gpuscale/upstream/eks_addon_registries.tsv``)."""
+    text = resources.files("gpuscale").joinpath("upstream/eks_addon_registries.tsv").read_text(encoding="utf-8")
+    rows = (line.split("\t") for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return {region: registry for region, registry in rows}
+
+
+EFA_DEVICE_PLUGIN_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
+"""The plugin's repository in every region's EKS registry (the chart's ``image.repository`` minus its us-west-2 host)."""
+
+
+def efa_device_plugin_repository(region: str) -> str | None:
+    """The EFA device plugin image of the cluster's region; ``None`` for a region with no documented EKS registry."""
+    registry = eks_addon_registries().get(region)
+    return f"{registry}/{EFA_DEVICE_PLUGIN_REPOSITORY}" if registry else None
+
+
+@cache
 def upstream_releases() -> Mapping[str, Mapping[str, Any]]:
     """Upstream release lists of every chart and image pin (``gpuscale/upstream/releases.toml``), keyed
     ``charts.<name>`` / ``images.<name>`` as in ``ALL_CHARTS`` / ``ALL_IMAGES``."""

@@ -10,6 +10,8 @@ import pytest
 from gpuscale import sizing
 from gpuscale.feasibility import checked_sizing
 from gpuscale.first_answer import (
+    HOLD_LIMIT_MAX_S,
+    FirstAnswer,
     cold_start,
     fastest_cold_start,
     fastest_image_pull,
@@ -153,6 +155,29 @@ def test_scale_to_zero_is_refused_when_the_first_answer_misses_the_timeout() -> 
     assert "soci-parallel" in problem.message and "min_replicas: 1" in problem.message
     # a warm replica needs no first answer from zero, the same timeout is fine
     checked_sizing(small_spec(models=[model(slo={"ttft_p99_s": 2.0, "itl_p99_s": 0.05, "request_timeout_s": 60})]))
+
+
+def test_a_cold_start_longer_than_envoy_lets_the_door_hold_is_refused_whatever_the_timeout() -> None:
+    """A day's request timeout does not help: the door ends every hold by HOLD_LIMIT_MAX_S (Envoy's ext_proc
+    message_timeout is at most 3600 s), so a wake longer than that answers the first requests 503."""
+    slow = small_raw(models=[zero(timeout=86_400)])
+    slow["topology"]["provisioning"] = {"image_pull_s": 3600}
+    slow["topology"]["gpu_pools"][0]["consolidate_after"] = "2h"  # longer than the cold start, as checks require
+    with pytest.raises(Problems) as info:
+        checked_sizing(PlatformSpec.model_validate(slow))
+    (problem,) = info.value.problems
+    assert f"holds a request at most {HOLD_LIMIT_MAX_S} s" in problem.message and "3600 s" in problem.message
+    assert "raise slo.request_timeout_s" not in problem.message  # raising it cannot help
+    day_long = small_spec(models=[zero(timeout=86_400)]).models[0]
+    door = front_door_sizing(day_long, first_answer_of_dev(), 1.0)
+    assert door.hold_limit_s == HOLD_LIMIT_MAX_S == 3570
+
+
+def first_answer_of_dev() -> FirstAnswer:
+    spec = small_spec(models=[zero()])
+    fa = sizing.size_platform(spec).model("m8b").front_door
+    assert fa is not None
+    return fa.first_answer
 
 
 def test_the_fastest_cold_start_takes_the_best_choice_the_ami_family_allows() -> None:

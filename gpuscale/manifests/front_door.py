@@ -16,8 +16,10 @@ they had. Everything below was read in llm-d/llm-d-router at v0.10.0 (``research
   ServiceMonitor scrapes it (with the EPP's metrics auth) and a KEDA trigger on it wakes the model
   (``gpuscale.manifests.autoscaling``).
 * The EPP sets no ``Retry-After``. The Envoy here is the chart's preset (``llm-d-router-standalone/values.yaml``) with
-  four changes: ``local_reply_config`` mappers that add ``Retry-After`` (the expected ready time) to every 503 and 429
-  Envoy answers itself, which is how ext_proc immediate responses go out (``sendLocalReply``); an ext_proc
+  four changes: ``local_reply_config`` mappers that add ``Retry-After`` to the EPP's refusals, which go out as Envoy
+  local replies (ext_proc ``sendImmediateResponse`` calls ``sendLocalReply``): the expected ready time on a 503 (the
+  model at zero), the time a slot takes to free on a 429 (saturated), nothing on Envoy's own 503s (an upstream reset:
+  they carry a response flag, the EPP's replies none); an ext_proc
   ``message_timeout`` just above the hold limit (the preset's 1000 s would cut longer holds); and fail-closed
   (``failure_mode_allow: false``: without the EPP no request has a destination); and a JSON request log on stdout
   with the status and the EPP's drop reason (the preset's log line is a placeholder).
@@ -35,6 +37,8 @@ from typing import Any, Literal
 import yaml
 
 from gpuscale import labels, versions
+from gpuscale.first_answer import EXT_PROC_MARGIN_S
+from gpuscale.manifests import entry_point
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
 from gpuscale.manifests.vllm import HTTP_PORT, selector_labels
@@ -53,8 +57,6 @@ QUEUE_METRIC = "llm_d_epp_flow_control_queue_size"
 """Requests held in the EPP's flow-control queues (llm-d-router v0.10.0 ``docs/metrics.md``, flow control)."""
 FLOW_CONTROL_GATE = "flowControl"
 """``pkg/epp/flowcontrol/config.go`` ``FeatureGate``."""
-EXT_PROC_MARGIN_S = 30
-"""ext_proc ``message_timeout`` above the hold limit: the EPP answers at the hold limit, Envoy never cuts it short."""
 STREAM_TIMEOUT = "86400s"
 """Route timeout and idle timeout of the preset: a streamed generation is never cut by the door."""
 TRIGGER_NAME = "front-door-queue"
@@ -82,7 +84,9 @@ class FrontDoorSettings(Spec):
     per_replica: int
     """Held requests per replica the KEDA trigger targets."""
     retry_after_s: int
-    """``Retry-After`` on a 503: the expected ready time from zero."""
+    """``Retry-After`` on the EPP's 503 (the model at zero): the expected ready time from zero."""
+    retry_after_saturated_s: int
+    """``Retry-After`` on the EPP's 429 (replicas up but saturated): the time a slot takes to free."""
     poll_s: int
     """ServiceMonitor scrape interval of the door's queue (and the roles' KEDA polling)."""
     max_concurrency: int
@@ -109,7 +113,8 @@ class FrontDoorSettings(Spec):
         return cls(
             model=model.name, namespace=model.serving.namespace, mode=model.serving.mode, endpoint_labels=endpoints,
             hold_limit_s=door.hold_limit_s, queue_bound=door.queue_bound, per_replica=door.per_replica,
-            retry_after_s=door.retry_after_s, poll_s=door.poll_s, max_concurrency=max(concurrency, 1),
+            retry_after_s=door.retry_after_s, retry_after_saturated_s=door.retry_after_saturated_s, poll_s=door.poll_s,
+            max_concurrency=max(concurrency, 1),
             # a critical path keeps a second picker: a lost entry point is worse than lost prefix affinity
             replicas=2 if model.slo.criticality == "critical" else 1,
         )
@@ -177,10 +182,12 @@ CONFIG_FILE = "gpuscale.yaml"
 # ------------------------------------------------------------------------------------------ Envoy
 
 
-REFUSAL_STATUSES = (503, 429)
-"""What the EPP answers a request it drops (``pkg/common/error`` ``BuildErrResponse``): 503 with no ready endpoint (the
-model at zero: the queue bound reached, or the hold limit run out), 429 when replicas exist but are saturated
-(``rejected-saturated``, ``rejected-ttl-expired``). Both get ``Retry-After``."""
+SATURATED_STATUS = 429
+"""What the EPP answers when replicas are up but saturated (``pkg/common/error`` ``BuildErrResponse``:
+``rejected-saturated``, ``rejected-ttl-expired``): ``Retry-After`` is the time a slot takes to free."""
+AT_ZERO_STATUS = 503
+"""What the EPP answers with no ready endpoint (the model at zero: the queue bound reached, or the hold limit run out):
+``Retry-After`` is the expected ready time from zero."""
 
 
 def _retry_after_mapper(status: int, seconds: int) -> dict[str, Any]:
@@ -191,6 +198,28 @@ def _retry_after_mapper(status: int, seconds: int) -> dict[str, Any]:
         "headers_to_add": [{"header": {"key": "Retry-After", "value": str(seconds)},
                             "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
     }
+
+
+def _envoys_own_reply_mapper(status: int) -> dict[str, Any]:
+    """Envoy's own local replies (an upstream reset, overflow or no healthy upstream) carry a response flag (``UC``,
+    ``UF``, ``UO``, ``UH``...); the EPP's immediate responses carry none (ext_proc ``sendImmediateResponse`` calls
+    ``sendLocalReply`` without setting one). The first matching mapper wins, so this one, which changes nothing, keeps
+    the cold-start ``Retry-After`` off Envoy's own 503s. (A mapper's ``header_filter`` reads request headers, so it
+    cannot match the EPP's ``x-llm-d-request-dropped-reason`` response header instead.)"""
+    return {"filter": {"and_filter": {"filters": [
+        {"status_code_filter": {"comparison": {
+            "op": "EQ", "value": {"default_value": status, "runtime_key": f"gpuscale.front_door.envoy_own_{status}"}}}},
+        {"response_flag_filter": {}},  # no flags listed: any response flag matches
+    ]}}}
+
+
+def local_reply_mappers(args: FrontDoorSettings) -> list[dict[str, Any]]:
+    """``Retry-After`` on the EPP's refusals only, in the order Envoy tries them (the first match applies)."""
+    return [
+        _envoys_own_reply_mapper(AT_ZERO_STATUS),
+        _retry_after_mapper(AT_ZERO_STATUS, args.retry_after_s),
+        _retry_after_mapper(SATURATED_STATUS, args.retry_after_saturated_s),
+    ]
 
 
 def _http_connection_manager(args: FrontDoorSettings) -> dict[str, Any]:
@@ -221,7 +250,7 @@ def _http_connection_manager(args: FrontDoorSettings) -> dict[str, Any]:
         }]}]},
         "http_filters": [ext_proc, {"name": "envoy.filters.http.router", "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router", "suppress_envoy_headers": True}}],
-        "local_reply_config": {"mappers": [_retry_after_mapper(c, args.retry_after_s) for c in REFUSAL_STATUSES]},
+        "local_reply_config": {"mappers": local_reply_mappers(args)},
         "http2_protocol_options": {"max_concurrent_streams": 100, "initial_stream_window_size": 65536,
                                    "initial_connection_window_size": 1048576},
         "use_remote_address": True,
@@ -336,6 +365,8 @@ def chart_values(args: FrontDoorSettings) -> dict[str, Any]:
                 "pluginsConfigFile": CONFIG_FILE,
                 "pluginsCustomConfig": {CONFIG_FILE: yaml.safe_dump(epp_config(args), sort_keys=False)},
                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
+                # on-demand, one EPP per node (``gpuscale.manifests.entry_point``); the chart has no nodeSelector key
+                "affinity": entry_point.affinity(epp_selector(args.model)),
             },
             "proxy": {
                 "enabled": True,
@@ -385,7 +416,13 @@ def queue_query(model: str, namespace: str) -> str:
     return door.expr(queue_matchers(model, namespace)).render()
 
 
+def pdb_body(args: FrontDoorSettings) -> dict[str, Any]:
+    """No voluntary eviction takes the last Ready EPP (the chart ships no PDB; ``entry_point.pdb_body``)."""
+    return entry_point.pdb_body(epp_name(args.model), args.namespace, service_body(args)["metadata"]["labels"],
+                                epp_selector(args.model))
+
+
 def objects(args: FrontDoorSettings) -> list[dict[str, Any]]:
     """The objects gpuscale builds itself (the rest comes from the chart)."""
-    return [service_body(args)]
+    return [service_body(args), pdb_body(args)]
 

@@ -122,26 +122,41 @@ def pod_identity_trust_policy(
 ) -> dict[str, Any]:
     """EKS Pod Identity: the agent assumes the role and tags the session, only on behalf of this account's cluster.
 
-    - ``aws:SourceAccount``: the confused-deputy guard AWS recommends for service principals;
-    - ``aws:SourceArn`` (``ArnLikeIfExists``): the calling resource must be one of this cluster's Pod Identity
-      associations (``arn:...:podidentityassociation/<cluster>/*``) when the service sets the key;
-    - ``aws:RequestTag/eks-cluster-name`` (and namespace / service account when given): the session tags Pod Identity
-      adds (EKS user guide "Create IAM role with trust policy required by EKS Pod Identity"), so an association in
-      another cluster, namespace or service account of the same account cannot use the role either.
+    The conditions are the session tags AWS documents EKS Pod Identity sending when it assumes a role
+    (``eks-cluster-arn``, ``eks-cluster-name``, ``kubernetes-namespace``, ``kubernetes-service-account``,
+    ``kubernetes-pod-name``, ``kubernetes-pod-uid``: EKS User Guide "Create IAM role with trust policy required by EKS
+    Pod Identity", awsdocs/amazon-eks-user-guide ``latest/ug/manage-access/aws-access/pod-id-role.adoc``):
+
+    - ``aws:RequestTag/eks-cluster-arn`` is this account's, region's and cluster's ARN: the confused-deputy guard
+      (an association in another account or cluster carries another ARN);
+    - ``aws:RequestTag/kubernetes-namespace`` / ``kubernetes-service-account`` when given: one service account only.
+
+    Not ``aws:SourceAccount`` / ``aws:SourceArn``: AWS documents them for the EKS cluster role
+    (``eks.amazonaws.com``), not for ``pods.eks.amazonaws.com``; a ``StringEquals`` on a key the service does not send
+    denies every assume, which would lock out Karpenter, the EBS CSI driver and every weights role
+    (``docs/upstream-readings.md``, item 11).
     """
-    equals = {"aws:SourceAccount": account_id, "aws:RequestTag/eks-cluster-name": cluster_name}
+    cluster_arn = f"arn:{partition}:eks:{region}:{account_id}:cluster/{cluster_name}"
+    equals = {"aws:RequestTag/eks-cluster-arn": cluster_arn}
     if namespace is not None:
         equals["aws:RequestTag/kubernetes-namespace"] = namespace
     if service_account is not None:
         equals["aws:RequestTag/kubernetes-service-account"] = service_account
-    associations = f"arn:{partition}:eks:{region}:{account_id}:podidentityassociation/{cluster_name}/*"
     return _doc({
         "Sid": "AllowEksPodIdentityForThisCluster",
         "Effect": "Allow",
         "Principal": {"Service": "pods.eks.amazonaws.com"},
         "Action": ["sts:AssumeRole", "sts:TagSession"],
-        "Condition": {"StringEquals": equals, "ArnLikeIfExists": {"aws:SourceArn": associations}},
+        "Condition": {"StringEquals": equals},
     })
+
+
+POD_IDENTITY_SESSION_TAGS = frozenset({
+    "eks-cluster-arn", "eks-cluster-name", "kubernetes-namespace", "kubernetes-service-account", "kubernetes-pod-name",
+    "kubernetes-pod-uid",
+})
+"""The request tags EKS Pod Identity sends (EKS User Guide ``pod-id-role.adoc``): the only keys a trust condition may
+require."""
 
 
 def secrets_encryption_policy(key_arn: str) -> dict[str, Any]:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpuscale import labels, sizing
+from gpuscale import labels, sizing, versions
 from gpuscale.guardrails import consolidation
 from gpuscale.manifests import cold_start
+from gpuscale.problems import Problem
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CPU_POOL_NAME, CpuNodePoolSpec, DisruptionBudget, GpuNodePoolSpec
 
@@ -48,6 +49,13 @@ BOTTLEROCKET_OS_VOLUME_GIB = 4
 CPU_ROOT_VOLUME_GIB = 50
 CPU_EXPIRE_AFTER = "720h"
 """CPU nodes hold no loaded model, so they may be recycled monthly (the Karpenter default)."""
+CPU_TERMINATION_GRACE_PERIOD = "1h"
+"""How long a CPU node being drained (expired, drifted, consolidated) waits for pods whose PDB refuses the eviction
+before Karpenter deletes them (kubernetes-sigs/karpenter v1.14.1 ``pkg/controllers/node/termination/terminator``).
+Without it, a lone entry-point pod behind ``minAvailable: 1`` (a single EPP, or the leader of two) keeps its expired
+node cordoned forever (``gpuscale.manifests.entry_point``). An hour covers any drain a PDB can allow (a router's
+successor is Ready in a minute); on drift, a grace period also makes Karpenter pick nodes with blocking PDBs, which is
+fine here: nothing on a CPU node takes a cold start to replace."""
 CPU_MIN_GENERATION = 5
 MEMORY_GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
 """Host memory per vCPU of each EC2 instance category (for the CPU pool's memory limit)."""
@@ -348,6 +356,7 @@ def cpu_nodepool_body(pool: CpuNodePoolSpec, *, zones: list[str] | None, name: s
                         *zone_requirement(zones),
                     ],
                     "expireAfter": CPU_EXPIRE_AFTER,
+                    "terminationGracePeriod": CPU_TERMINATION_GRACE_PERIOD,
                 },
             },
             "limits": cpu_node_limits(pool),
@@ -464,16 +473,31 @@ def efa_pools(spec: PlatformSpec) -> list[str]:
     return sorted(p.name for p in spec.topology.gpu_pools if p.efa)
 
 
-def efa_device_plugin_values(pools: list[str]) -> dict[str, Any]:
+def efa_device_plugin_values(pools: list[str], image_repository: str) -> dict[str, Any]:
     """Values of the ``aws-efa-k8s-device-plugin`` chart (aws/eks-charts v0.5.30) that land its DaemonSet on the EFA
     pools only and let it past their GPU taint.
 
     The chart's required node affinity is one term per ``supportedInstanceLabels.keys`` entry, ``<key> In <values>``
     (plus ``eks.amazonaws.com/compute-type NotIn [auto]``): keyed on ``gpuscale.io/node-pool`` it selects exactly the EFA
     pools. Its only default toleration is ``CriticalAddonsOnly``, so without ours it never runs on tainted GPU nodes and
-    no pod ever gets a ``vpc.amazonaws.com/efa`` device.
+    no pod ever gets a ``vpc.amazonaws.com/efa`` device. ``image_repository`` is the plugin in the cluster's region's
+    EKS registry (``versions.efa_device_plugin_repository``): the chart's default is us-west-2's, which nodes in any
+    other region pull across regions (slower, billed, and unreachable through an in-region ECR VPC endpoint).
     """
     return {
+        "image": {"repository": image_repository},
         "supportedInstanceLabels": {"keys": [labels.NODE_POOL_LABEL], "values": sorted(pools)},
         "tolerations": [{"key": labels.GPU_TAINT_KEY, "operator": "Exists", "effect": labels.GPU_TAINT_EFFECT}],
     }
+
+
+def efa_region_problems(spec: PlatformSpec) -> list[Problem]:
+    """An EFA pool in a region with no documented EKS image registry: the device plugin would have no image to pull."""
+    region = spec.environment.aws_region
+    if not efa_pools(spec) or versions.efa_device_plugin_repository(region) is not None:
+        return []
+    known = ", ".join(sorted(versions.eks_addon_registries()))
+    return [Problem("environment.aws_region",
+        f"{region} has no Amazon EKS add-on image registry gpuscale knows (gpuscale/upstream/eks_addon_registries.tsv, "
+        f"from the EKS User Guide's add-ons-images page), so the EFA device plugin of pool(s) {', '.join(efa_pools(spec))} "
+        f"has no image there. Use one of {known}, or set efa: false on the pool(s)")]

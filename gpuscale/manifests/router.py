@@ -4,20 +4,26 @@ The router watches this model's pods by label (``--prefill-selector`` / ``--deco
 prefill pod, then to a decode pod that pulls the KV cache over NIXL. Because it discovers pods itself, the prefill and
 decode autoscalers can add or remove replicas without touching the router. Facts: ``research/serving-facts.md`` 2.1, 2.5.
 
-One router, by choice: ``cache_aware`` keeps its prefix tree in process, so two replicas each see half the requests and
-halve the prefix-cache hits. Its availability comes instead from (1) a PodDisruptionBudget ``minAvailable: 1``, so no
-drain or consolidation evicts it (a node it runs on waits for ``kubectl rollout restart``, which surges a new router
-first), (2) ``maxSurge: 1, maxUnavailable: 0`` rollouts, and (3) on-demand capacity (a spot reclaim would take the entry
-point with two minutes' notice). A stateless policy that survives replicas (``consistent_hash``) was not chosen: it
-keys on session headers, not prompt prefixes, and its behaviour at the pinned router version could not be read here.
+Two routers, by choice (issue 22, item 8): one router with a ``minAvailable: 1`` PDB can never be evicted, so the CPU
+node it runs on, once ``expireAfter: 720h`` expires it, stays cordoned and draining until something deletes the pod.
+Two replicas on different on-demand nodes with the same PDB let every drain (expiry, consolidation, drift) move one at
+a time while the other serves (``gpuscale.manifests.entry_point``), and a lost node never takes the entry point. The
+cost: ``cache_aware`` keeps its prefix tree in process, so each router learns the prefixes of the requests it routes;
+a hot shared prefix (a system prompt) is learned by both within a few requests, but consecutive turns of one
+conversation reach the same router half the time. Rollouts stay ``maxSurge: 1,
+maxUnavailable: 0``. A stateless policy that survives replicas (``consistent_hash``) was not chosen: it keys on session
+headers, not prompt prefixes, and its behaviour at the pinned router version could not be read here.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
+
+from pydantic import Field
 
 from gpuscale import labels, versions
+from gpuscale.manifests import entry_point
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import HTTP_PORT, ServingSettings, router_service_name, selector_labels
 from gpuscale.spec.base import Spec
@@ -38,8 +44,9 @@ class RouterSettings(Spec):
     """Model name; the router's Service is ``<model>``, the client entry point."""
     namespace: WorkloadNamespace
     """Namespace it watches (and runs in)."""
-    replicas: Literal[1] = 1
-    """One router: its cache-aware prefix state is in process, so a second replica would halve prefix-cache hits."""
+    replicas: int = Field(default=2, ge=1, le=16)
+    """Two routers on different nodes, so a drain moves one while the other serves (module docstring); one replica
+    cannot be evicted past its PDB, so its node waits for the CPU pool's ``terminationGracePeriod``."""
     request_timeout_s: int
     """``--request-timeout-secs``: the SLO request timeout."""
     worker_startup_timeout_s: int
@@ -116,7 +123,8 @@ def _meta(args: RouterSettings, name: str) -> dict[str, Any]:
 
 
 def router_deployment_body(args: RouterSettings) -> dict[str, Any]:
-    """CPU only: no GPU toleration or node selector, so it lands on the general-purpose pool."""
+    """CPU only: no GPU toleration or node selector, so it lands on the general-purpose pool, on-demand and one replica
+    per node (``entry_point.affinity``)."""
     probe = {"port": "http"}
     container = {
         "name": "router",
@@ -147,7 +155,7 @@ def router_deployment_body(args: RouterSettings) -> dict[str, Any]:
                 "metadata": {"labels": router_labels(args.model)},
                 "spec": {
                     "serviceAccountName": router_name(args.model),
-                    "nodeSelector": {labels.KARPENTER_CAPACITY_TYPE_LABEL: "on-demand"},
+                    "affinity": entry_point.affinity(router_selector(args.model)),
                     "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     # in-flight requests finish before the router exits (it proxies whole requests)
                     "terminationGracePeriodSeconds": args.request_timeout_s + 15,
@@ -210,13 +218,9 @@ def router_pod_monitor_body(args: RouterSettings) -> dict[str, Any]:
 
 
 def router_pdb_body(args: RouterSettings) -> dict[str, Any]:
-    """No voluntary eviction (drain, drift, consolidation) takes the only router: it moves by a surge rollout."""
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _meta(args, router_name(args.model)),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": router_selector(args.model)}},
-    }
+    """No voluntary eviction takes the last Ready router (``entry_point.pdb_body``)."""
+    return entry_point.pdb_body(router_name(args.model), args.namespace, router_labels(args.model),
+                                router_selector(args.model))
 
 
 def router_objects(args: RouterSettings) -> list[dict[str, Any]]:

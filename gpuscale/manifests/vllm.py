@@ -313,6 +313,40 @@ def vllm_args(args: ServingSettings, role: Role, node_rank: int | str | None = N
     return out
 
 
+def efa_image_warnings(args: ServingSettings) -> list[str]:
+    """What EFA needs from the image that gpuscale cannot check: the libfabric EFA provider (NIXL's ``LIBFABRIC``
+    backend moves P/D KV caches over it) and, for replicas spanning nodes, the aws-ofi-nccl plugin (without it NCCL
+    uses TCP sockets and the EFA devices sit idle, with no error). Nothing read here shows the pinned
+    ``vllm/vllm-openai`` image shipping either (``docs/upstream-readings.md``, items 12-13: vLLM issue #55635 asks for
+    it), so a model on EFA with the pinned image gets a ``warning:`` at synth (``VllmService`` logs these)."""
+    if args.efa_devices == 0 or args.image != versions.VLLM.ref:
+        return []
+    m = args.model
+    uses = []
+    if m.serving.mode == "disaggregated":
+        uses.append("NIXL's LIBFABRIC backend for the P/D KV transfer needs libfabric with its EFA provider")
+    if args.shape.multi_node:
+        uses.append("NCCL between the nodes of a replica needs the aws-ofi-nccl plugin (else it falls back to TCP)")
+    if not uses:
+        return []
+    return [
+        f"{m.name}: runs on EFA with the stock image {args.image}, which is not known to ship the EFA userspace: "
+        f"{'; '.join(uses)}. Set serving.image to a build with the AWS EFA userspace (libfabric, its EFA provider and "
+        "aws-ofi-nccl) on the default library path: gpuscale runs `vllm serve` as the command, so an image ENTRYPOINT "
+        "that sets LD_LIBRARY_PATH is skipped. Check a pod with `fi_info -p efa` and NCCL_DEBUG=INFO (\"NET/OFI\")."
+    ]
+
+
+EFA_HUGE_PAGE_ENV = "FI_EFA_USE_HUGE_PAGE"
+"""Off on EFA pods, which request no ``hugepages-2Mi`` (issue 22, item 10; ``docs/upstream-readings.md``). Karpenter
+cannot provision for a pod that requests huge pages: no instance type it models has a ``hugepages-2Mi`` capacity
+(aws/karpenter-provider-aws#3315, kubernetes-sigs/karpenter#751), so AWS's EFA samples' ``hugepages-2Mi: 5120Mi``
+would leave every EFA pod Pending. Without a request the pod's hugetlb cgroup limit is 0, so the EFA provider's
+huge-page buffer pools (on by default) could only fail; with this off, libfabric allocates them from ordinary pages
+(``prov/util/src/util_buf.c`` falls back the same way when ``MAP_HUGETLB`` fails), at a small cost on its internal
+bounce buffers only: KV and NCCL payloads go GPU to GPU."""
+
+
 def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     m = args.model
     env: list[dict[str, Any]] = []
@@ -328,6 +362,7 @@ def vllm_env(args: ServingSettings, role: Role) -> list[dict[str, Any]]:
     if args.efa_devices > 0:
         # libfabric's provider filter: use EFA or fail loudly, never fall back to its tcp provider unnoticed
         env.append({"name": "FI_PROVIDER", "value": "efa"})
+        env.append({"name": EFA_HUGE_PAGE_ENV, "value": "0"})
     return env + cold_start.compile_cache_env(m)
 
 

@@ -15,6 +15,7 @@ from gpuscale.spec.front_door import FrontDoorSpec
 from gpuscale.spec.problems import SpecProblems, at
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
+from gpuscale.upstream_bounds import HPA_STABILIZATION_WINDOW_S
 
 Precision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 KvPrecision = Literal["bf16", "fp16", "fp8"]
@@ -187,7 +188,7 @@ class RoleScalingSpec(Spec):
     effort)."""
     max_replicas: int | None = Field(default=None, gt=0, le=INT32_MAX)
     """Ceiling; default what the queue limit and the NodePool GPU limit allow."""
-    scale_down_stabilization_s: int | None = Field(default=None, ge=0, le=3600)
+    scale_down_stabilization_s: int | None = Field(default=None, ge=0, le=HPA_STABILIZATION_WINDOW_S.high)
     """HPA scale-down stabilisation window; default longer than the cold start. At most 3600 s (one hour), the HPA
     API's limit on ``stabilizationWindowSeconds``."""
     polling_interval_s: int = Field(default=15, gt=0, le=3600)

@@ -40,8 +40,11 @@ def test_the_door_is_a_chart_and_the_models_service() -> None:
     records = run(program)
     (component,) = of_type(records, "gpuscale:index:FrontDoor")
     children = {r.name: r for r in records if r.parent_urn == component.urn}
-    assert set(children) == {"m8b-door-chart", "m8b-door-service"}
+    assert set(children) == {"m8b-door-chart", "m8b-door-service", "m8b-door-pdb"}
     chart, service = children["m8b-door-chart"], children["m8b-door-service"]
+    pdb = children["m8b-door-pdb"].inputs
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": fd.epp_selector("m8b")}}
+    assert pdb["metadata"]["namespace"] == "inference" and chart.urn in children["m8b-door-pdb"].dependencies
     assert (chart.inputs["chart"], chart.inputs["version"]) == (versions.LLM_D_ROUTER.chart, versions.LLM_D_ROUTER.version)
     assert chart.inputs["name"] == "m8b-door" and chart.inputs["namespace"] == "inference"
     assert chart.inputs["values"]["router"]["epp"]["pluginsConfigFile"] == fd.CONFIG_FILE

@@ -91,11 +91,11 @@ def test_controller_role_is_bound_by_pod_identity_to_the_chart_service_account(
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
     # only on behalf of this account's cluster, for Karpenter's own service account
     equals = trust["Condition"]["StringEquals"]
-    assert set(equals) == {"aws:SourceAccount", "aws:RequestTag/eks-cluster-name", "aws:RequestTag/kubernetes-namespace",
+    assert set(equals) == {"aws:RequestTag/eks-cluster-arn", "aws:RequestTag/kubernetes-namespace",
                            "aws:RequestTag/kubernetes-service-account"}
-    assert equals["aws:RequestTag/eks-cluster-name"] == CLUSTER
+    assert equals["aws:RequestTag/eks-cluster-arn"].endswith(f":cluster/{CLUSTER}")
     assert equals["aws:RequestTag/kubernetes-service-account"] == "karpenter"
-    assert trust["Condition"]["ArnLikeIfExists"]["aws:SourceArn"].endswith(f":podidentityassociation/{CLUSTER}/*")
+    assert set(trust["Condition"]) == {"StringEquals"}  # no key Pod Identity does not send
     (assoc,) = of_type(records, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
     assert assoc.inputs["roleArn"] == outputs["controller_role_arn"]
     assert assoc.inputs["clusterName"] == CLUSTER

@@ -9,7 +9,7 @@ import pytest
 
 from gpuscale import labels, versions
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs
-from gpuscale.manifests import router
+from gpuscale.manifests import entry_point, router
 from gpuscale.manifests.router import RouterSettings
 from gpuscale.manifests.vllm import ServingSettings
 from gpuscale.sizing import size_platform
@@ -53,7 +53,7 @@ def test_router_discovers_each_role_by_label(prod_spec: PlatformSpec) -> None:
     assert after(args, "--request-timeout-secs") == ["60"]  # the SLO request timeout of tests/specs.model()
     assert int(after(args, "--worker-startup-timeout-secs")[0]) >= size_platform(prod_spec).models[0].cold_start.total_s
     assert after(args, "--prometheus-host") == ["0.0.0.0"]
-    assert a.replicas == 1  # one router: cache-aware prefix state is per process
+    assert a.replicas == 2  # two routers, so a drain moves one while the other serves (tests/manifests/test_entry_point.py)
 
 
 def test_multi_node_roles_route_to_leaders_only() -> None:
@@ -65,14 +65,15 @@ def test_multi_node_roles_route_to_leaders_only() -> None:
 def test_router_runs_on_cpu_only(prod_spec: PlatformSpec) -> None:
     body = router.router_deployment_body(prod_router_args(prod_spec))
     pod = body["spec"]["template"]["spec"]
-    assert "tolerations" not in pod and pod["nodeSelector"] == {labels.KARPENTER_CAPACITY_TYPE_LABEL: "on-demand"}
+    assert "tolerations" not in pod and "nodeSelector" not in pod
+    assert pod["affinity"] == entry_point.affinity(router.router_selector("m70b"))  # on-demand, one router per node
     (c,) = pod["containers"]
     assert labels.GPU_RESOURCE not in c["resources"]["requests"] and labels.GPU_RESOURCE not in c["resources"]["limits"]
     assert c["image"] == versions.VLLM_ROUTER.ref == "vllm/vllm-router:v0.1.17"
     assert c["command"] == ["vllm-router"]
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["readinessProbe"]["httpGet"]["path"] == "/readiness" and c["livenessProbe"]["httpGet"]["path"] == "/liveness"
-    assert body["spec"]["replicas"] == 1
+    assert body["spec"]["replicas"] == 2
     assert body["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     assert labels.ROLE_LABEL not in body["spec"]["template"]["metadata"]["labels"]  # no role selector matches it
 
@@ -117,7 +118,7 @@ def test_component_wires_every_object(run_pulumi: Run, prod_spec: PlatformSpec) 
         "llama-router-serviceaccount", "llama-router-role", "llama-router-rolebinding", "llama-router-deployment",
         "llama-router-service", "llama-router-podmonitor", "llama-router-pdb",
     }
-    # one router: no voluntary eviction takes the model's entry point down; it moves by a surge rollout
+    # no voluntary eviction takes the last Ready router; with two, a drain moves one at a time
     pdb = children["llama-router-pdb"].inputs["spec"]
     assert int(pdb["minAvailable"]) == 1 and pdb["selector"]["matchLabels"] == router.router_selector(a.model)
     dep = children["llama-router-deployment"]

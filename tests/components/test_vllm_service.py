@@ -240,3 +240,13 @@ def test_an_output_namespace_gets_the_same_checks_once_it_is_known() -> None:
 
     with pytest.raises(ValueError, match="namespace 'keda' belongs to Kubernetes or a controller"):
         run(program)  # the SDK re-raises it while it serializes the first object that reads the namespace
+
+
+def test_a_pd_model_on_efa_with_the_stock_image_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    spec = pd_spec()
+    spec = spec.model_copy(update={"topology": spec.topology.model_copy(update={"gpu_pools": [
+        spec.topology.gpu_pools[0].model_copy(update={"efa": True})]})})
+    build(spec)
+    assert [w for w in caplog.messages if "stock image" in w] == vllm.efa_image_warnings(
+        ServingSettings.from_platform(spec, size_platform(spec), "m70b"))
+    assert any("NIXL's LIBFABRIC backend" in w for w in caplog.messages)

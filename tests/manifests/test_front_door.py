@@ -101,6 +101,30 @@ def test_chart_values_pin_the_release_and_keep_names_apart(door_spec: PlatformSp
     assert monitoring["prometheus"] == {"enabled": True, "auth": {"enabled": True, "secretName": "m8b-door-metrics-reader"}}
 
 
+def _filter_matches(f: dict[str, Any], status: int, flags: tuple[str, ...]) -> bool:
+    """Envoy's AccessLogFilter as local reply mappers evaluate it (source/common/access_log/access_log_impl.cc):
+    status_code_filter EQ, and_filter, and response_flag_filter (no flags listed: any flag set matches)."""
+    if "status_code_filter" in f:
+        cmp = f["status_code_filter"]["comparison"]
+        assert cmp["op"] == "EQ"
+        return bool(status == cmp["value"]["default_value"])
+    if "and_filter" in f:
+        return all(_filter_matches(g, status, flags) for g in f["and_filter"]["filters"])
+    if "response_flag_filter" in f:
+        wanted = f["response_flag_filter"].get("flags", [])
+        return bool(flags) and (not wanted or any(x in wanted for x in flags))
+    raise AssertionError(f"filter not modelled: {f}")
+
+
+def retry_after(mappers: list[dict[str, Any]], status: int, flags: tuple[str, ...] = ()) -> str | None:
+    """The Retry-After a local reply gets: the first mapper whose filter matches applies (LocalReplyImpl::rewrite)."""
+    for mapper in mappers:
+        if _filter_matches(mapper["filter"], status, flags):
+            added = {h["header"]["key"]: h["header"]["value"] for h in mapper.get("headers_to_add", [])}
+            return added.get("Retry-After")
+    return None
+
+
 def test_envoy_answers_503_with_retry_after_and_never_cuts_a_hold_short(door_spec: PlatformSpec) -> None:
     s = door_of(door_spec)
     boot = fd.envoy_bootstrap(s)
@@ -108,12 +132,14 @@ def test_envoy_answers_503_with_retry_after_and_never_cuts_a_hold_short(door_spe
     assert vllm_listener["address"]["socket_address"]["port_value"] == fd.PROXY_PORT
     hcm = vllm_listener["filter_chains"][0]["filters"][0]["typed_config"]
     mappers = hcm["local_reply_config"]["mappers"]
-    # 503: nothing ready (at zero); 429: replicas up but saturated. Both refusals tell the client when to come back
-    assert [m["filter"]["status_code_filter"]["comparison"]["value"]["default_value"] for m in mappers] == [503, 429]
-    for mapper in mappers:
-        assert mapper["filter"]["status_code_filter"]["comparison"]["op"] == "EQ"
-        assert mapper["headers_to_add"] == [{"header": {"key": "Retry-After", "value": str(s.retry_after_s)},
-                                             "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}]
+    # the EPP's 503 (nothing ready, at zero): come back when the model is up
+    assert retry_after(mappers, 503) == str(s.retry_after_s)
+    # its 429 (replicas up but saturated): come back when a slot frees, seconds, not a cold start
+    assert retry_after(mappers, 429) == str(s.retry_after_saturated_s)
+    assert s.retry_after_saturated_s == 12 < s.retry_after_s  # 2 s TTFT + 200 tokens x 0.05 s
+    # Envoy's own 503s (upstream reset, overflow, no healthy upstream) carry a response flag: left alone
+    for flag in ("UC", "UO", "UH", "URX"):
+        assert retry_after(mappers, 503, flags=(flag,)) is None
     ext_proc = hcm["http_filters"][0]["typed_config"]
     assert ext_proc["failure_mode_allow"] is False
     assert int(ext_proc["message_timeout"].rstrip("s")) > s.hold_limit_s  # the EPP, not Envoy, ends a hold

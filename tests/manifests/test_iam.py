@@ -171,20 +171,23 @@ def test_trust_policies() -> None:
     )["Statement"][0]
     assert pod["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert pod["Action"] == ["sts:AssumeRole", "sts:TagSession"]
-    # only Pod Identity acting for this account's cluster (confused-deputy guard + the session tags it adds)
-    assert pod["Condition"] == {
-        "StringEquals": {"aws:SourceAccount": "123456789012", "aws:RequestTag/eks-cluster-name": "gpuscale-prod"},
-        "ArnLikeIfExists": {
-            "aws:SourceArn": "arn:aws:eks:us-east-1:123456789012:podidentityassociation/gpuscale-prod/*",
-        },
-    }
+    # only Pod Identity acting for this account's cluster: the cluster ARN session tag is the confused-deputy guard
+    assert pod["Condition"] == {"StringEquals": {
+        "aws:RequestTag/eks-cluster-arn": "arn:aws:eks:us-east-1:123456789012:cluster/gpuscale-prod",
+    }}
     scoped = iam.pod_identity_trust_policy(
         partition="aws-cn", region="cn-north-1", account_id="1", cluster_name="c", namespace="kube-system",
         service_account="karpenter",
     )["Statement"][0]["Condition"]
-    assert scoped["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
-    assert scoped["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "karpenter"
-    assert scoped["ArnLikeIfExists"]["aws:SourceArn"].startswith("arn:aws-cn:eks:cn-north-1:1:podidentityassociation/c/")
+    assert scoped == {"StringEquals": {
+        "aws:RequestTag/eks-cluster-arn": "arn:aws-cn:eks:cn-north-1:1:cluster/c",
+        "aws:RequestTag/kubernetes-namespace": "kube-system", "aws:RequestTag/kubernetes-service-account": "karpenter",
+    }}
+    # every key required is one EKS Pod Identity documents sending: aws:SourceAccount/SourceArn are not (item 11)
+    for cond in (pod["Condition"], scoped):
+        for op, keys in cond.items():
+            assert op == "StringEquals"
+            assert {k.removeprefix("aws:RequestTag/") for k in keys} <= iam.POD_IDENTITY_SESSION_TAGS
     node = iam.node_role_trust_policy()["Statement"][0]
     assert node["Principal"] == {"Service": "ec2.amazonaws.com"} and node["Action"] == ["sts:AssumeRole"]
     assert iam.node_role_trust_policy("amazonaws.com.cn")["Statement"][0]["Principal"] == {

@@ -361,9 +361,29 @@ def test_pods_request_their_share_of_the_node_s_efa_devices() -> None:
 
 
 def test_efa_device_plugin_runs_on_efa_pools_past_the_gpu_taint(prod_spec: PlatformSpec) -> None:
-    values = karpenter.efa_device_plugin_values(karpenter.efa_pools(prod_spec))
+    values = karpenter.efa_device_plugin_values(karpenter.efa_pools(prod_spec), "registry/eks/aws-efa-k8s-device-plugin")
     # the chart turns each key into a required node-affinity term "<key> In <values>"
     assert values["supportedInstanceLabels"] == {"keys": [labels.NODE_POOL_LABEL], "values": ["h100"]}
     (taint,) = karpenter.nodepool_body(prod_spec.topology.pool("h100"), zones=ZONES)["spec"]["template"]["spec"]["taints"]
     assert any(t["key"] == taint["key"] and t["operator"] == "Exists" and t["effect"] == taint["effect"]
                for t in values["tolerations"])
+
+
+@pytest.mark.parametrize(("region", "registry"), [
+    ("us-east-1", "602401143452.dkr.ecr.us-east-1.amazonaws.com"),
+    ("eu-south-1", "590381155156.dkr.ecr.eu-south-1.amazonaws.com"),
+    ("cn-north-1", "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+])
+def test_the_efa_plugin_is_pulled_from_the_clusters_region(region: str, registry: str) -> None:
+    """The chart's default image is us-west-2's; every region has its own EKS registry (EKS User Guide,
+    add-ons-images), so nodes pull in-region (and through an in-region ECR endpoint, if the VPC has one)."""
+    repository = versions.efa_device_plugin_repository(region)
+    assert repository == f"{registry}/eks/aws-efa-k8s-device-plugin"
+    assert karpenter.efa_device_plugin_values(["h100"], repository)["image"] == {"repository": repository}
+
+
+def test_an_efa_pool_in_a_region_without_an_eks_registry_is_refused(prod_spec: PlatformSpec) -> None:
+    spec = prod_spec.model_copy(update={"environment": prod_spec.environment.model_copy(update={"aws_region": "xx-mars-1"})})
+    (problem,) = karpenter.efa_region_problems(spec)
+    assert problem.path == "environment.aws_region" and "xx-mars-1" in problem.message and "us-east-1" in problem.message
+    assert karpenter.efa_region_problems(prod_spec) == []

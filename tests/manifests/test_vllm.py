@@ -266,7 +266,7 @@ def test_weights_read_policy_is_least_privilege() -> None:
                                           cluster_name="c", namespace="inference", service_account="m-vllm")["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
-    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
+    assert trust["Condition"]["StringEquals"]["aws:RequestTag/eks-cluster-arn"] == "arn:aws:eks:us-east-1:123456789012:cluster/c"
     assert trust["Condition"]["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "m-vllm"
 
 
@@ -282,12 +282,17 @@ def test_pd_roles_use_nixl_with_producer_and_consumer(prod_spec: PlatformSpec) -
         assert kv == {"kv_connector": "NixlConnector", "kv_role": kv_role, "kv_load_failure_policy": "fail",
                       "kv_connector_extra_config": {"backends": ["LIBFABRIC"]}}
         assert {"name": "FI_PROVIDER", "value": "efa"} in c["env"]
+        # no huge pages: Karpenter cannot provision for a hugepages-2Mi request, and without one the EFA provider's
+        # huge-page pools could only fail (vllm.EFA_HUGE_PAGE_ENV)
+        assert {"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"} in c["env"]
+        assert not any(k.startswith("hugepages-") for part in ("requests", "limits") for k in c["resources"][part])
         (host,) = [e for e in c["env"] if e["name"] == "VLLM_NIXL_SIDE_CHANNEL_HOST"]
         assert host["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
         assert {"name": "nixl", "containerPort": vllm.NIXL_SIDE_CHANNEL_PORT, "protocol": "TCP"} in c["ports"]
     agg = container(vllm.workload_body(service_args(prod_spec, "search-8b"), "aggregated"))
     assert "--kv-transfer-config" not in agg["args"]
     assert not any(e["name"].startswith("VLLM_NIXL") for e in agg["env"])
+    assert not any(e["name"].startswith("FI_") for e in agg["env"])  # l40s has no EFA
 
 
 def test_services_pdbs_and_pod_monitors(prod_spec: PlatformSpec) -> None:
@@ -411,3 +416,19 @@ def test_schema_check_is_strict(prod_spec: PlatformSpec) -> None:
     body = vllm.workload_body(service_args(prod_spec, "search-8b"), "aggregated")
     body["spec"]["template"]["spec"]["terminationGracePeriod"] = 30
     assert validate_object(body)
+
+
+def test_efa_with_the_stock_image_is_warned_about(
+    prod_spec: PlatformSpec, raw_stack: Callable[[str], dict[str, Any]],
+) -> None:
+    """Items 12-13: nothing read at the pinned tag shows vllm/vllm-openai shipping libfabric's EFA provider or
+    aws-ofi-nccl, so a model that depends on them on EFA gets a warning that says what the image needs."""
+    (pd,) = vllm.efa_image_warnings(service_args(prod_spec, "llama-70b-fp8"))
+    assert "NIXL's LIBFABRIC backend" in pd and "serving.image" in pd and "fi_info -p efa" in pd
+    (multi,) = vllm.efa_image_warnings(service_args(multi_node_spec(raw_stack), "llama-70b-fp8"))
+    assert "aws-ofi-nccl" in multi and "TCP" in multi
+    # an image of the user's choice, or a model off EFA, is not warned about
+    custom = service_args(prod_spec, "llama-70b-fp8").model_copy(update={"image": "registry.example/vllm-efa:v0.33.0"})
+    assert vllm.efa_image_warnings(custom) == []
+    assert vllm.efa_image_warnings(service_args(prod_spec, "search-8b")) == []
+
