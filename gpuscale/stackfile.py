@@ -226,12 +226,12 @@ def load_from_pulumi_config() -> PlatformSpec:
     """Read the running stack's ``gpuscale:*`` config (inside ``pulumi up``/``preview``)."""
     import pulumi
 
-    from gpuscale.synth import sdk
+    from gpuscale import pulumi_runtime
 
     cfg = pulumi.Config(NAMESPACE)
     # every gpuscale:* key, known or not: a typo such as gpuscale:observabilty is refused here as by `gpuscale validate`
     raw: dict[str, Any] = {}
-    for name in sdk.config_keys(NAMESPACE):
+    for name in pulumi_runtime.config_keys(NAMESPACE):
         try:
             raw[name] = cfg.get_object(name)
         except pulumi.ConfigTypeError:  # a plain string where YAML structure is expected: the spec names the type

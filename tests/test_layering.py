@@ -45,3 +45,10 @@ def test_spec_is_structural_and_imports_nothing_derived() -> None:
 
 def test_builders_create_no_pulumi_resources() -> None:
     assert _offenders("gpuscale/manifests", ("pulumi", "gpuscale.components")) == []
+
+
+def test_components_never_import_the_offline_tools() -> None:
+    """The components reach the Pulumi runtime through ``gpuscale.pulumi_runtime``, never the synth, simulator,
+    plan or CLI (a Pulumi program installs the components without them)."""
+    tools = ("gpuscale.synth", "gpuscale.sim", "gpuscale.plan", "gpuscale.cli", "gpuscale.tune", "gpuscale.schedule")
+    assert _offenders("components", tools) == []

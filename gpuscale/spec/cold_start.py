@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import model_validator
 
 from gpuscale.spec.base import Spec
-from gpuscale.spec.problems import at
+from gpuscale.problems import at
 
 ImagePull = Literal["registry", "soci-parallel", "snapshot"]
 """How a fresh GPU node gets the vLLM image:

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
 from gpuscale.spec.base import IamPrincipalArn, Ipv4Cidr, Name, Spec
-from gpuscale.spec.problems import at
+from gpuscale.problems import at
 
 MAX_AWS_TAGS = 50
 """AWS allows at most 50 tags on one resource."""

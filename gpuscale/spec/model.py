@@ -11,7 +11,7 @@ from gpuscale import versions
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
 from gpuscale.spec.cold_start import ModelColdStartSpec
 from gpuscale.spec.front_door import FrontDoorSpec
-from gpuscale.spec.problems import SpecProblems, at
+from gpuscale.problems import Problems, at
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
 
@@ -168,7 +168,7 @@ class WakeSchedule(Spec):
     @model_validator(mode="after")
     def _distinct(self) -> WakeSchedule:
         if self.start == self.end:
-            raise SpecProblems([("end", f"start and end are both {self.start!r}: the role would never be held awake")])
+            raise Problems([("end", f"start and end are both {self.start!r}: the role would never be held awake")])
         return self
 
 
@@ -387,7 +387,7 @@ class ModelDeployment(Spec):
                 f"max_context_tokens ({ctx:,}); lower the token counts, {fix}",
             ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -429,7 +429,7 @@ class ModelDeployment(Spec):
                     "front_door.idle_window_s instead and drop cooldown_s",
                 ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")

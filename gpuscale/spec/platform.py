@@ -11,7 +11,7 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.observability import ObservabilitySpec
-from gpuscale.spec.problems import SpecProblems
+from gpuscale.problems import Problems
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import TopologySpec, zone_problem
 
@@ -77,7 +77,7 @@ class PlatformSpec(Spec):
                         f"(e.g. {versions.EKS_AL2023_AMI_ALIAS})",
                     ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -88,7 +88,7 @@ class PlatformSpec(Spec):
             if problem:
                 problems.append((f"topology.zones[{j}]", problem))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -109,7 +109,7 @@ class PlatformSpec(Spec):
                     f"/mnt/k8s-disks/0, but on pool {pool.name} {why}. Use weights_cache: none",
                 ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     def leaf_queue_names(self) -> list[str]:

@@ -19,7 +19,7 @@ from gpuscale.spec.base import (
 )
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.spec.cold_start import SOCI_MIN_AL2023_RELEASE, ImagePull, snapshot_id_problem
-from gpuscale.spec.problems import at
+from gpuscale.problems import at
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]

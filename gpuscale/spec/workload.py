@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field, model_validator
 
 from gpuscale.spec.base import INT32_MAX, Spec
-from gpuscale.spec.problems import at
+from gpuscale.problems import at
 
 
 def _path(value: object) -> object:

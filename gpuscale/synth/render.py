@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from gpuscale.synth import sdk
+from gpuscale import pulumi_runtime
 from gpuscale.synth.layout import CHARTS_FILE, FORMAT, MANIFESTS_DIR, RESOURCES_FILE
 from gpuscale.synth.mocks import RecordedResource, run_program
 
@@ -126,12 +126,12 @@ def synthesize(
     """
     def run() -> None:
         # The mock runtime keeps one root Stack across runs: forget exports of an earlier program.
-        sdk.root_stack_outputs().clear()
+        pulumi_runtime.root_stack_outputs().clear()
         program()
 
     records = run_program(run, project=project, stack=stack, region=region)
-    exported = sdk.root_stack_outputs()
-    outputs = clean_value(sdk.resolve_plain(dict(exported)))
+    exported = pulumi_runtime.root_stack_outputs()
+    outputs = clean_value(pulumi_runtime.resolve_plain(dict(exported)))
     exported.clear()
     return render_records(records, project=project, stack=stack, region=region, outputs=outputs)
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from gpuscale.cli import app
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.spec.problems import SpecProblems
+from gpuscale.problems import Problems
 from tests.conftest import stack_path
 from tests.synth.programs import Knobs, platform_program
 
@@ -107,7 +107,7 @@ def test_synth_refuses_an_invalid_stack_file(tmp_path: Path) -> None:
 
 def test_synth_turns_program_refusals_into_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def refusing(spec: PlatformSpec) -> None:
-        raise SpecProblems([("models[0].autoscaling.prefill.max_replicas",
+        raise Problems([("models[0].autoscaling.prefill.max_replicas",
                              "16 replicas x 4 GPUs = 64 GPUs exceed queue chat's gpu_limit 48")])
 
     monkeypatch.setitem(sys.modules, "gpuscale.program", types.SimpleNamespace(deploy=refusing))

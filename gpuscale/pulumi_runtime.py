@@ -1,4 +1,4 @@
-"""The one module that touches Pulumi SDK internals (not public API) gpuscale relies on.
+"""The Pulumi runtime adapter: the one module that touches Pulumi SDK internals (not public API) gpuscale relies on.
 
 Mocks are public (``pulumi.runtime.set_mocks``), but recording every registration with its parent, running a program
 function to completion outside the CLI, reading the root stack's exports, and listing every config key of a namespace
@@ -103,7 +103,7 @@ class _EngineLogHandler(logging.Handler):
         sys.stderr.write(f"{record.levelname.lower()}: {record.getMessage()}\n")
 
 
-ENGINE_LOG = logging.getLogger("gpuscale.synth.engine")
+ENGINE_LOG = logging.getLogger("gpuscale.pulumi_runtime.engine")
 """The mock engine's log: components' ``pulumi.log.warn`` messages, each as a ``warning:`` line."""
 ENGINE_LOG.propagate = False
 ENGINE_LOG.setLevel(logging.WARNING)
