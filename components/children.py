@@ -114,11 +114,16 @@ def _claim(target: object, who: str, package: str, kind: str, name: str, scope: 
     where = f"{scope}/{name}" if scope else name
     if holder is not None:
         raise NameClash(
-            f"{who} would create {kind} {where}, which {holder} already creates through the same {package} provider "
-            f"(or one gpuscale made for the same region and credentials); "
+            f"{who} would create {kind} {where}, which {holder} already creates through {_through(target, package)}; "
             f"{fix}"
         )
     claims[key] = who
+
+
+def _through(target: object, package: str) -> str:
+    if isinstance(target, tuple) and target and target[0] != "provider":
+        return f"a {package} provider for the same {', '.join(map(str, target[1:]))}"
+    return f"the same {package} provider"
 
 
 def object_name(resource: pulumi.Resource) -> pulumi.Output[str]:

@@ -1,0 +1,99 @@
+"""Pulumi users' programs (issue 23), each written as a user would from the README and the docstrings, run under
+the recording mock monitor: what reaches the engine, and what is refused with which message."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+import gpuscale.components as components
+from gpuscale.components import GpuNodePool, GpuNodePoolArgs, NameClash, VllmService, VllmServiceArgs
+from gpuscale.sizing import size_platform
+from gpuscale.spec.topology import GpuNodePoolSpec
+from tests.components.support import named, one, run, stand_in
+from tests.specs import small_spec
+
+
+# --- 1. opts.depends_on reaches every child -------------------------------------------------------------------------
+
+def test_depends_on_reaches_an_efa_pools_placement_group() -> None:
+    def program() -> None:
+        chart = stand_in("karpenter-chart")
+        GpuNodePool("h100", GpuNodePoolArgs(
+            pool=GpuNodePoolSpec(name="h100", instance_types=["p5.48xlarge"], gpu_limit=16, efa=True,
+                                 root_volume_gib=500),
+            cluster_name="team-a", node_role_name="KarpenterNodeRole-team-a", zones=["us-east-1a"],
+        ), opts=pulumi.ResourceOptions(depends_on=[chart]))
+
+    records = run(program)
+    group = one(records, "aws:ec2/placementGroup:PlacementGroup")
+    assert named(records, "karpenter-chart").urn in group.dependencies
+
+
+# --- 3. a name that is an Output is claimed too ---------------------------------------------------------------------
+
+def test_two_services_for_one_model_in_an_output_namespace_are_refused() -> None:
+    spec = small_spec()
+    sizing = size_platform(spec)
+
+    def program() -> None:
+        ns = k8s.core.v1.Namespace("llm", metadata={"name": "team-a-llm"})
+        for name in ("llama", "llama-again"):
+            VllmService(name, VllmServiceArgs.from_platform(spec, sizing, "m8b", namespace=ns.metadata.name))
+
+    with pytest.raises(NameClash, match=r"VllmService 'llama-again' would create workload team-a-llm/m8b-aggregated, "
+                                        r"which VllmService 'llama' already creates"):
+        run(program)
+
+
+def test_the_same_model_in_two_output_namespaces_is_fine() -> None:
+    spec = small_spec()
+    sizing = size_platform(spec)
+
+    def program() -> None:
+        for ns_name in ("team-a-llm", "team-b-llm"):
+            ns = k8s.core.v1.Namespace(ns_name, metadata={"name": ns_name})
+            VllmService(ns_name, VllmServiceArgs.from_platform(spec, sizing, "m8b", namespace=ns.metadata.name))
+
+    records = run(program)
+    assert {r.inputs["metadata"]["namespace"] for r in records if r.type == "kubernetes:apps/v1:Deployment"} == {
+        "team-a-llm", "team-b-llm"}
+
+
+# --- 5. every public component takes (name, args, opts=None) --------------------------------------------------------
+
+def every_component() -> list[type[pulumi.ComponentResource]]:
+    """Every ComponentResource defined in gpuscale.components, exported or not."""
+    found = []
+    for info in pkgutil.iter_modules(components.__path__):
+        module = importlib.import_module(f"gpuscale.components.{info.name}")
+        found += [c for _, c in inspect.getmembers(module, inspect.isclass)
+                  if issubclass(c, pulumi.ComponentResource) and c.__module__ == module.__name__]
+    return found
+
+
+def test_every_component_takes_name_args_opts() -> None:
+    exported = {getattr(components, n) for n in components.__all__}
+    assert {c for c in every_component() if c.__name__ != "EfaDevicePlugin"} <= exported  # public unless internal
+    assert len(every_component()) >= 18
+    for component in every_component():
+        params = list(inspect.signature(component.__init__).parameters.values())[1:]
+        shape = [(p.name, p.kind, p.default) for p in params]
+        assert shape == [
+            ("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+            ("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+            ("opts", inspect.Parameter.POSITIONAL_OR_KEYWORD, None),
+        ], component.__name__
+
+
+def test_the_readmes_positional_form_builds_a_device_plugin() -> None:
+    def program() -> None:
+        components.NvidiaDevicePlugin("nvidia", components.NvidiaDevicePluginArgs(),
+                                      pulumi.ResourceOptions(provider=k8s.Provider("c", kubeconfig="{}")))
+
+    assert one(run(program), "gpuscale:index:NvidiaDevicePlugin")
