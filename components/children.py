@@ -122,7 +122,7 @@ def _claim(target: object, who: str, package: str, kind: str, name: str, scope: 
 
 def _through(target: object, package: str) -> str:
     if isinstance(target, tuple) and target and target[0] != "provider":
-        return f"a {package} provider for the same {', '.join(map(str, target[1:]))}"
+        return f"a provider of {package} for the same {', '.join(map(str, target[1:]))}"
     return f"the same {package} provider"
 
 

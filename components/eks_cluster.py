@@ -262,7 +262,8 @@ class EksCluster(pulumi.ComponentResource):
         return opts
 
     def _kubeconfig_profile(self, args: EksClusterArgs) -> pulumi.Input[str] | None:
-        """The profile ``aws eks get-token`` uses: the args', else the one the AWS provider deploys with."""
+        """The profile ``aws eks get-token`` uses: the args', else the one the AWS provider deploys with (none: the
+        default credential chain; the program that reads ``aws:profile`` passes it in ``kubeconfig_profile``)."""
         if args.kubeconfig_profile is not None:
             given: pulumi.Input[str] = args.kubeconfig_profile
             return given
@@ -270,7 +271,7 @@ class EksCluster(pulumi.ComponentResource):
         if isinstance(provider, aws.Provider):
             profile: pulumi.Output[str] = provider.profile  # type: ignore[assignment]  # None when unset
             return profile
-        return pulumi.Config("aws").get("profile")
+        return None
 
     # ------------------------------------------------------------------------------------------ network
 

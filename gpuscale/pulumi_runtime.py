@@ -115,8 +115,12 @@ def install_mocks(mocks: pulumi.runtime.Mocks, monitor: Any, *, project: str, st
     reset_runtime()
 
 
-def config_keys(namespace: str) -> list[str]:
+def all_config_keys() -> list[str]:
     """Every ``<namespace>:<key>`` set for the running stack, as the language host passed it (explicitly set config,
-    then the ``PULUMI_CONFIG`` bag), without the namespace; sorted."""
-    keys = {*_config.CONFIG.get(), *_config.get_config_env()}
-    return sorted(k.partition(":")[2] for k in keys if k.partition(":")[0] == namespace and ":" in k)
+    then the ``PULUMI_CONFIG`` bag); sorted."""
+    return sorted({*_config.CONFIG.get(), *_config.get_config_env()})
+
+
+def config_keys(namespace: str) -> list[str]:
+    """Every key of ``namespace`` set for the running stack, without the namespace; sorted."""
+    return [k.partition(":")[2] for k in all_config_keys() if k.partition(":")[0] == namespace and ":" in k]

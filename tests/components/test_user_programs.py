@@ -8,15 +8,25 @@ import inspect
 import pkgutil
 
 import pulumi
+import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pytest
 
 import gpuscale.components as components
-from gpuscale.components import GpuNodePool, GpuNodePoolArgs, NameClash, VllmService, VllmServiceArgs
+from gpuscale.components import (
+    GpuNodePool,
+    GpuNodePoolArgs,
+    InferencePlatform,
+    InferencePlatformArgs,
+    NameClash,
+    Refused,
+    VllmService,
+    VllmServiceArgs,
+)
 from gpuscale.sizing import size_platform
 from gpuscale.spec.topology import GpuNodePoolSpec
 from tests.components.support import named, one, run, stand_in
-from tests.specs import small_spec
+from tests.specs import environment, small_spec
 
 
 # --- 1. opts.depends_on reaches every child -------------------------------------------------------------------------
@@ -97,3 +107,50 @@ def test_the_readmes_positional_form_builds_a_device_plugin() -> None:
                                       pulumi.ResourceOptions(provider=k8s.Provider("c", kubeconfig="{}")))
 
     assert one(run(program), "gpuscale:index:NvidiaDevicePlugin")
+
+
+# --- 2. a Kubernetes provider given to InferencePlatform is refused, not dropped -----------------------------------
+
+def test_a_kubernetes_provider_given_to_the_platform_is_refused_with_the_reason() -> None:
+    def program() -> None:
+        mine = k8s.Provider("existing", kubeconfig="{}")
+        InferencePlatform("p", InferencePlatformArgs(spec=small_spec()), opts=pulumi.ResourceOptions(providers=[mine]))
+
+    with pytest.raises(Refused, match=r"a Kubernetes provider in opts cannot be used: the platform creates the EKS "
+                                      r"cluster") as info:
+        run(program)
+    assert isinstance(info.value, pulumi.RunError)  # pulumi up prints the message alone
+
+
+def test_an_aws_provider_alone_is_used() -> None:
+    def program() -> None:
+        mine = aws.Provider("mine", region="us-east-1")
+        InferencePlatform("p", InferencePlatformArgs(spec=small_spec()), opts=pulumi.ResourceOptions(providers=[mine]))
+
+    records = run(program)
+    assert [r.name for r in records if r.type == "pulumi:providers:aws"] == ["mine"]
+
+
+# --- 4. one cluster name twice, each platform with the provider gpuscale creates -----------------------------------
+
+def test_two_platforms_with_one_cluster_name_are_refused_with_their_own_providers() -> None:
+    def program() -> None:
+        InferencePlatform("a", InferencePlatformArgs(spec=small_spec(), cluster_name="inference"))
+        InferencePlatform("b", InferencePlatformArgs(spec=small_spec(), cluster_name="inference"))
+
+    with pytest.raises(NameClash, match=r"EksCluster 'b-cluster' would create EKS cluster inference, which EksCluster "
+                                        r"'a-cluster' already creates through a provider of aws for the same region "
+                                        r"us-east-1, profile \(default\)"):
+        run(program)
+
+
+def test_one_cluster_name_in_two_regions_or_accounts_is_fine() -> None:
+    def program() -> None:
+        InferencePlatform("a", InferencePlatformArgs(spec=small_spec(), cluster_name="inference"))
+        InferencePlatform("b", InferencePlatformArgs(spec=small_spec(), cluster_name="inference", aws_profile="other"))
+        eu = small_spec(environment=environment(region="eu-west-1"), topology={
+            "zones": ["eu-west-1a"], "gpu_pools": [{"name": "l40s", "instance_types": ["g6e.xlarge"], "gpu_limit": 16}]})
+        InferencePlatform("c", InferencePlatformArgs(spec=eu, cluster_name="inference"))
+
+    clusters = [r for r in run(program) if r.type == "aws:eks/cluster:Cluster"]
+    assert [c.inputs["name"] for c in clusters] == ["inference"] * 3
