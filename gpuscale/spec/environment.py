@@ -9,8 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
-from gpuscale.spec.base import IamPrincipalArn, Ipv4Cidr, Name, Spec
 from gpuscale.problems import at
+from gpuscale.spec.base import IamPrincipalArn, Ipv4Cidr, Name, Spec
 
 MAX_AWS_TAGS = 50
 """AWS allows at most 50 tags on one resource."""

@@ -8,10 +8,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
+from gpuscale.problems import Problems, at
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
 from gpuscale.spec.cold_start import ModelColdStartSpec
 from gpuscale.spec.front_door import FrontDoorSpec
-from gpuscale.problems import Problems, at
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
 

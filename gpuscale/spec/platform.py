@@ -7,11 +7,11 @@ from collections import Counter
 from pydantic import Field, model_validator
 
 from gpuscale import versions
+from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.observability import ObservabilitySpec
-from gpuscale.problems import Problems
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import TopologySpec, zone_problem
 

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gpuscale.spec.base import Spec
 from gpuscale.problems import at
+from gpuscale.spec.base import Spec
 
 Criticality = Literal["critical", "standard", "best_effort"]
 

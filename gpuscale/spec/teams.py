@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from pydantic import Field, model_validator
 
-from gpuscale.spec.base import INT32_MAX, Name, Spec
 from gpuscale.problems import Problems, at
+from gpuscale.spec.base import INT32_MAX, Name, Spec
 
 UNLIMITED = -1.0
 

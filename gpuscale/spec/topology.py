@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from gpuscale import labels, versions
+from gpuscale.problems import at
 from gpuscale.spec.base import (
     CronSchedule,
     KarpenterDuration,
@@ -19,7 +20,6 @@ from gpuscale.spec.base import (
 )
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.spec.cold_start import SOCI_MIN_AL2023_RELEASE, ImagePull, snapshot_id_problem
-from gpuscale.problems import at
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from gpuscale.spec.base import INT32_MAX, Spec
 from gpuscale.problems import at
+from gpuscale.spec.base import INT32_MAX, Spec
 
 
 def _path(value: object) -> object:

@@ -16,8 +16,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
-from gpuscale.spec.platform import PlatformSpec
 from gpuscale.problems import Problems
+from gpuscale.spec.platform import PlatformSpec
 from tests.conftest import stack_path
 from tests.synth.programs import Knobs, platform_program
 

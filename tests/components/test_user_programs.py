@@ -28,7 +28,6 @@ from gpuscale.spec.topology import GpuNodePoolSpec
 from tests.components.support import named, one, run, stand_in
 from tests.specs import environment, small_spec
 
-
 # --- 1. opts.depends_on reaches every child -------------------------------------------------------------------------
 
 def test_depends_on_reaches_an_efa_pools_placement_group() -> None:
