@@ -28,6 +28,7 @@ import pulumi
 
 from gpuscale import pulumi_runtime
 from gpuscale.problems import Problem, Problems
+from gpuscale.spec.platform import PlatformSpec
 
 _Target = tuple[object, ...]
 _Claims = dict[tuple[object, str, str, str], str]
@@ -56,12 +57,25 @@ def refused(exc: Problems) -> Refused:
     return exc if isinstance(exc, Refused) else Refused(exc.problems, exc.source)
 
 
-def known(kind: str, name: str, names: Iterable[str], where: str) -> str:
-    """``name`` if it is one of ``names``; else ``UnknownName`` listing them (``where``: the spec's YAML path)."""
+def _known(kind: str, name: object, names: Iterable[str], where: str) -> None:
     valid = list(names)
     if name not in valid:
         raise UnknownName([(where, f"no {kind} {name!r}; the spec defines {', '.join(map(repr, valid)) or 'none'}")])
-    return name
+
+
+def known_model(spec: PlatformSpec, model_name: str, role: str | None = None) -> None:
+    """Refuse a model (and role) name ``from_platform`` was given that the spec does not define, listing the valid
+    ones, instead of the lookup's bare ``StopIteration``/``KeyError``."""
+    _known("model", model_name, (m.name for m in spec.models), "models[].name")
+    if role is not None:
+        i, model = next((i, m) for i, m in enumerate(spec.models) if m.name == model_name)
+        _known(f"role of {model_name!r} (serving.mode {model.serving.mode})", role, model.serving.roles,
+               f"models[{i}].serving.mode")
+
+
+def known_pool(spec: PlatformSpec, pool_name: str) -> None:
+    """Refuse a GPU pool name ``from_spec`` was given that the spec does not define, listing the valid ones."""
+    _known("GPU pool", pool_name, (p.name for p in spec.topology.gpu_pools), "topology.gpu_pools[].name")
 
 
 def child_opts(

@@ -26,7 +26,7 @@ import pulumi_aws as aws
 from pydantic import Field, model_validator
 
 from gpuscale import sizing, versions
-from gpuscale.components.children import child_opts, object_name
+from gpuscale.components.children import child_opts, known_pool, object_name
 from gpuscale.components.inputs import ClusterName, NonEmpty, SecurityGroupIds, StrInput, StrListInput, SubnetIds
 from gpuscale.components.node_pool_resources import node_class_and_pool, node_class_spec
 from gpuscale.manifests import karpenter
@@ -93,6 +93,7 @@ class GpuNodePoolArgs(Spec):
     ) -> GpuNodePoolArgs:
         """The spec's pool, with root volume and cold start derived from the models that run on it, and the one zone of
         its cluster placement group (EFA pools)."""
+        known_pool(spec, pool_name)
         pool = spec.topology.pool(pool_name)
         return cls(
             pool=pool,

@@ -14,12 +14,15 @@ import pytest
 
 import gpuscale.components as components
 from gpuscale.components import (
+    FrontDoorArgs,
     GpuNodePool,
     GpuNodePoolArgs,
     InferencePlatform,
     InferencePlatformArgs,
     NameClash,
     Refused,
+    RoleAutoscalerArgs,
+    UnknownName,
     VllmService,
     VllmServiceArgs,
 )
@@ -153,3 +156,20 @@ def test_one_cluster_name_in_two_regions_or_accounts_is_fine() -> None:
 
     clusters = [r for r in run(program) if r.type == "aws:eks/cluster:Cluster"]
     assert [c.inputs["name"] for c in clusters] == ["inference"] * 3
+
+
+# --- 6. a typo in a name given to from_platform / from_spec --------------------------------------------------------
+
+def test_a_typo_in_a_model_role_or_pool_name_is_refused_with_the_valid_names() -> None:
+    spec = small_spec()
+    sizing = size_platform(spec)
+    with pytest.raises(UnknownName, match=r"gpuscale:models\[\]\.name: no model 'm8'; the spec defines 'm8b'"):
+        VllmServiceArgs.from_platform(spec, sizing, "m8")
+    with pytest.raises(UnknownName, match=r"no model 'm8'; the spec defines 'm8b'"):
+        FrontDoorArgs.from_platform(spec, sizing, "m8")
+    with pytest.raises(UnknownName, match=r"gpuscale:models\[0\]\.serving\.mode: no role of 'm8b' \(serving\.mode "
+                                          r"aggregated\) 'decode'; the spec defines 'aggregated'"):
+        RoleAutoscalerArgs.from_platform(spec, sizing, "m8b", "decode")
+    with pytest.raises(UnknownName, match=r"gpuscale:topology\.gpu_pools\[\]\.name: no GPU pool 'l40'; the spec "
+                                          r"defines 'l40s'"):
+        GpuNodePoolArgs.from_spec(spec, "l40", cluster_name="team-a", node_role_name="r")
