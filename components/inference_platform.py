@@ -38,6 +38,7 @@ from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.manifests import autoscaling, vllm
 from gpuscale.manifests.karpenter import efa_pools
 from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
+from gpuscale.platform_checks import platform_problems
 from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import ExistingSubnetsSpec
@@ -120,6 +121,9 @@ class InferencePlatform(pulumi.ComponentResource):
             sizing = checked_sizing(args.spec)  # a spec whose layers disagree is refused before any resource registers
         except Problems as exc:
             raise refused(exc) from None
+        created = platform_problems(args.spec)  # it creates the VPC and the cluster: what would stop that run
+        if created:
+            raise Refused(created)
         super().__init__("gpuscale:index:InferencePlatform", name, None, opts)
         self._name, self._spec, self._sizing, self._opts = name, args.spec, sizing, opts
         cluster = self._cluster(args)

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuscale.checks import checked_sizing
+from gpuscale.platform_checks import platform_problems
 from gpuscale.problems import NAMESPACE, Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 
@@ -166,6 +167,9 @@ def validate_config(raw: dict[str, Any], source: str) -> PlatformSpec:
         checked_sizing(spec)
     except Problems as exc:
         raise StackConfigError(source, exc.problems) from None
+    created = platform_problems(spec)  # a stack is the platform program: it creates the VPC and the cluster
+    if created:
+        raise StackConfigError(source, created)
     return spec
 
 

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 import gpuscale.components as components
+from gpuscale.checks import checked_sizing
 from gpuscale.components import (
     FrontDoorArgs,
     GpuNodePool,
@@ -27,9 +28,10 @@ from gpuscale.components import (
     VllmServiceArgs,
 )
 from gpuscale.sizing import size_platform
+from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
 from tests.components.support import named, one, run, stand_in
-from tests.specs import environment, small_spec
+from tests.specs import environment, small_raw, small_spec
 
 # --- 1. opts.depends_on reaches every child -------------------------------------------------------------------------
 
@@ -173,3 +175,22 @@ def test_a_typo_in_a_model_role_or_pool_name_is_refused_with_the_valid_names() -
     with pytest.raises(UnknownName, match=r"gpuscale:topology\.gpu_pools\[\]\.name: no GPU pool 'l40'; the spec "
                                           r"defines 'l40s'"):
         GpuNodePoolArgs.from_spec(spec, "l40", cluster_name="team-a", node_role_name="r")
+
+
+# --- 7. checks of what a program does not create do not run for the pieces it uses ----------------------------------
+
+def test_one_model_on_an_existing_cluster_is_not_refused_for_a_private_endpoint() -> None:
+    env = {**environment(), "endpoint_public_access": False, "public_access_cidrs": []}
+    spec = PlatformSpec.model_validate(small_raw(environment=env))  # nothing here creates a VPC or a cluster
+    sizing = checked_sizing(spec)
+
+    def program() -> None:
+        on_cluster = pulumi.ResourceOptions(provider=k8s.Provider("existing", context="team-a"))
+        VllmService("llama", VllmServiceArgs.from_platform(spec, sizing, "m8b", cluster_name="team-a"), opts=on_cluster)
+
+    assert one(run(program), "gpuscale:index:VllmService")
+
+    with pytest.raises(Refused) as info:  # the platform creates both: refused, with the full YAML path
+        run(lambda: InferencePlatform("p", InferencePlatformArgs(spec=spec)))
+    assert info.value.lines()[0].startswith("gpuscale:environment.endpoint_public_access: the EKS endpoint would be "
+                                            "private-only")
