@@ -78,6 +78,16 @@ def known_pool(spec: PlatformSpec, pool_name: str) -> None:
     _known("GPU pool", pool_name, (p.name for p in spec.topology.gpu_pools), "topology.gpu_pools[].name")
 
 
+def require_prometheus_url(spec: PlatformSpec, prometheus_url: object) -> None:
+    """A piece that queries Prometheus on a cluster this program did not build cannot assume gpuscale's
+    kube-prometheus-stack: the URL is given (an arg, or ``observability.prometheus_url`` in the spec), or refused."""
+    if prometheus_url is None and "prometheus_url" not in spec.observability.model_fields_set:
+        raise Refused([("observability.prometheus_url", (
+            "no Prometheus URL: the default is the kube-prometheus-stack an InferencePlatform installs, which this "
+            "cluster may not run; pass prometheus_url= (your Prometheus, or PrometheusStack(...).prometheus_url) or "
+            "set observability.prometheus_url in the spec"))])
+
+
 def child_opts(
     owner: pulumi.Resource, opts: pulumi.ResourceOptions | None, *after: pulumi.Input[pulumi.Resource], **kwargs: Any,
 ) -> pulumi.ResourceOptions:

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pytest
+from pydantic import ValidationError
 
 import gpuscale.components as components
 from gpuscale.checks import checked_sizing
@@ -194,3 +195,23 @@ def test_one_model_on_an_existing_cluster_is_not_refused_for_a_private_endpoint(
         run(lambda: InferencePlatform("p", InferencePlatformArgs(spec=spec)))
     assert info.value.lines()[0].startswith("gpuscale:environment.endpoint_public_access: the EKS endpoint would be "
                                             "private-only")
+
+
+# --- 8. no silent Prometheus URL ------------------------------------------------------------------------------------
+
+def test_an_autoscaler_on_an_existing_cluster_needs_the_prometheus_url() -> None:
+    spec = small_spec()  # observability left out, as on a cluster gpuscale did not build
+    sizing = size_platform(spec)
+    with pytest.raises(Refused, match=r"gpuscale:observability\.prometheus_url: no Prometheus URL: the default is the "
+                                      r"kube-prometheus-stack an InferencePlatform installs"):
+        RoleAutoscalerArgs.from_platform(spec, sizing, "m8b", "aggregated")
+    given = RoleAutoscalerArgs.from_platform(spec, sizing, "m8b", "aggregated", prometheus_url="http://prom.obs:9090")
+    assert given.prometheus_url == "http://prom.obs:9090"
+    in_spec = small_spec(observability={"prometheus_url": "http://prom.obs:9090"})
+    assert RoleAutoscalerArgs.from_platform(in_spec, size_platform(in_spec), "m8b", "aggregated").autoscaler \
+        .prometheus_url == "http://prom.obs:9090"
+
+
+def test_a_stack_without_gpuscales_prometheus_must_name_its_own() -> None:
+    with pytest.raises(ValidationError, match=r"install_prometheus_stack is false, so the default URL"):
+        small_spec(observability={"install_prometheus_stack": False})
