@@ -22,6 +22,8 @@ from gpuscale.components import (
     InferencePlatform,
     InferencePlatformArgs,
     NameClash,
+    QueueTree,
+    QueueTreeArgs,
     Refused,
     RoleAutoscalerArgs,
     UnknownName,
@@ -30,6 +32,7 @@ from gpuscale.components import (
 )
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
 from tests.components.support import named, one, run, stand_in
 from tests.specs import environment, small_raw, small_spec
@@ -215,3 +218,20 @@ def test_an_autoscaler_on_an_existing_cluster_needs_the_prometheus_url() -> None
 def test_a_stack_without_gpuscales_prometheus_must_name_its_own() -> None:
     with pytest.raises(ValidationError, match=r"install_prometheus_stack is false, so the default URL"):
         small_spec(observability={"install_prometheus_stack": False})
+
+
+# --- 9. a team's queue under a department another stack created ----------------------------------------------------
+
+def test_a_team_queue_goes_under_an_existing_department_queue() -> None:
+    team = QueueSpec(name="team-b", gpu_quota=4, gpu_limit=8)
+
+    def program() -> None:
+        department = pulumi.Output.from_input("research")  # as StackReference("acme/platform/prod") would hand it
+        QueueTree("team-b", QueueTreeArgs(teams=[team], parent_queue=department))
+        QueueTree("team-c", QueueTreeArgs(teams=[team.model_copy(update={"name": "team-c"})], parent_queue="research"))
+
+    queues = {r.name: r.inputs["spec"] for r in run(program) if r.type == "kubernetes:scheduling.run.ai/v2:Queue"}
+    assert queues["team-b-team-b"]["parentQueue"] == queues["team-c-team-c"]["parentQueue"] == "research"
+    assert queues["team-b-team-b"]["resources"]["gpu"]["quota"] == 4
+    with pytest.raises(ValidationError, match="parent_queue"):
+        QueueTreeArgs(teams=[team], parent_queue="Research Dept")
