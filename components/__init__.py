@@ -19,6 +19,7 @@ from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
+from gpuscale.components.model_on_cluster import ModelOnCluster, ModelOnClusterArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs, RouterSettings
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
@@ -32,7 +33,7 @@ __all__ = [
     "FrontDoorArgs", "FrontDoorSettings",
     "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",
     "KaiTopology", "KaiTopologyArgs", "KarpenterController", "KarpenterControllerArgs", "KedaOperator",
-    "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "NameClash", "NvidiaDevicePlugin",
+    "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "ModelOnCluster", "ModelOnClusterArgs", "NameClash", "NvidiaDevicePlugin",
     "NvidiaDevicePluginArgs", "PdRouter", "PdRouterArgs", "PrometheusAdapter", "PrometheusAdapterArgs",
     "PrometheusStack", "PrometheusStackArgs", "QueueTree", "QueueTreeArgs", "Refused", "RoleAutoscaler", "RoleAutoscalerArgs",
     "RouterSettings", "ServingSettings", "UnknownName", "VllmService", "VllmServiceArgs",

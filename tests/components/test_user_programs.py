@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -21,10 +22,13 @@ from gpuscale.components import (
     GpuNodePoolArgs,
     InferencePlatform,
     InferencePlatformArgs,
+    ModelOnCluster,
+    ModelOnClusterArgs,
     NameClash,
     QueueTree,
     QueueTreeArgs,
     Refused,
+    RoleAutoscaler,
     RoleAutoscalerArgs,
     UnknownName,
     VllmService,
@@ -34,7 +38,7 @@ from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
-from tests.components.support import named, one, run, stand_in
+from tests.components.support import Records, named, one, run, stand_in
 from tests.specs import environment, small_raw, small_spec
 
 # --- 1. opts.depends_on reaches every child -------------------------------------------------------------------------
@@ -235,3 +239,79 @@ def test_a_team_queue_goes_under_an_existing_department_queue() -> None:
     assert queues["team-b-team-b"]["resources"]["gpu"]["quota"] == 4
     with pytest.raises(ValidationError, match="parent_queue"):
         QueueTreeArgs(teams=[team], parent_queue="Research Dept")
+
+
+# --- 10. the short form: one model on an existing cluster -----------------------------------------------------------
+
+SHORT_MODEL = {
+    "name": "llama-8b",
+    "architecture": {"params_b": 8.03, "layers": 32, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
+                     "hidden_size": 4096, "vocab_size": 128256, "max_context_tokens": 16384},
+    "weights": {"uri": "s3://my-models/meta-llama/Llama-3.1-8B-Instruct"},
+    "slo": {"ttft_p99_s": 2.0, "itl_p99_s": 0.08, "request_timeout_s": 60},
+    "workload": {"base_rps": 1, "peak_rps": 5, "prompt_tokens": {"mean": 800, "p99": 3000},
+                 "output_tokens": {"mean": 200, "p99": 800}},
+}
+POOL = GpuNodePoolSpec(name="l40s", instance_types=["g6e.xlarge", "g6e.2xlarge"], gpu_limit=8)
+TEAM = QueueSpec(name="team-b", gpu_quota=4, gpu_limit=8)
+LONG_SPEC: dict[str, Any] = {  # what examples/add_model.py said before the short form
+    "environment": {"name": "team-b", "stage": "dev", "aws_region": "eu-west-1", "endpoint_public_access": True,
+                    "public_access_cidrs": ["203.0.113.0/24"]},
+    "topology": {"zones": ["eu-west-1a", "eu-west-1b"],
+                 "gpu_pools": [{"name": "l40s", "instance_types": ["g6e.xlarge", "g6e.2xlarge"], "gpu_limit": 8}]},
+    "teams": [{"name": "team-b", "gpu_quota": 4, "gpu_limit": 8}],
+    "models": [{**SHORT_MODEL, "queue": "team-b", "node_pool": "l40s"}],
+}
+
+
+def values(data: object) -> int:
+    """Values a user types: every scalar (a list's items each count)."""
+    if isinstance(data, dict):
+        return sum(values(v) for v in data.values())
+    if isinstance(data, list):
+        return sum(values(v) for v in data)
+    return 1
+
+
+def short_form(**extra: Any) -> ModelOnClusterArgs:
+    return ModelOnClusterArgs(model=SHORT_MODEL, pool=POOL, team=TEAM, aws_region="eu-west-1",
+                              prometheus_url="http://prometheus.monitoring.svc:9090", **extra)
+
+
+def test_the_short_form_emits_what_the_long_form_did_from_fewer_values() -> None:
+    on_cluster = {"namespace": "team-b-llm", "cluster_name": "team-b"}
+
+    def short() -> None:
+        ModelOnCluster("llama-8b", short_form(**on_cluster))
+
+    def long() -> None:
+        spec = PlatformSpec.model_validate(LONG_SPEC)
+        sizing = checked_sizing(spec)
+        queues = QueueTree("llama-8b-queue", QueueTreeArgs.from_spec(spec))
+        service = VllmService("llama-8b", VllmServiceArgs.from_platform(spec, sizing, "llama-8b", **on_cluster),
+                              opts=pulumi.ResourceOptions(depends_on=[queues]))
+        RoleAutoscaler("llama-8b-aggregated", RoleAutoscalerArgs.from_platform(
+            spec, sizing, "llama-8b", "aggregated", namespace="team-b-llm",
+            prometheus_url="http://prometheus.monitoring.svc:9090"), opts=pulumi.ResourceOptions(depends_on=[service]))
+
+    def objects(records: Records) -> dict[tuple[str, str], Any]:
+        return {(r.type, r.name): r.inputs for r in records if r.custom}
+
+    assert objects(run(short)) == objects(run(long))
+    long_values = values(LONG_SPEC) + 5  # + model name x2, namespace, cluster name, Prometheus URL in the calls
+    short_values = (values(SHORT_MODEL) + values(POOL.model_dump(exclude_unset=True))
+                    + values(TEAM.model_dump(exclude_unset=True)) + 4)  # + region, URL, namespace, cluster name
+    assert (long_values, short_values) == (40, 30)
+
+
+def test_the_short_form_refuses_at_its_own_paths() -> None:
+    slow = {**SHORT_MODEL, "slo": {**SHORT_MODEL["slo"], "ttft_p99_s": -1}}  # type: ignore[dict-item]
+    with pytest.raises(Refused, match=r"ModelOnClusterArgs\.model\.slo\.ttft_p99_s: "):
+        ModelOnCluster("m", ModelOnClusterArgs(model=slow, pool=POOL, team=TEAM, aws_region="eu-west-1",
+                                               prometheus_url="http://p:9090"))
+    with pytest.raises(Refused, match=r"ModelOnClusterArgs\.model\.queue: leave it out, it is team\.name"):
+        ModelOnCluster("m", ModelOnClusterArgs(model={**SHORT_MODEL, "queue": "other"}, pool=POOL, team=TEAM,
+                                               aws_region="eu-west-1", prometheus_url="http://p:9090"))
+    tiny = TEAM.model_copy(update={"gpu_quota": 4, "gpu_limit": 1})
+    with pytest.raises(Refused, match=r"ModelOnClusterArgs\.team"):
+        ModelOnCluster("m", short_form().model_copy(update={"team": tiny}))
