@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from gpuscale.policy.rules import (
     SCALEDOBJECT,
     nodepool_selects_gpus,
 )
+from gpuscale.spec.topology import DriftWindow
 from gpuscale.synth.layout import FORMAT, RESOURCES_FILE
 
 MARKDOWN_LIMIT = 60_000
@@ -312,7 +312,7 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
     for d in diffs:
         entry = (b.resources.get(d.key) if d.status != "removed" else a.resources.get(d.key)) or {}
         before = a.resources.get(d.key) or {}
-        out.extend(_node_highlights(d, entry, gpu_classes, b))
+        out.extend(_node_highlights(d, entry, gpu_classes, b, before))
         out.extend(_autoscaling_highlights(d))
         out.extend(_replacement_highlights(d))
         out.extend(_rollout_highlights(d, entry, before))
@@ -321,17 +321,13 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
     return sorted(out, key=lambda h: (rank[h.category], h.key))
 
 
-_DAILY = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* (\*|[a-z]{3}|[0-6])$")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-
-
 def drift_pacing(nodepool_spec: Mapping[str, Any]) -> str:
     """How Karpenter will roll a NodePool's drifted nodes, read from its budgets and template (disruption.md "Budgets",
     "TerminationGracePeriod"): how many at a time, in which window, and whether drift may force-evict serving pods."""
     budgets = [_map(b) for b in _list(_map(nodepool_spec.get("disruption")).get("budgets"))] or [{"nodes": "10%"}]
     drift = [b for b in budgets if not b.get("reasons") or "Drifted" in _list(b.get("reasons"))]
     always = [str(b.get("nodes")) for b in drift if not b.get("schedule")]
-    frozen = [b for b in drift if b.get("schedule") and str(b.get("nodes")) == "0"]
+    frozen = _freezes(nodepool_spec)
     if "0" in always:
         text = "drift frozen (a Drifted budget of 0 nodes with no schedule): no node rolls until that budget changes"
     else:
@@ -350,33 +346,30 @@ def drift_pacing(nodepool_spec: Mapping[str, Any]) -> str:
     return text
 
 
+def _freezes(nodepool_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The budgets that freeze drift on a schedule (``nodes: "0"`` for ``Drifted``): what leaves a drift window."""
+    budgets = [_map(b) for b in _list(_map(nodepool_spec.get("disruption")).get("budgets"))]
+    return [b for b in budgets if b.get("schedule") and str(b.get("nodes")) == "0"
+            and (not b.get("reasons") or "Drifted" in _list(b.get("reasons")))]
+
+
 def _window(schedule: str, duration: str) -> str:
-    """A freeze budget as the drift window it leaves open (daily or weekly freezes), else as written."""
-    m = _DAILY.match(schedule.strip())
-    seconds = _duration_s(duration)
-    if m is None or seconds is None:
+    """A freeze budget as the drift window it leaves open (the spec's own inverse of the budget it emits), else as
+    written."""
+    window = DriftWindow.from_freeze_budget(schedule, duration)
+    if window is None:
         return f"drift frozen from cron '{schedule}' (UTC) for {duration}"
-    minute, hour, day = int(m.group(1)), int(m.group(2)), m.group(3)
-    period = 86400 if day == "*" else 7 * 86400
-    open_s = period - seconds
-    if open_s <= 0:
-        return f"drift frozen from cron '{schedule}' (UTC) for {duration}, which leaves no window"
-    start = (hour * 3600 + minute * 60 + seconds) % 86400
-    days = (hour * 3600 + minute * 60 + seconds) // 86400
-    when = "daily" if day == "*" else _WEEKDAYS[(_day_index(day) + days) % 7]
-    return (f"only in the drift window {when} {start // 3600:02d}:{start % 3600 // 60:02d} UTC for "
-            f"{open_s // 3600}h{(open_s % 3600) // 60:02d}m (frozen from cron '{schedule}' for {duration})")
+    return f"only in the drift window {window.describe()} (frozen from cron '{schedule}' for {duration})"
 
 
-def _day_index(day: str) -> int:
-    return int(day) if day.isdigit() else _WEEKDAYS.index(day)
-
-
-def _duration_s(value: str) -> int | None:
-    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:0s)?", value)
-    if not value or parts is None:
-        return None
-    return int(parts.group(1) or 0) * 3600 + int(parts.group(2) or 0) * 60
+def drift_windows(nodepool_spec: Mapping[str, Any]) -> str:
+    """The drift windows a NodePool's budgets leave, as the spec writes them (``sun 06:00 UTC for 6h``)."""
+    freezes = _freezes(nodepool_spec)
+    if not freezes:
+        return "none (drift at any hour)"
+    windows = [DriftWindow.from_freeze_budget(str(b["schedule"]), str(b.get("duration", ""))) for b in freezes]
+    return "; ".join(w.describe() if w is not None else f"frozen from cron '{b['schedule']}' for {b.get('duration')}"
+                     for w, b in zip(windows, freezes, strict=True))
 
 
 def _pools_of_class(s: Synth, class_name: str) -> list[Mapping[str, Any]]:
@@ -392,6 +385,7 @@ def _pools_of_class(s: Synth, class_name: str) -> list[Mapping[str, Any]]:
 
 def _node_highlights(
     d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set[str], head: Synth | None = None,
+    before: Mapping[str, Any] | None = None,
 ) -> list[Highlight]:
     inputs = _inputs(entry)
     if d.type == NODEPOOL:
@@ -417,6 +411,11 @@ def _node_highlights(
                 f"{drift_pacing(spec)}"
             )))
         disruption = [c for c in d.changes if c.path.startswith("/spec/disruption")]
+        windows = (drift_windows(_map(_inputs(before).get("spec"))), drift_windows(spec)) if before else None
+        if windows is not None and windows[0] != windows[1]:
+            # the freeze budget is how the window is emitted; reviewers think in windows, so say it as one
+            out.append(Highlight(cat, d.key, d.label, f"drift window: {windows[0]} -> {windows[1]}"))
+            disruption = [c for c in disruption if not c.path.startswith("/spec/disruption/budgets")]
         if disruption:
             out.append(Highlight(cat, d.key, d.label, f"disruption behaviour: {_change_list(disruption)}"))
         limits = [c for c in d.changes if c.path.startswith("/spec/limits")]
