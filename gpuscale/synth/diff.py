@@ -41,6 +41,7 @@ from gpuscale.policy.rules import (
     SCALEDOBJECT,
     nodepool_selects_gpus,
 )
+from gpuscale.problems import Refusal
 from gpuscale.spec.topology import DriftWindow
 from gpuscale.synth.layout import FORMAT, RESOURCES_FILE
 
@@ -72,7 +73,7 @@ _HPA_FIELDS = ("/spec/metrics", "/spec/minReplicas", "/spec/maxReplicas", "/spec
 _ABSENT: Any = type("_Absent", (), {"__repr__": lambda self: "<absent>"})()
 
 
-class NotASynthDirError(Exception):
+class NotASynthDirError(Refusal):
     """A directory that is not the output of ``gpuscale synth``."""
 
     def __init__(self, path: Path, reason: str) -> None:

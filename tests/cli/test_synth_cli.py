@@ -88,6 +88,7 @@ def test_diff_of_dev_and_prod_exits_1_with_a_summary(tmp_path: Path) -> None:
 
 
 def test_diff_refuses_a_directory_that_is_not_a_synth(tmp_path: Path) -> None:
+    # NotASynthDirError is a Refusal: the command's wrapper (cli.main.Command) turns it into exit 2, no traceback
     result = runner.invoke(app, ["diff", str(tmp_path), str(tmp_path)])
     assert result.exit_code == 2
     assert "not a gpuscale synth output (no resources.json)" in result.output
@@ -146,3 +147,4 @@ def test_component_warnings_reach_the_terminal_as_warning_lines(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "scales to zero outside its wake schedule" in line]
     assert lines and all(line.startswith("warning: llama-8b/aggregated ") for line in lines)
+
