@@ -34,11 +34,6 @@ def is_output(value: object) -> bool:
     return isinstance(value, pulumi.Output) or inspect.isawaitable(value)
 
 
-def plain_or_none(value: object) -> str | None:
-    """``value`` if it is a plain string, ``None`` when it is only known later."""
-    return value if isinstance(value, str) else None
-
-
 def _input(check: Callable[[str], str]) -> PlainValidator:
     """Validate a plain string with ``check``; pass an Output through."""
 

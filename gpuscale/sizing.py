@@ -18,7 +18,7 @@ from gpuscale.first_answer import cold_start as stage_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
-from gpuscale.spec.teams import UNLIMITED, QueueSpec
+from gpuscale.spec.teams import UNLIMITED
 from gpuscale.spec.topology import GpuNodePoolSpec
 
 if TYPE_CHECKING:
@@ -320,7 +320,6 @@ class ModelSizing(Spec):
     """GPU-hours per day if the base-load replica count ran all day."""
     gpu_hours_per_day_peak: float
     """GPU-hours per day if the peak replica count ran all day."""
-    warm_pool: bool = Field(description="critical SLO keeps at least one warm replica per role")
     front_door: FrontDoorSizing | None = None
     """Hold limit, queue bound, ``Retry-After`` and the first answer from zero, when the model has a front door."""
 
@@ -936,7 +935,6 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         gpu_hours_per_day=round(base_gpus * (24 - peak_h) + peak_gpus * peak_h, 2),
         gpu_hours_per_day_base=float(base_gpus * 24),
         gpu_hours_per_day_peak=float(peak_gpus * 24),
-        warm_pool=model.slo.criticality == "critical",
         front_door=door,
     )
 
@@ -995,7 +993,3 @@ def size_platform(spec: PlatformSpec) -> PlatformSizing:
         models=size_models(spec, spec.models),
         root_volume_gib={p.name: root_volume_gib(spec, p) for p in spec.topology.gpu_pools},
     )
-
-
-def queue_of(spec: PlatformSpec, name: str) -> QueueSpec:
-    return spec.queue_chain(name)[-1]

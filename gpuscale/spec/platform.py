@@ -114,7 +114,3 @@ class PlatformSpec(Spec):
 
     def leaf_queue_names(self) -> list[str]:
         return [q.name for q, _ in self.queues() if q.is_leaf]
-
-
-def pool_names_index(spec: PlatformSpec, name: str) -> int:
-    return [p.name for p in spec.topology.gpu_pools].index(name)
