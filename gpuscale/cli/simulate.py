@@ -135,6 +135,11 @@ def simulate(
         result = _run(runner)
     except (ScenarioError, TraceError, SizingError) as exc:
         fail([str(exc)])
+    _report(result, json_out, plot)
+
+
+def _report(result: ScenarioResult, json_out: Path | None, plot: Path | None) -> None:
+    """The comparison table and findings on stdout; the JSON and the plots where they were asked for."""
     console.print(result_table(result))
     say(traffic_line(result))
     say(result.score_formula, style="bold")
