@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.diff import (
     NotASynthDirError,
     SynthDiff,
@@ -18,7 +19,6 @@ from gpuscale.synth.diff import (
     render_markdown,
     render_text,
 )
-from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.render import synth_spec, synthesize
 from tests.specs import small_raw
 from tests.synth.programs import Knobs, platform_program
