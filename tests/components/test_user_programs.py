@@ -3,6 +3,7 @@ the recording mock monitor: what reaches the engine, and what is refused with wh
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
@@ -39,6 +40,7 @@ from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
 from tests.components.support import Records, named, one, run, stand_in
+from tests.conftest import REPO
 from tests.specs import environment, small_raw, small_spec
 
 # --- 1. opts.depends_on reaches every child -------------------------------------------------------------------------
@@ -243,15 +245,19 @@ def test_a_team_queue_goes_under_an_existing_department_queue() -> None:
 
 # --- 10. the short form: one model on an existing cluster -----------------------------------------------------------
 
-SHORT_MODEL = {
-    "name": "llama-8b",
-    "architecture": {"params_b": 8.03, "layers": 32, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
-                     "hidden_size": 4096, "vocab_size": 128256, "max_context_tokens": 16384},
-    "weights": {"uri": "s3://my-models/meta-llama/Llama-3.1-8B-Instruct"},
-    "slo": {"ttft_p99_s": 2.0, "itl_p99_s": 0.08, "request_timeout_s": 60},
-    "workload": {"base_rps": 1, "peak_rps": 5, "prompt_tokens": {"mean": 800, "p99": 3000},
-                 "output_tokens": {"mean": 200, "p99": 800}},
-}
+def example_call() -> ast.Call:
+    """The ``ModelOnClusterArgs(...)`` call of ``examples/add_model.py``, the shipped short form."""
+    tree = ast.parse((REPO / "examples" / "add_model.py").read_text())
+    (call,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "ModelOnClusterArgs"]
+    return call
+
+
+def example_argument(name: str) -> ast.expr:
+    (value,) = [k.value for k in example_call().keywords if k.arg == name]
+    return value
+
+
+SHORT_MODEL: dict[str, Any] = ast.literal_eval(example_argument("model"))
 POOL = GpuNodePoolSpec(name="l40s", instance_types=["g6e.xlarge", "g6e.2xlarge"], gpu_limit=8)
 TEAM = QueueSpec(name="team-b", gpu_quota=4, gpu_limit=8)
 LONG_SPEC: dict[str, Any] = {  # what examples/add_model.py said before the short form
@@ -299,13 +305,21 @@ def test_the_short_form_emits_what_the_long_form_did_from_fewer_values() -> None
 
     assert objects(run(short)) == objects(run(long))
     long_values = values(LONG_SPEC) + 5  # + model name x2, namespace, cluster name, Prometheus URL in the calls
-    short_values = (values(SHORT_MODEL) + values(POOL.model_dump(exclude_unset=True))
-                    + values(TEAM.model_dump(exclude_unset=True)) + 4)  # + region, URL, namespace, cluster name
+    # the example as shipped: the model, the pool's and the team's fields, and the other required arguments
+    nested = {"model", "pool", "team"}
+    required = [str(k.arg) for k in example_call().keywords if k.arg not in nested and k.arg != "parent_queue"]
+    pool, team = (example_argument(n) for n in ("pool", "team"))
+    assert isinstance(pool, ast.Call) and isinstance(team, ast.Call)
+    short_values = (values(SHORT_MODEL) + sum(values(ast.literal_eval(k.value)) for k in [*pool.keywords, *team.keywords])
+                    + len(required))
+    assert sorted(required) == ["aws_region", "cluster_name", "namespace", "prometheus_url"]
+    assert GpuNodePoolSpec.model_validate({str(k.arg): ast.literal_eval(k.value) for k in pool.keywords}) == POOL
+    assert QueueSpec.model_validate({str(k.arg): ast.literal_eval(k.value) for k in team.keywords}) == TEAM
     assert (long_values, short_values) == (40, 30)
 
 
 def test_the_short_form_refuses_at_its_own_paths() -> None:
-    slow = {**SHORT_MODEL, "slo": {**SHORT_MODEL["slo"], "ttft_p99_s": -1}}  # type: ignore[dict-item]
+    slow = {**SHORT_MODEL, "slo": {**SHORT_MODEL["slo"], "ttft_p99_s": -1}}
     with pytest.raises(Refused, match=r"ModelOnClusterArgs\.model\.slo\.ttft_p99_s: "):
         ModelOnCluster("m", ModelOnClusterArgs(model=slow, pool=POOL, team=TEAM, aws_region="eu-west-1",
                                                prometheus_url="http://p:9090"))
