@@ -23,6 +23,7 @@ from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.problems import Problem, Problems
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.base import Spec
+from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import GpuNodePoolSpec
@@ -38,10 +39,10 @@ _ARG_PATHS = (("models[0]", "model"), ("topology.gpu_pools[0]", "pool"), ("teams
 class ModelOnClusterArgs(Spec):
     """What one model on an existing cluster must say; everything else has the stack's defaults."""
 
-    model: dict[str, Any]
+    model: dict[str, Any] | ModelDeployment
     """The model as one item of a stack file's ``models:`` (``name``, ``architecture``, ``weights``, ``slo``,
     ``workload``; optionally ``serving``, ``autoscaling``, ``front_door`` ...), without ``queue`` and ``node_pool``:
-    those are ``team`` and ``pool``."""
+    those are ``team`` and ``pool`` (a ``ModelDeployment`` you already have must name them)."""
     pool: GpuNodePoolSpec
     """The GPU pool the model runs on, already on the cluster (a NodePool labelled ``gpuscale.io/node-pool:
     <name>``, e.g. a ``GpuNodePool``): its instance types size the replicas, its ``gpu_limit`` bounds them."""
@@ -63,8 +64,9 @@ class ModelOnClusterArgs(Spec):
 
     def platform_spec(self) -> PlatformSpec:
         """The one-model spec sizing reads; ``Refused`` at the path in these args when a value is invalid."""
+        model = self.model if isinstance(self.model, dict) else self.model.model_dump(exclude_unset=True)
         clashing = [k for k, v in (("queue", self.team.name), ("node_pool", self.pool.name))
-                    if k in self.model and self.model[k] != v]
+                    if k in model and model[k] != v]
         if clashing:
             raise Refused([("", f"ModelOnClusterArgs.model.{k}: leave it out, it is "
                                 f"{'team' if k == 'queue' else 'pool'}.name") for k in clashing])
@@ -73,7 +75,7 @@ class ModelOnClusterArgs(Spec):
             # zones matter to the pool's NodePool, which this component does not create; sizing needs one
             "topology": {"zones": [f"{self.aws_region}a"], "gpu_pools": [self.pool.model_dump(exclude_unset=True)]},
             "teams": [self.team.model_dump(exclude_unset=True)],
-            "models": [{**self.model, "queue": self.team.name, "node_pool": self.pool.name}],
+            "models": [{**model, "queue": self.team.name, "node_pool": self.pool.name}],
         }
         try:
             return PlatformSpec.model_validate(raw)

@@ -329,3 +329,12 @@ def test_the_short_form_refuses_at_its_own_paths() -> None:
     tiny = TEAM.model_copy(update={"gpu_quota": 4, "gpu_limit": 1})
     with pytest.raises(Refused, match=r"ModelOnClusterArgs\.team"):
         ModelOnCluster("m", short_form().model_copy(update={"team": tiny}))
+
+
+def test_the_short_form_takes_a_model_deployment_that_names_the_team_and_pool() -> None:
+    spec = PlatformSpec.model_validate(LONG_SPEC)
+    args = short_form().model_copy(update={"model": spec.models[0]})
+    assert args.platform_spec().models[0] == spec.models[0]
+    elsewhere = spec.models[0].model_copy(update={"node_pool": "h100"})
+    with pytest.raises(Refused, match=r"ModelOnClusterArgs\.model\.node_pool: leave it out, it is pool\.name"):
+        short_form().model_copy(update={"model": elsewhere}).platform_spec()
