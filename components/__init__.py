@@ -8,18 +8,19 @@ Outputs. ``from_spec(spec, ...)``/``from_platform(spec, sizing, ...)`` build the
 says which other components (or equivalents) it expects on the cluster.
 """
 
-from gpuscale.components.children import NameClash
+from gpuscale.components.children import NameClash, Refused, UnknownName
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs, ExistingSubnets
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs, FrontDoorSettings
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
-from gpuscale.components.inference_platform import InferencePlatform, InferencePlatformArgs
+from gpuscale.components.inference_platform import AwsAssumeRole, InferencePlatform, InferencePlatformArgs
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
+from gpuscale.components.model_on_cluster import ModelOnCluster, ModelOnClusterArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs, RouterSettings
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
@@ -29,13 +30,13 @@ from gpuscale.components.role_autoscaler import AutoscalerSettings, RoleAutoscal
 from gpuscale.components.vllm_service import ServingSettings, VllmService, VllmServiceArgs
 
 __all__ = [
-    "AutoscalerSettings", "CpuNodePool", "CpuNodePoolArgs", "DcgmExporter", "DcgmExporterArgs", "EksCluster",
+    "AutoscalerSettings", "AwsAssumeRole", "CpuNodePool", "CpuNodePoolArgs", "DcgmExporter", "DcgmExporterArgs", "EksCluster",
     "EksClusterArgs", "ExistingSubnets", "FrontDoor",
     "FrontDoorArgs", "FrontDoorSettings",
     "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",
     "KaiTopology", "KaiTopologyArgs", "KarpenterController", "KarpenterControllerArgs", "KedaOperator",
-    "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "NameClash", "NvidiaDevicePlugin",
+    "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "ModelOnCluster", "ModelOnClusterArgs", "NameClash", "NvidiaDevicePlugin",
     "NvidiaDevicePluginArgs", "PdRouter", "PdRouterArgs", "PrometheusAdapter", "PrometheusAdapterArgs",
-    "PrometheusStack", "PrometheusStackArgs", "QueueTree", "QueueTreeArgs", "RoleAutoscaler", "RoleAutoscalerArgs",
-    "RouterSettings", "ServingSettings", "VllmService", "VllmServiceArgs",
+    "PrometheusStack", "PrometheusStackArgs", "QueueTree", "QueueTreeArgs", "Refused", "RoleAutoscaler", "RoleAutoscalerArgs",
+    "RouterSettings", "ServingSettings", "UnknownName", "VllmService", "VllmServiceArgs",
 ]

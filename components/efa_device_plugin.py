@@ -51,7 +51,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     chart: k8s.helm.v4.Chart
 
-    def __init__(self, name: str, args: EfaDevicePluginArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: EfaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:EfaDevicePlugin", name, None, opts)
         ns, self.chart = namespaced_chart(
             self, name, f"EfaDevicePlugin {name!r}", release=RELEASE, pin=args.chart, namespace=args.namespace,

@@ -167,6 +167,51 @@ class EksCluster(pulumi.ComponentResource):
         region = aws.get_region_output(opts=invoke).region
 
         private_ids = self._network(name, args)
+        cluster = self._control_plane(name, args, private_ids, partition.partition)
+        self._admin_access(name, args, cluster, partition.partition)
+        before = [self._addon(name, cluster, addon, args.kubernetes_version) for addon in ADDONS_BEFORE_NODES]
+        node_group = self._system_nodes(name, args, cluster, private_ids, partition, before)
+        ebs_role = self._ebs_csi_role(name, args, cluster, partition.partition, region)
+        after = [
+            self._addon(
+                name, cluster, addon, args.kubernetes_version, depends_on=[node_group],
+                identity=ebs_role if addon == "aws-ebs-csi-driver" else None,
+            )
+            for addon in ADDONS_AFTER_NODES
+        ]
+
+        kubeconfig = pulumi.Output.all(
+            cluster.name, cluster.endpoint, cluster.certificate_authority.data, region, args.kubeconfig_role_arn,
+            self._kubeconfig_profile(args),
+        ).apply(lambda a: json.dumps(network.kubeconfig_body(a[0], a[1], a[2], a[3], role_arn=a[4], profile=a[5])))
+        self.kubeconfig = pulumi.Output.secret(kubeconfig)
+        # in-cluster resources use this provider, so they wait for the nodes and add-ons it depends on
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            opts=self._child(depends_on=[node_group, *before, *after]),
+        )
+        self.cluster_name = cluster.name
+        self.cluster_arn = cluster.arn
+        self.endpoint = cluster.endpoint
+        self.node_security_group_id = cluster.vpc_config.cluster_security_group_id
+        self.private_subnet_ids = private_ids
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "cluster_arn": self.cluster_arn,
+                "endpoint": self.endpoint,
+                "kubeconfig": self.kubeconfig,
+                "node_security_group_id": self.node_security_group_id,
+                "private_subnet_ids": self.private_subnet_ids,
+            }
+        )
+
+    def _control_plane(
+        self, name: str, args: EksClusterArgs, private_ids: pulumi.Output[list[str]], partition: pulumi.Output[str],
+    ) -> aws.eks.Cluster:
+        """The encrypted control plane (its KMS key and alias, its role) and the cluster security group's Karpenter
+        discovery tag."""
         key = aws.kms.Key(
             f"{name}-secrets-key",
             description=f"Envelope encryption of Kubernetes secrets in EKS cluster {args.cluster_name}",
@@ -181,7 +226,7 @@ class EksCluster(pulumi.ComponentResource):
             target_key_id=key.key_id,
             opts=self._child(),
         )
-        cluster_role, role_deps = self._cluster_role(name, args, key, partition.partition)
+        cluster_role, role_deps = self._cluster_role(name, args, key, partition)
         cluster = aws.eks.Cluster(
             f"{name}-cluster",
             name=args.cluster_name,
@@ -210,59 +255,22 @@ class EksCluster(pulumi.ComponentResource):
             tags=self._tags,
             opts=self._child(depends_on=role_deps),
         )
-        node_sg = cluster.vpc_config.cluster_security_group_id
         aws.ec2.Tag(
             f"{name}-node-sg-discovery",
-            resource_id=node_sg,
+            resource_id=cluster.vpc_config.cluster_security_group_id,
             key=labels.KARPENTER_DISCOVERY_TAG,
             value=args.cluster_name,
             opts=self._child(),
         )
-        self._admin_access(name, args, cluster, partition.partition)
-        before = [self._addon(name, cluster, addon, args.kubernetes_version) for addon in ADDONS_BEFORE_NODES]
-        node_group = self._system_nodes(name, args, cluster, private_ids, partition, before)
-        ebs_role = self._ebs_csi_role(name, args, cluster, partition.partition, region)
-        after = [
-            self._addon(
-                name, cluster, addon, args.kubernetes_version, depends_on=[node_group],
-                identity=ebs_role if addon == "aws-ebs-csi-driver" else None,
-            )
-            for addon in ADDONS_AFTER_NODES
-        ]
-
-        kubeconfig = pulumi.Output.all(
-            cluster.name, cluster.endpoint, cluster.certificate_authority.data, region, args.kubeconfig_role_arn,
-            self._kubeconfig_profile(args),
-        ).apply(lambda a: json.dumps(network.kubeconfig_body(a[0], a[1], a[2], a[3], role_arn=a[4], profile=a[5])))
-        self.kubeconfig = pulumi.Output.secret(kubeconfig)
-        # in-cluster resources use this provider, so they wait for the nodes and add-ons it depends on
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            opts=self._child(depends_on=[node_group, *before, *after]),
-        )
-        self.cluster_name = cluster.name
-        self.cluster_arn = cluster.arn
-        self.endpoint = cluster.endpoint
-        self.node_security_group_id = node_sg
-        self.private_subnet_ids = private_ids
-        self.register_outputs(
-            {
-                "cluster_name": self.cluster_name,
-                "cluster_arn": self.cluster_arn,
-                "endpoint": self.endpoint,
-                "kubeconfig": self.kubeconfig,
-                "node_security_group_id": self.node_security_group_id,
-                "private_subnet_ids": self.private_subnet_ids,
-            }
-        )
+        return cluster
 
     def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
         opts: pulumi.ResourceOptions = child_opts(self, self._opts, *(depends_on or []))
         return opts
 
     def _kubeconfig_profile(self, args: EksClusterArgs) -> pulumi.Input[str] | None:
-        """The profile ``aws eks get-token`` uses: the args', else the one the AWS provider deploys with."""
+        """The profile ``aws eks get-token`` uses: the args', else the one the AWS provider deploys with (none: the
+        default credential chain; the program that reads ``aws:profile`` passes it in ``kubeconfig_profile``)."""
         if args.kubeconfig_profile is not None:
             given: pulumi.Input[str] = args.kubeconfig_profile
             return given
@@ -270,7 +278,7 @@ class EksCluster(pulumi.ComponentResource):
         if isinstance(provider, aws.Provider):
             profile: pulumi.Output[str] = provider.profile  # type: ignore[assignment]  # None when unset
             return profile
-        return pulumi.Config("aws").get("profile")
+        return None
 
     # ------------------------------------------------------------------------------------------ network
 
@@ -438,35 +446,7 @@ class EksCluster(pulumi.ComponentResource):
             )
             for policy in iam.KARPENTER_NODE_MANAGED_POLICIES
         ]
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-system-lt",
-            description=f"System nodes of {args.cluster_name}: IMDSv2 only, encrypted gp3 root",
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled",
-                http_tokens="required",
-                http_put_response_hop_limit=1,
-            ),
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name="/dev/xvda",
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=args.system_root_volume_gib,
-                        volume_type="gp3",
-                        encrypted="true",
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(
-                    resource_type=kind, tags={**tags, "Name": f"{args.cluster_name}-system"}
-                )
-                for kind in ("instance", "volume")
-            ],
-            update_default_version=True,
-            tags=tags,
-            opts=self._child(),
-        )
+        template = self._system_launch_template(name, args)
         return aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
@@ -492,6 +472,39 @@ class EksCluster(pulumi.ComponentResource):
             ),
             tags=tags,
             opts=self._child(depends_on=[*attachments, *addons]),
+        )
+
+    def _system_launch_template(self, name: str, args: EksClusterArgs) -> aws.ec2.LaunchTemplate:
+        """The system nodes' launch template: IMDSv2 only (hop limit 1, so pods cannot reach the node's role),
+        encrypted gp3 root."""
+        return aws.ec2.LaunchTemplate(
+            f"{name}-system-lt",
+            description=f"System nodes of {args.cluster_name}: IMDSv2 only, encrypted gp3 root",
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=1,
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name="/dev/xvda",
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=args.system_root_volume_gib,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind, tags={**self._tags, "Name": f"{args.cluster_name}-system"}
+                )
+                for kind in ("instance", "volume")
+            ],
+            update_default_version=True,
+            tags=self._tags,
+            opts=self._child(),
         )
 
     def _ebs_csi_role(

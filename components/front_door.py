@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale import versions
-from gpuscale.components.children import child_opts, claim
+from gpuscale.components.children import child_opts, claim, known_model
 from gpuscale.components.inputs import Namespace, StrInput, lift, resolved
 from gpuscale.manifests import front_door, vllm
 from gpuscale.manifests.front_door import FrontDoorSettings
@@ -42,6 +42,7 @@ class FrontDoorArgs(Spec):
     def from_platform(
         cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, *, namespace: StrInput | None = None,
     ) -> FrontDoorArgs:
+        known_model(spec, model_name)
         return cls(door=FrontDoorSettings.from_platform(spec, sizing, model_name), namespace=namespace)
 
 

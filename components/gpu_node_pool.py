@@ -26,7 +26,7 @@ import pulumi_aws as aws
 from pydantic import Field, model_validator
 
 from gpuscale import sizing
-from gpuscale.components.children import object_name
+from gpuscale.components.children import child_opts, known_pool, object_name
 from gpuscale.components.inputs import ClusterName, NonEmpty, SecurityGroupIds, StrInput, StrListInput, SubnetIds
 from gpuscale.components.node_pool_resources import node_class_and_pool, node_class_spec
 from gpuscale.guardrails import production
@@ -91,6 +91,7 @@ class GpuNodePoolArgs(Spec):
     ) -> GpuNodePoolArgs:
         """The spec's pool, with root volume and cold start derived from the models that run on it, and the one zone of
         its cluster placement group (EFA pools)."""
+        known_pool(spec, pool_name)
         pool = spec.topology.pool(pool_name)
         return cls(
             pool=pool,
@@ -144,7 +145,7 @@ class GpuNodePool(pulumi.ComponentResource):
             group = aws.ec2.PlacementGroup(
                 f"{name}-placement-group",
                 name=pulumi.Output.from_input(args.cluster_name).apply(lambda c: karpenter.placement_group_name(c, pool)),
-                strategy="cluster", tags=args.tags, opts=pulumi.ResourceOptions(parent=self),
+                strategy="cluster", tags=args.tags, opts=child_opts(self, opts),
             )
             # the EC2NodeClass names the group: it must exist before Karpenter resolves it
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[group]))

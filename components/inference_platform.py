@@ -8,7 +8,7 @@ first: a spec whose layers disagree is refused before a single resource is regis
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -16,14 +16,14 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import labels
-from gpuscale.components.children import child_opts
+from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
-from gpuscale.components.inputs import NonEmpty, StrInput
+from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
@@ -39,51 +39,52 @@ from gpuscale.feasibility import checked_sizing
 from gpuscale.manifests import autoscaling, vllm
 from gpuscale.manifests.karpenter import efa_pools
 from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
+from gpuscale.platform_checks import platform_problems
+from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import ExistingSubnetsSpec
 from gpuscale.spec.platform import PlatformSpec
 
-__all__ = ["InferencePlatform", "InferencePlatformArgs"]
+__all__ = ["AwsAssumeRole", "InferencePlatform", "InferencePlatformArgs"]
 
-ASSUME_ROLE_KEYS = {
-    "roleArn": "role_arn", "sessionName": "session_name", "externalId": "external_id", "duration": "duration",
-    "policy": "policy", "policyArns": "policy_arns", "sourceIdentity": "source_identity", "tags": "tags",
-    "transitiveTagKeys": "transitive_tag_keys",
-}
-"""``aws:assumeRoles`` config keys -> ``aws.ProviderAssumeRoleArgs`` arguments."""
+class AwsAssumeRole(Spec):
+    """One role the AWS provider gpuscale creates assumes (``aws:assumeRoles`` items, in snake case); the last one
+    deploys."""
+
+    role_arn: PrincipalArn
+    session_name: NonEmpty | None = None
+    external_id: NonEmpty | None = None
+    duration: NonEmpty | None = None
+    policy: NonEmpty | None = None
+    policy_arns: list[str] = []
+    source_identity: NonEmpty | None = None
+    tags: dict[str, str] = {}
+    transitive_tag_keys: list[str] = []
+
+    def provider_args(self) -> aws.ProviderAssumeRoleArgs:
+        return aws.ProviderAssumeRoleArgs(**self.model_dump(exclude_defaults=True))
 
 
 class InferencePlatformArgs(Spec):
-    """The validated spec, and how the cluster is named and reached."""
+    """The validated spec, how the cluster is named and reached, and the credentials of the AWS provider gpuscale
+    creates when ``opts`` brings none (``gpuscale.program`` passes the stack's ``aws:profile``/``aws:assumeRoles``:
+    components read no config)."""
 
     spec: PlatformSpec
     """Everything the stack deploys."""
     cluster_name: str | None = Field(default=None, pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
     """Name of the EKS cluster to create; default ``<component name>-<environment.name>`` (``gpuscale-prod`` for
     the shipped program), so two platforms in one program never share one."""
+    aws_profile: NonEmpty | None = None
+    """AWS profile of the provider gpuscale creates (and of the kubeconfig's ``aws eks get-token``); ignored when
+    ``opts`` brings an AWS provider."""
+    aws_assume_roles: list[AwsAssumeRole] = []
+    """Roles the provider gpuscale creates assumes, in order; ignored when ``opts`` brings an AWS provider."""
     kubeconfig_role_arn: NonEmpty | None = None
-    """Role the kubeconfig's ``aws eks get-token`` assumes; default the last role of ``aws:assumeRoles`` when
-    gpuscale creates the AWS provider."""
+    """Role the kubeconfig's ``aws eks get-token`` assumes; default the last of ``aws_assume_roles`` when gpuscale
+    creates the AWS provider."""
     kubeconfig_profile: NonEmpty | None = None
-    """AWS profile of the kubeconfig's ``aws eks get-token``; default the AWS provider's profile."""
-
-
-def assume_roles_from_config(roles: Any) -> list[aws.ProviderAssumeRoleArgs]:
-    """``aws:assumeRoles`` stack config as provider arguments; an unknown key is refused, not dropped."""
-    if roles is None:
-        return []
-    if not isinstance(roles, list) or not all(isinstance(r, dict) for r in roles):
-        raise ValueError(f"aws:assumeRoles must be a list of objects with roleArn, got {roles!r}")
-    out = []
-    for i, role in enumerate(roles):
-        unknown = sorted(set(role) - set(ASSUME_ROLE_KEYS))
-        if unknown or "roleArn" not in role:
-            raise ValueError(
-                f"aws:assumeRoles[{i}]: needs roleArn and takes only {', '.join(sorted(ASSUME_ROLE_KEYS))}"
-                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
-            )
-        out.append(aws.ProviderAssumeRoleArgs(**{ASSUME_ROLE_KEYS[k]: v for k, v in role.items()}))
-    return out
+    """AWS profile of the kubeconfig's ``aws eks get-token``; default ``aws_profile``, else the AWS provider's."""
 
 
 class InferencePlatform(pulumi.ComponentResource):
@@ -98,10 +99,12 @@ class InferencePlatform(pulumi.ComponentResource):
     ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
     (FrontDoor) for a model with a front door.
 
-    Your AWS provider (``opts.provider`` / ``opts.providers``, or one inherited from a parent) is used as it is: its
-    region, credentials and assumed roles. Without one, gpuscale creates one in ``environment.aws_region`` that
-    carries the stack's ``aws:profile`` and ``aws:assumeRoles`` config (an explicit provider does not read them
-    itself). The kubeconfig runs ``aws eks get-token`` with the same profile and role.
+    Providers: your AWS provider (``opts.provider`` / ``opts.providers``, or one inherited from a parent) is used as
+    it is: its region, credentials and assumed roles. Without one, gpuscale creates one in ``environment.aws_region``
+    with ``args.aws_profile`` and ``args.aws_assume_roles``; the kubeconfig runs ``aws eks get-token`` with the same
+    profile and role. A Kubernetes provider in ``opts`` is refused: the platform creates the cluster, so its
+    in-cluster resources can only go through the provider made from that cluster (``EksCluster.provider``); to deploy
+    onto a cluster you already have, use the pieces (``GpuNodePool``, ``QueueTree``, ``VllmService`` ...) with yours.
     """
 
     cluster_name: pulumi.Output[str]
@@ -115,87 +118,138 @@ class InferencePlatform(pulumi.ComponentResource):
     """In-cluster URL of each model's OpenAI-compatible API."""
 
     def __init__(self, name: str, args: InferencePlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        spec = args.spec
-        sizing = checked_sizing(spec)  # a spec whose layers disagree is refused before any resource registers
+        _refuse_kubernetes_provider(name, opts)
+        try:
+            sizing = checked_sizing(args.spec)  # a spec whose layers disagree is refused before any resource registers
+        except Problems as exc:
+            raise refused(exc) from None
+        created = platform_problems(args.spec)  # it creates the VPC and the cluster: what would stop that run
+        if created:
+            raise Refused(created)
         super().__init__("gpuscale:index:InferencePlatform", name, None, opts)
+        self._name, self._spec, self._sizing, self._opts = name, args.spec, sizing, opts
+        cluster = self._cluster(args)
+        nodes = self._nodes(cluster)
+        monitoring, prometheus_url = self._monitoring()
+        serving_deps = self._scheduling(monitoring)
+        endpoints = self._serving(cluster, serving_deps, monitoring, prometheus_url)
 
-        env = spec.environment
-        own_aws, role_arn = self._aws_provider(name, spec)
+        self.cluster_name = cluster.cluster_name
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
+        self.endpoint = cluster.endpoint
+        self.node_pool_names = pulumi.Output.all(*[p.node_pool_name for p in nodes])
+        self.model_endpoints = pulumi.Output.all(**endpoints)
+        self.register_outputs({
+            "cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig, "endpoint": self.endpoint,
+            "node_pool_names": self.node_pool_names, "queue_names": self.queue_names, "model_endpoints": self.model_endpoints,
+        })
+
+    def _on_cluster(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        """Options of an in-cluster child: the platform's providers, the caller's ``depends_on``, and ``after``."""
+        child: pulumi.ResourceOptions = child_opts(self, self._opts, *after, providers=self._in_cluster)
+        return child
+
+    def _cluster(self, args: InferencePlatformArgs) -> EksCluster:
+        name, spec = self._name, self._spec
+        own_aws = self._aws_provider(args)
         aws_providers = [own_aws] if own_aws is not None else []
+        role_arn = args.aws_assume_roles[-1].role_arn if own_aws is not None and args.aws_assume_roles else None
+        profile = args.aws_profile if own_aws is not None else None
         cluster = EksCluster(
             f"{name}-cluster",
             EksClusterArgs.from_spec(
-                spec, cluster_name=args.cluster_name or f"{name}-{env.name}",
+                spec, cluster_name=args.cluster_name or f"{name}-{spec.environment.name}",
                 kubeconfig_role_arn=args.kubeconfig_role_arn if args.kubeconfig_role_arn is not None else role_arn,
-                kubeconfig_profile=args.kubeconfig_profile,
+                kubeconfig_profile=args.kubeconfig_profile if args.kubeconfig_profile is not None else profile,
             ),
-            opts=child_opts(self, opts, providers=aws_providers),
+            opts=child_opts(self, self._opts, providers=aws_providers),
         )
-        providers = [*aws_providers, cluster.provider]
+        self._in_cluster: list[pulumi.ProviderResource] = [*aws_providers, cluster.provider]
+        return cluster
 
-        def on_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
-            child: pulumi.ResourceOptions = child_opts(self, opts, *after, providers=providers)
-            return child
-
-        # Layer 1: nodes
+    def _nodes(self, cluster: EksCluster) -> list[GpuNodePool | CpuNodePool]:
+        """Layer 1: Karpenter, its CPU and GPU pools, the device plugins; returns the pools, GPU pools first."""
+        name, spec = self._name, self._spec
         karpenter = KarpenterController(
             f"{name}-karpenter", KarpenterControllerArgs.from_spec(spec, cluster_name=cluster.cluster_name),
-            opts=on_cluster(),
+            opts=self._on_cluster(),
         )
         # existing subnets are not tagged for discovery: the node pools name them
-        subnets = cluster.private_subnet_ids if isinstance(env.networking, ExistingSubnetsSpec) else None
+        subnets = cluster.private_subnet_ids if isinstance(spec.environment.networking, ExistingSubnetsSpec) else None
         cpu = CpuNodePool(
             f"{name}-cpu",
             CpuNodePoolArgs.from_spec(spec, cluster_name=cluster.cluster_name,
                                       node_role_name=karpenter.node_role_name, subnet_ids=subnets),
-            opts=on_cluster(karpenter.chart),
+            opts=self._on_cluster(karpenter.chart),
         )
-        gpu_pools = [
+        pools: list[GpuNodePool | CpuNodePool] = [
             GpuNodePool(
                 f"{name}-{pool.name}",
                 GpuNodePoolArgs.from_spec(spec, pool.name, cluster_name=cluster.cluster_name,
                                           node_role_name=karpenter.node_role_name, subnet_ids=subnets),
-                opts=on_cluster(karpenter.chart),
+                opts=self._on_cluster(karpenter.chart),
             )
             for pool in spec.topology.gpu_pools
         ]
-        NvidiaDevicePlugin(f"{name}-device-plugin", NvidiaDevicePluginArgs.from_spec(spec), opts=on_cluster())
+        pools.append(cpu)  # listed last, as node_pool_names reports them
+        NvidiaDevicePlugin(f"{name}-device-plugin", NvidiaDevicePluginArgs.from_spec(spec), opts=self._on_cluster())
         if efa_pools(spec):
-            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs.from_spec(spec), opts=on_cluster())
+            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs.from_spec(spec), opts=self._on_cluster())
+        return pools
 
-        # monitoring first: KAI, KEDA and the vLLM PodMonitors use prometheus-operator's CRDs
-        monitoring: list[pulumi.Resource] = []
+    def _monitoring(self) -> tuple[list[pulumi.Resource], StrInput]:
+        """kube-prometheus-stack when the spec installs it (KAI, KEDA and the vLLM PodMonitors use its CRDs), and
+        the Prometheus URL the autoscalers query."""
+        spec = self._spec
         prometheus_url: StrInput = spec.observability.prometheus_url
+        monitoring: list[pulumi.Resource] = []
         if spec.observability.install_prometheus_stack:
-            prometheus = PrometheusStack(f"{name}-prometheus", PrometheusStackArgs.from_spec(spec), opts=on_cluster())
+            prometheus = PrometheusStack(f"{self._name}-prometheus", PrometheusStackArgs.from_spec(spec),
+                                         opts=self._on_cluster())
             monitoring.append(prometheus.chart)
             if prometheus_url == autoscaling.prometheus_stack_url(PROMETHEUS_STACK_NAMESPACE):
                 prometheus_url = prometheus.prometheus_url  # the same URL, carrying the release as a dependency
-        DcgmExporter(f"{name}-dcgm-exporter", DcgmExporterArgs.from_spec(spec), opts=on_cluster(*monitoring))
+        # GPU health (XID, ECC), scraped for alerts, never an autoscaling input
+        DcgmExporter(f"{self._name}-dcgm-exporter", DcgmExporterArgs.from_spec(spec), opts=self._on_cluster(*monitoring))
+        return monitoring, prometheus_url
 
-        # Layer 2: scheduling
-        kai = KaiScheduler(f"{name}-kai", KaiSchedulerArgs.from_spec(spec), opts=on_cluster(*monitoring))
-        queues = QueueTree(f"{name}-queues", QueueTreeArgs.from_spec(spec), opts=on_cluster(kai.chart))
-        topology = KaiTopology(f"{name}-topology", KaiTopologyArgs.from_spec(spec), opts=on_cluster(kai.chart))
-
-        # Layer 3: replicas
+    def _scheduling(self, monitoring: list[pulumi.Resource]) -> list[pulumi.Resource]:
+        """Layer 2: KAI, the queue tree and the Topology; returns what the serving pods wait for."""
+        name, spec = self._name, self._spec
+        kai = KaiScheduler(f"{name}-kai", KaiSchedulerArgs.from_spec(spec), opts=self._on_cluster(*monitoring))
+        queues = QueueTree(f"{name}-queues", QueueTreeArgs.from_spec(spec), opts=self._on_cluster(kai.chart))
+        topology = KaiTopology(f"{name}-topology", KaiTopologyArgs.from_spec(spec), opts=self._on_cluster(kai.chart))
+        self.queue_names = queues.queue_names
         serving_deps: list[pulumi.Resource] = [kai.chart, *queues.queues.values(), topology, *monitoring]
-        if vllm.needs_lws(sizing):
-            serving_deps.append(LwsController(f"{name}-lws", LwsControllerArgs(), opts=on_cluster()).chart)
+        if vllm.needs_lws(self._sizing):
+            serving_deps.append(LwsController(f"{name}-lws", LwsControllerArgs(), opts=self._on_cluster()).chart)
+        return serving_deps
+
+    def _scalers(self, monitoring: list[pulumi.Resource], prometheus_url: StrInput) -> list[pulumi.Resource]:
+        """KEDA and prometheus-adapter, when a model's autoscalers need them."""
+        name, spec = self._name, self._spec
         scaler_deps: list[pulumi.Resource] = []
         if autoscaling.needs_keda(spec):
             scaler_deps.append(
-                KedaOperator(f"{name}-keda", KedaOperatorArgs.from_spec(spec), opts=on_cluster(*monitoring)).chart
+                KedaOperator(f"{name}-keda", KedaOperatorArgs.from_spec(spec), opts=self._on_cluster(*monitoring)).chart
             )
         if autoscaling.needs_prometheus_adapter(spec):
             scaler_deps.append(PrometheusAdapter(
                 f"{name}-prometheus-adapter",
-                PrometheusAdapterArgs(prometheus_url=prometheus_url), opts=on_cluster(*monitoring),
+                PrometheusAdapterArgs(prometheus_url=prometheus_url), opts=self._on_cluster(*monitoring),
             ).chart)
+        return scaler_deps
+
+    def _serving(self, cluster: EksCluster, serving_deps: list[pulumi.Resource], monitoring: list[pulumi.Resource],
+                 prometheus_url: StrInput) -> dict[str, pulumi.Output[str]]:
+        """Layer 3: per model its namespace, VllmService, FrontDoor and one RoleAutoscaler per role; returns the
+        endpoint clients call per model."""
+        name, spec, sizing = self._name, self._spec, self._sizing
+        scaler_deps = self._scalers(monitoring, prometheus_url)
         namespaces = {
             ns: k8s.core.v1.Namespace(
                 f"{name}-ns-{ns}", metadata={"name": ns, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-                opts=on_cluster(),
+                opts=self._on_cluster(),
             )
             for ns in vllm.serving_namespaces(spec)
         }
@@ -206,50 +260,43 @@ class InferencePlatform(pulumi.ComponentResource):
             service = VllmService(
                 f"{name}-{model.name}",
                 VllmServiceArgs.from_platform(spec, sizing, model.name, cluster_name=cluster.cluster_name),
-                opts=on_cluster(namespace, *serving_deps),
+                opts=self._on_cluster(namespace, *serving_deps),
             )
             endpoints[model.name] = service.endpoint
             if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
                 door = FrontDoor(
                     f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
-                    opts=on_cluster(namespace, *service.workloads.values(), *monitoring),
+                    opts=self._on_cluster(namespace, *service.workloads.values(), *monitoring),
                 )
                 endpoints[model.name] = door.endpoint
             for role in model.serving.roles:
                 RoleAutoscaler(
                     f"{name}-{model.name}-{role}",
                     RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, prometheus_url=prometheus_url),
-                    opts=on_cluster(namespace, service.workloads[role], *scaler_deps),
+                    opts=self._on_cluster(namespace, service.workloads[role], *scaler_deps),
                 )
+        return endpoints
 
-        self.cluster_name = cluster.cluster_name
-        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
-        self.endpoint = cluster.endpoint
-        self.node_pool_names = pulumi.Output.all(*[p.node_pool_name for p in gpu_pools], cpu.node_pool_name)
-        self.queue_names = queues.queue_names
-        self.model_endpoints = pulumi.Output.all(**endpoints)
-        self.register_outputs({
-            "cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig, "endpoint": self.endpoint,
-            "node_pool_names": self.node_pool_names, "queue_names": self.queue_names, "model_endpoints": self.model_endpoints,
-        })
-
-    def _aws_provider(self, name: str, spec: PlatformSpec) -> tuple[aws.Provider | None, StrInput | None]:
-        """``(provider gpuscale created or None, role the kubeconfig assumes)``: the caller's provider wins."""
-        env = spec.environment
+    def _aws_provider(self, args: InferencePlatformArgs) -> aws.Provider | None:
+        """The AWS provider gpuscale creates, or None when the caller's (explicit or inherited) is used."""
+        env = args.spec.environment
         caller = self.get_provider("aws::")
         if caller is not None:
             region = caller.region if isinstance(caller, aws.Provider) else None
             if region is not None:
                 region.apply(lambda r: self._warn_region(r, env.aws_region))
-            return None, None
-        config = pulumi.Config("aws")
-        roles = assume_roles_from_config(config.get_object("assumeRoles"))
+            return None
+        roles = [role.provider_args() for role in args.aws_assume_roles]
         provider = aws.Provider(
-            f"{name}-aws", region=env.aws_region, profile=config.get("profile"), assume_roles=roles or None,
+            f"{self._name}-aws", region=env.aws_region, profile=args.aws_profile, assume_roles=roles or None,
             default_tags=aws.ProviderDefaultTagsArgs(tags={**env.tags, "gpuscale.io/environment": env.name}),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        return provider, roles[-1].role_arn if roles else None
+        # two platforms whose providers gpuscale made for one region and credentials reach one account: their
+        # account-wide names (the EKS cluster, its KMS alias) clash as if they shared the provider
+        register_target(provider, "aws", f"region {env.aws_region}", f"profile {args.aws_profile or '(default)'}",
+                        *(f"role {r.role_arn}" for r in args.aws_assume_roles))
+        return provider
 
     def _warn_region(self, provider_region: str | None, spec_region: str) -> None:
         if provider_region and provider_region != spec_region:
@@ -258,3 +305,19 @@ class InferencePlatform(pulumi.ComponentResource):
                 f"gpuscale uses the provider's region ({provider_region})",
                 resource=self,
             )
+
+
+def _refuse_kubernetes_provider(name: str, opts: pulumi.ResourceOptions | None) -> None:
+    """A Kubernetes provider given in ``opts`` could only be ignored (the platform reaches the cluster it creates
+    through its own provider): refuse it rather than drop it."""
+    if opts is None:
+        return
+    given = [opts.provider] if opts.provider is not None else []
+    given += list(opts.providers.values()) if isinstance(opts.providers, Mapping) else list(opts.providers or [])
+    if any(isinstance(p, k8s.Provider) for p in given):
+        raise Refused(
+            f"InferencePlatform {name!r}: a Kubernetes provider in opts cannot be used: the platform creates the EKS "
+            f"cluster and installs everything in it through the provider made from that cluster "
+            f"(EksCluster.provider, exported as kubeconfig); pass only an AWS provider, or deploy onto an existing "
+            f"cluster with the pieces (GpuNodePool, QueueTree, VllmService, RoleAutoscaler ...) and your provider"
+        )

@@ -18,7 +18,7 @@ import pulumi
 from pydantic import BaseModel, PlainValidator, TypeAdapter, ValidationError
 
 from gpuscale.manifests.namespaces import workload_namespace
-from gpuscale.spec.base import HttpUrl, IamPrincipalArn
+from gpuscale.spec.base import HttpUrl, IamPrincipalArn, Name
 from gpuscale.spec.model import image_ref
 
 StrInput: TypeAlias = str | Awaitable[str] | pulumi.Output[str]
@@ -32,11 +32,6 @@ _EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")
 def is_output(value: object) -> bool:
     """Whether ``value`` is resolved later (an Output or another awaitable), not a plain value."""
     return isinstance(value, pulumi.Output) or inspect.isawaitable(value)
-
-
-def plain_or_none(value: object) -> str | None:
-    """``value`` if it is a plain string, ``None`` when it is only known later."""
-    return value if isinstance(value, str) else None
 
 
 def _input(check: Callable[[str], str]) -> PlainValidator:
@@ -119,6 +114,8 @@ Namespace = Annotated[StrInput, _input(workload_namespace)]
 """A namespace model workloads may use (DNS-1123 label, not a controller's), or an Output (``ns.metadata.name``)."""
 Image = Annotated[StrInput, _input(image_ref)]
 """A container image reference, or an Output of one (e.g. an image built in the same program)."""
+QueueName = Annotated[StrInput, _input(_spec_type(Name))]
+"""A KAI Queue's name (a Kubernetes object name), or an Output of one (a queue another stack exports)."""
 PrincipalArn = Annotated[StrInput, _input(_spec_type(IamPrincipalArn))]
 """An IAM role or user ARN, or an Output of one."""
 SubnetIds = Annotated[StrListInput, _list_input(_prefixed("subnet-", "a subnet"))]

@@ -102,6 +102,54 @@ class KarpenterController(pulumi.ComponentResource):
               scope=args.namespace, fix="one Karpenter per cluster")
 
         node_role, node_deps = self._node_role(name, cluster, partition)
+        queue = self._interruption_queue(name)
+        controller_role, controller_deps = self._controller_identity(
+            name, args, cluster, pulumi.Output.all(region, account_id, partition.partition), node_role, queue,
+        )
+        values = pulumi.Output.all(cluster, queue.name, region).apply(
+            lambda a: karpenter_chart_values(
+                cluster_name=a[0],
+                queue_name=a[1],
+                region=a[2],
+                service_account=args.service_account,
+                replicas=args.replicas,
+                cpu=args.controller_cpu,
+                memory=args.controller_memory,
+                zonal_shift=args.zonal_shift,
+            )
+        )
+        # the controller must find its credentials and its nodes must be able to join before it launches any
+        self.chart = k8s.helm.v4.Chart(
+            f"{name}-chart",
+            name=RELEASE,  # explicit, like every other chart: Pulumi would otherwise derive one from the resource name
+            chart=args.chart.chart,
+            version=args.chart.version,
+            namespace=args.namespace,
+            values=values,
+            opts=self._child(depends_on=[*controller_deps, *node_deps]),
+        )
+        self.node_role_name = node_role.name
+        self.node_role_arn = node_role.arn
+        self.controller_role_arn = controller_role.arn
+        self.interruption_queue_name = queue.name
+        self.interruption_queue_arn = queue.arn
+        self.register_outputs(
+            {
+                "node_role_name": self.node_role_name,
+                "node_role_arn": self.node_role_arn,
+                "controller_role_arn": self.controller_role_arn,
+                "interruption_queue_name": self.interruption_queue_name,
+                "interruption_queue_arn": self.interruption_queue_arn,
+            }
+        )
+
+    def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        opts: pulumi.ResourceOptions = child_opts(self, self._opts, *(depends_on or []))
+        return opts
+
+    def _interruption_queue(self, name: str) -> aws.sqs.Queue:
+        """The SQS queue Karpenter reads spot interruptions, rebalance recommendations and instance state changes
+        from, with the EventBridge rules that feed it."""
         queue = aws.sqs.Queue(
             f"{name}-queue",
             message_retention_seconds=QUEUE_RETENTION_S,
@@ -131,7 +179,17 @@ class KarpenterController(pulumi.ComponentResource):
                 opts=self._child(),
             )
 
-        context = pulumi.Output.all(cluster, region, account_id, partition.partition, node_role.arn, queue.arn).apply(
+        return queue
+
+    def _controller_identity(
+        self, name: str, args: KarpenterControllerArgs, cluster: pulumi.Output[str],
+        where: pulumi.Output[list[str]], node_role: aws.iam.Role, queue: aws.sqs.Queue,
+    ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+        """The controller's role (trusted by EKS Pod Identity for its service account in this cluster only, one
+        policy per upstream statement group) and its Pod Identity association; returns the role and what the chart
+        waits for."""
+        region, account_id, partition = where[0], where[1], where[2]
+        context = pulumi.Output.all(cluster, region, account_id, partition, node_role.arn, queue.arn).apply(
             lambda a: iam.ControllerPolicyContext(
                 cluster_name=a[0],
                 region=a[1],
@@ -142,7 +200,7 @@ class KarpenterController(pulumi.ComponentResource):
                 zonal_shift=args.zonal_shift,
             )
         )
-        trust = pulumi.Output.all(partition.partition, region, account_id, cluster).apply(
+        trust = pulumi.Output.all(partition, region, account_id, cluster).apply(
             lambda a: json.dumps(iam.pod_identity_trust_policy(
                 partition=a[0], region=a[1], account_id=a[2], cluster_name=a[3],
                 namespace=args.namespace, service_account=args.service_account,
@@ -158,46 +216,7 @@ class KarpenterController(pulumi.ComponentResource):
             tags=self._tags,
             opts=self._child(),
         )
-        values = pulumi.Output.all(cluster, queue.name, region).apply(
-            lambda a: karpenter_chart_values(
-                cluster_name=a[0],
-                queue_name=a[1],
-                region=a[2],
-                service_account=args.service_account,
-                replicas=args.replicas,
-                cpu=args.controller_cpu,
-                memory=args.controller_memory,
-                zonal_shift=args.zonal_shift,
-            )
-        )
-        # the controller must find its credentials and its nodes must be able to join before it launches any
-        self.chart = k8s.helm.v4.Chart(
-            f"{name}-chart",
-            name=RELEASE,  # explicit, like every other chart: Pulumi would otherwise derive one from the resource name
-            chart=args.chart.chart,
-            version=args.chart.version,
-            namespace=args.namespace,
-            values=values,
-            opts=self._child(depends_on=[identity, *controller_deps, *node_deps]),
-        )
-        self.node_role_name = node_role.name
-        self.node_role_arn = node_role.arn
-        self.controller_role_arn = controller_role.arn
-        self.interruption_queue_name = queue.name
-        self.interruption_queue_arn = queue.arn
-        self.register_outputs(
-            {
-                "node_role_name": self.node_role_name,
-                "node_role_arn": self.node_role_arn,
-                "controller_role_arn": self.controller_role_arn,
-                "interruption_queue_name": self.interruption_queue_name,
-                "interruption_queue_arn": self.interruption_queue_arn,
-            }
-        )
-
-    def _child(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
-        opts: pulumi.ResourceOptions = child_opts(self, self._opts, *(depends_on or []))
-        return opts
+        return controller_role, [identity, *controller_deps]
 
     def _node_role(
         self,

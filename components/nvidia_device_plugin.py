@@ -48,7 +48,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     chart: k8s.helm.v4.Chart
 
-    def __init__(self, name: str, args: NvidiaDevicePluginArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: NvidiaDevicePluginArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:NvidiaDevicePlugin", name, None, opts)
         ns, self.chart = namespaced_chart(
             self, name, f"NvidiaDevicePlugin {name!r}", release="nvidia-device-plugin", pin=args.chart,

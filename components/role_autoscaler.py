@@ -11,7 +11,14 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.children import child_opts, claim, object_kind, object_name
+from gpuscale.components.children import (
+    child_opts,
+    claim,
+    known_model,
+    object_kind,
+    object_name,
+    require_prometheus_url,
+)
 from gpuscale.components.inputs import Namespace, PrometheusUrl, StrInput, lift, resolved
 from gpuscale.manifests import autoscaling
 from gpuscale.manifests.autoscaling import AutoscalerSettings
@@ -42,6 +49,8 @@ class RoleAutoscalerArgs(Spec):
         cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, role: Role, *,
         namespace: StrInput | None = None, prometheus_url: StrInput | None = None,
     ) -> RoleAutoscalerArgs:
+        known_model(spec, model_name, role)
+        require_prometheus_url(spec, prometheus_url)
         return cls(
             autoscaler=AutoscalerSettings.from_platform(spec, sizing, model_name, role),
             namespace=namespace, prometheus_url=prometheus_url,

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.children import child_opts, claim, object_name
+from gpuscale.components.children import child_opts, claim, known_model, object_name
 from gpuscale.components.inputs import ClusterName, Image, Namespace, StrInput, lift, resolved
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs
 from gpuscale.manifests import iam, vllm
@@ -52,6 +52,7 @@ class VllmServiceArgs(Spec):
         cls, spec: PlatformSpec, sizing: PlatformSizing, model_name: str, *, namespace: StrInput | None = None,
         image: StrInput | None = None, cluster_name: StrInput | None = None,
     ) -> VllmServiceArgs:
+        known_model(spec, model_name)
         return cls(
             serving=ServingSettings.from_platform(spec, sizing, model_name),
             namespace=namespace, image=image, cluster_name=cluster_name,

@@ -1,8 +1,15 @@
-"""One problem type for every refusal, whichever stage finds it: spec validation, sizing, cross-layer checks, the CLI.
+"""The one error model: every refusal of bad input, whichever stage finds it (spec validation, sizing, cross-layer
+checks, the components, the CLI), carries the YAML path of the value to change.
 
-A problem names the YAML path of the value to change (relative to the ``gpuscale:`` config namespace, e.g.
-``models[0].queue``) and says what is wrong and what would be valid. ``Problems`` carries them with the file (or stack)
-they come from, so every message reads ``<file>: gpuscale:<path>: <message>``.
+A ``Problem`` names the path (relative to the ``gpuscale:`` config namespace, e.g. ``models[0].queue``) and says what
+is wrong and what would be valid. ``Problems`` carries them with the file (or stack) they come from, so every message
+reads ``<file>: gpuscale:<path>: <message>``. A spec validator raises them with paths relative to its own model
+(``raise at("gpu_limit", "...")``); pydantic hands the exception back and ``stackfile.format_errors`` puts each path
+below the model's own.
+
+``Refusal`` is the family: the CLI turns any of them into exit code 2 with the message and no traceback, and the
+Pulumi program (``gpuscale.program``) turns any of them into ``pulumi.RunError``, which the Python language host
+prints as the message alone.
 """
 
 from __future__ import annotations
@@ -12,6 +19,10 @@ from dataclasses import dataclass
 
 NAMESPACE = "gpuscale"
 """Pulumi config namespace of every stack key."""
+
+
+class Refusal(ValueError):
+    """Bad input, refused: the message says what to change and what would be valid (never a bug of gpuscale's)."""
 
 
 @dataclass(frozen=True)
@@ -32,11 +43,12 @@ class Problem:
         return Problem(path, self.message)
 
 
-class Problems(ValueError):
-    """One or more problems, refused together; ``source`` is the stack file (or ``stack <name>``) they belong to."""
+class Problems(Refusal):
+    """One or more problems, refused together; ``source`` is the stack file (or ``stack <name>``) they belong to.
+    Each problem is a ``Problem`` or a ``(path, message)`` pair."""
 
-    def __init__(self, problems: Iterable[Problem], source: str = "") -> None:
-        self.problems = list(problems)
+    def __init__(self, problems: Iterable[Problem | tuple[str, str]], source: str = "") -> None:
+        self.problems = [p if isinstance(p, Problem) else Problem(*p) for p in problems]
         self.source = source
         super().__init__(self.render())
 
@@ -47,10 +59,8 @@ class Problems(ValueError):
         head = f"{self.source}: invalid input" if self.source else "invalid input"
         return head + "".join(f"\n  {line}" for line in self.lines())
 
-    def from_source(self, source: str) -> Problems:
-        """The same problems attributed to ``source`` (kept when already set)."""
-        return self if self.source else type(self)(self.problems, source)
 
 
-def problems_at(pairs: Iterable[tuple[str, str]]) -> list[Problem]:
-    return [Problem(path, message) for path, message in pairs]
+def at(path: str, message: str) -> Problems:
+    """One problem at ``path`` (relative to the model whose validator raises it): ``raise at("gpu_limit", "...")``."""
+    return Problems([(path, message)])

@@ -24,7 +24,7 @@ from gpuscale.signals.selection import AnySignal
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
-from gpuscale.spec.teams import UNLIMITED, QueueSpec
+from gpuscale.spec.teams import UNLIMITED
 from gpuscale.spec.topology import GpuNodePoolSpec
 from gpuscale.upstream_bounds import HPA_STABILIZATION_WINDOW_S
 
@@ -789,7 +789,3 @@ def size_platform(spec: PlatformSpec) -> PlatformSizing:
         models=size_models(spec, spec.models),
         root_volume_gib={p.name: root_volume_gib(spec, p) for p in spec.topology.gpu_pools},
     )
-
-
-def queue_of(spec: PlatformSpec, name: str) -> QueueSpec:
-    return spec.queue_chain(name)[-1]

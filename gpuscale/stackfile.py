@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuscale.feasibility import checked_sizing
+from gpuscale.platform_checks import platform_problems
 from gpuscale.problems import NAMESPACE, Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
 
@@ -166,6 +167,9 @@ def validate_config(raw: dict[str, Any], source: str) -> PlatformSpec:
         checked_sizing(spec)
     except Problems as exc:
         raise StackConfigError(source, exc.problems) from None
+    created = platform_problems(spec)  # a stack is the platform program: it creates the VPC and the cluster
+    if created:
+        raise StackConfigError(source, created)
     return spec
 
 
@@ -226,12 +230,12 @@ def load_from_pulumi_config() -> PlatformSpec:
     """Read the running stack's ``gpuscale:*`` config (inside ``pulumi up``/``preview``)."""
     import pulumi
 
-    from gpuscale.synth import sdk
+    from gpuscale import pulumi_runtime
 
     cfg = pulumi.Config(NAMESPACE)
     # every gpuscale:* key, known or not: a typo such as gpuscale:observabilty is refused here as by `gpuscale validate`
     raw: dict[str, Any] = {}
-    for name in sdk.config_keys(NAMESPACE):
+    for name in pulumi_runtime.config_keys(NAMESPACE):
         try:
             raw[name] = cfg.get_object(name)
         except pulumi.ConfigTypeError:  # a plain string where YAML structure is expected: the spec names the type

@@ -1,6 +1,6 @@
-"""Pulumi entry point (``main: infra/`` in Pulumi.yaml): read the stack's gpuscale config, deploy the platform."""
+"""Pulumi entry point (``main: infra/`` in Pulumi.yaml): read the stack's config, deploy the platform, refuse bad
+input as ``pulumi.RunError`` (the message alone, no traceback)."""
 
-from gpuscale.program import deploy
-from gpuscale.stackfile import load_from_pulumi_config
+from gpuscale.program import main
 
-deploy(load_from_pulumi_config())
+main()

@@ -64,3 +64,10 @@ def test_signals_sit_below_sizing_and_the_builders() -> None:
     derived = ("gpuscale.sizing", "gpuscale.feasibility", "gpuscale.cross_layer", "gpuscale.manifests", "gpuscale.sim",
                "gpuscale.plan", "gpuscale.synth", "gpuscale.cli", "gpuscale.versions", "gpuscale.components")
     assert _offenders("gpuscale/signals", derived) == []
+
+
+def test_components_never_import_the_offline_tools() -> None:
+    """The components reach the Pulumi runtime through ``gpuscale.pulumi_runtime``, never the synth, simulator,
+    plan or CLI (a Pulumi program installs the components without them)."""
+    tools = ("gpuscale.synth", "gpuscale.sim", "gpuscale.plan", "gpuscale.cli", "gpuscale.tune", "gpuscale.schedule")
+    assert _offenders("components", tools) == []

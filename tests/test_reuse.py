@@ -53,6 +53,7 @@ CONFIG = {
     "example:clusterName": "team-a",
     "example:nodeRoleName": "KarpenterNodeRole-team-a",
     "example:subnetIds": json.dumps(["subnet-0a1", "subnet-0b2"]),
+    "example:prometheusUrl": "http://prometheus.monitoring.svc:9090",
 }
 
 

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gpuscale import feasibility
-from gpuscale.problems import Problem, Problems
+from gpuscale.problems import Problem, Problems, Refusal
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import load_stack
@@ -75,6 +75,13 @@ def fail(problems: list[Problem] | list[str], source: str = "gpuscale") -> NoRet
 
 def fail_problems(exc: Problems, source: str = "gpuscale") -> NoReturn:
     fail(exc.problems, exc.source or source)
+
+
+def fail_refusal(exc: Refusal) -> NoReturn:
+    """Any refusal of bad input (the one family every command's errors belong to): its problems, exit 2."""
+    if isinstance(exc, Problems):
+        fail_problems(exc)
+    fail([str(exc)])
 
 
 def checked_sizing(spec: PlatformSpec, source: str = "gpuscale") -> PlatformSizing:

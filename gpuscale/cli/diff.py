@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from gpuscale.cli.common import check_outputs, fail, say, write_text
-from gpuscale.synth.diff import MARKDOWN_LIMIT, NotASynthDirError, diff_synth_dirs, render_markdown, render_text
+from gpuscale.cli.common import check_outputs, say, write_text
+from gpuscale.synth.diff import MARKDOWN_LIMIT, diff_synth_dirs, render_markdown, render_text
 
 EXIT_DIFFERENT = 1
 """The synths differ (0: equal; 2: not a synth directory)."""
@@ -31,10 +31,7 @@ def diff(
 ) -> None:
     """Added, removed and changed resources between two synths, GPU-node and autoscaling changes first."""
     check_outputs((out, "--out", False))
-    try:
-        d = diff_synth_dirs(base, head)
-    except NotASynthDirError as exc:
-        fail([str(exc)])
+    d = diff_synth_dirs(base, head)  # a directory that is not a synth is a Refusal: exit 2 (cli.main.Command)
     text = render_markdown(d, limit=max_chars) if markdown else render_text(d)
     if out is None:
         typer.echo(text, nl=False)

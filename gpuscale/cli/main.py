@@ -13,6 +13,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from gpuscale.cli import common
 from gpuscale.cli.common import EXIT_CODES_HELP, say
+from gpuscale.problems import Refusal
 
 
 def _plain_flags(params: list[Any]) -> list[Any]:
@@ -24,7 +25,14 @@ def _plain_flags(params: list[Any]) -> list[Any]:
 
 
 class Command(TyperCommand):
-    """Help of one command: flags without a type label; usage names arguments as ``BASE HEAD``."""
+    """Help of one command: flags without a type label; usage names arguments as ``BASE HEAD``. A ``Refusal`` (bad
+    input, whichever stage finds it) ends any command with its message and exit code 2, never a traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Refusal as exc:
+            common.fail_refusal(exc)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))

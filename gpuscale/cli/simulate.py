@@ -114,13 +114,7 @@ def simulate(
     if list_scenarios:
         _list(stack, stack_file, model)
         return
-    problems = []
-    if trace is not None and scenario is not None:
-        problems.append("pass either --scenario or --trace, not both")
-    if duration_s is not None and duration_s > MAX_DURATION_S:
-        problems.append(f"--duration-s {duration_s:g} is more than a week ({MAX_DURATION_S:,} s)")
-    if policies is not None and not [p for p in policies.split(",") if p.strip()]:
-        problems.append(f"--policies {policies!r} names no policy; {POLICIES_HELP}")
+    problems = _option_problems(scenario, trace, duration_s, policies)
     if problems:
         fail(problems)
     check_outputs((json_out, "--json", False), (plot, "--plot", True))
@@ -135,6 +129,24 @@ def simulate(
         result = _run(runner)
     except (ScenarioError, TraceError, SizingError) as exc:
         fail([str(exc)])
+    _report(result, json_out, plot)
+
+
+def _option_problems(scenario: str | None, trace: Path | None, duration_s: float | None,
+                     policies: str | None) -> list[str]:
+    """Options that contradict each other or name nothing, all at once."""
+    problems = []
+    if trace is not None and scenario is not None:
+        problems.append("pass either --scenario or --trace, not both")
+    if duration_s is not None and duration_s > MAX_DURATION_S:
+        problems.append(f"--duration-s {duration_s:g} is more than a week ({MAX_DURATION_S:,} s)")
+    if policies is not None and not [p for p in policies.split(",") if p.strip()]:
+        problems.append(f"--policies {policies!r} names no policy; {POLICIES_HELP}")
+    return problems
+
+
+def _report(result: ScenarioResult, json_out: Path | None, plot: Path | None) -> None:
+    """The comparison table and findings on stdout; the JSON and the plots where they were asked for."""
     console.print(result_table(result))
     say(traffic_line(result))
     say(result.score_formula, style="bold")

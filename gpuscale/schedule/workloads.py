@@ -25,7 +25,6 @@ from typing import Any
 
 from gpuscale import labels
 
-LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"

@@ -16,7 +16,6 @@ from gpuscale.spec.model import (
 )
 from gpuscale.spec.observability import ObservabilitySpec
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.spec.problems import SpecProblems
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import (
@@ -33,6 +32,6 @@ __all__ = [
     "CATALOGUE", "AutoscalingSpec", "BurstSpec", "CpuNodePoolSpec", "DisruptionBudget", "EnvironmentSpec",
     "ExistingSubnetsSpec", "GpuInstanceType", "GpuModel", "GpuNodePoolSpec", "ModelArchitecture", "ModelDeployment",
     "NewVpcSpec", "ObservabilitySpec", "ParallelismSpec", "PlatformSpec", "ProvisioningSpec", "QueueSpec", "RoleScalingSpec", "SecretRef",
-    "ServingSpec", "SloSpec", "Spec", "SpecProblems", "TokenDistribution", "TopologyLevel", "TopologySpec",
+    "ServingSpec", "SloSpec", "Spec", "TokenDistribution", "TopologyLevel", "TopologySpec",
     "TraceSpec", "WakeSchedule", "WeightsSpec", "WorkloadSpec", "instance_type",
 ]

@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from gpuscale.problems import at
 from gpuscale.spec.base import Spec
-from gpuscale.spec.problems import at
 
 ImagePull = Literal["registry", "soci-parallel", "snapshot"]
 """How a fresh GPU node gets the vLLM image:

@@ -9,8 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
+from gpuscale.problems import at
 from gpuscale.spec.base import IamPrincipalArn, Ipv4Cidr, Name, Spec
-from gpuscale.spec.problems import at
 
 MAX_AWS_TAGS = 50
 """AWS allows at most 50 tags on one resource."""
@@ -116,7 +116,7 @@ class EnvironmentSpec(Spec):
     acknowledge_private_endpoint_runs_inside_vpc: bool = False
     """Private-only endpoint: confirm that ``pulumi up`` runs inside the VPC or a network connected to it (VPN, Transit
     Gateway, in-VPC runner). A new VPC does not exist before the first run, so its private-only endpoint is refused
-    without this."""
+    without this (``gpuscale.platform_checks``: only where the program creates the VPC and the cluster)."""
     admin_principal_arns: list[IamPrincipalArn] = []
     """IAM principals granted cluster-admin through EKS access entries."""
     tags: dict[str, str] = {}
@@ -159,18 +159,6 @@ class EnvironmentSpec(Spec):
             raise at("public_access_cidrs",
                 "public_access_cidrs are set but endpoint_public_access is false, so they would be ignored; set "
                 "endpoint_public_access: true to use them, or remove them for a private-only endpoint"
-            )
-        if (
-            not self.endpoint_public_access
-            and isinstance(self.networking, NewVpcSpec)
-            and not self.acknowledge_private_endpoint_runs_inside_vpc
-        ):
-            raise at("endpoint_public_access",
-                "the EKS endpoint would be private-only on a VPC this same `pulumi up` creates: the program installs "
-                "charts and custom resources through that endpoint, and a machine outside the new VPC cannot reach it, "
-                "so the run stops after creating the cluster. Set endpoint_public_access: true with public_access_cidrs "
-                "listing the deploying machines' egress CIDRs (private access stays on for nodes), or set "
-                "acknowledge_private_endpoint_runs_inside_vpc: true if pulumi runs inside the VPC or a connected network"
             )
         return self
 

@@ -9,10 +9,10 @@ from pydantic import Field, field_validator, model_validator
 
 from gpuscale import versions
 from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, autoscaler_scope, warm_minimum
+from gpuscale.problems import Problems, at
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
 from gpuscale.spec.cold_start import ModelColdStartSpec
 from gpuscale.spec.front_door import FrontDoorSpec
-from gpuscale.spec.problems import SpecProblems, at
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
 from gpuscale.upstream_bounds import HPA_STABILIZATION_WINDOW_S
@@ -170,7 +170,7 @@ class WakeSchedule(Spec):
     @model_validator(mode="after")
     def _distinct(self) -> WakeSchedule:
         if self.start == self.end:
-            raise SpecProblems([("end", f"start and end are both {self.start!r}: the role would never be held awake")])
+            raise Problems([("end", f"start and end are both {self.start!r}: the role would never be held awake")])
         return self
 
 
@@ -365,7 +365,7 @@ class ModelDeployment(Spec):
                 f"max_context_tokens ({ctx:,}); lower the token counts, {fix}",
             ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -407,7 +407,7 @@ class ModelDeployment(Spec):
                     "front_door.idle_window_s instead and drop cooldown_s",
                 ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -434,5 +434,5 @@ class ModelDeployment(Spec):
             )
             problems.extend((f"autoscaling.{field}", message) for field, message in found)
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self

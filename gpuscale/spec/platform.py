@@ -7,11 +7,11 @@ from collections import Counter
 from pydantic import Field, model_validator
 
 from gpuscale.guardrails import production
+from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.observability import ObservabilitySpec
-from gpuscale.spec.problems import SpecProblems
 from gpuscale.spec.teams import QueueSpec
 from gpuscale.spec.topology import TopologySpec, zone_problem
 
@@ -73,7 +73,7 @@ class PlatformSpec(Spec):
                 if production.unpinned_alias(pool.ami_alias):
                     problems.append((f"topology.gpu_pools[{j}].ami_alias", production.unpinned_ami_message(pool.ami_alias)))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -84,7 +84,7 @@ class PlatformSpec(Spec):
             if problem:
                 problems.append((f"topology.zones[{j}]", problem))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -105,12 +105,8 @@ class PlatformSpec(Spec):
                     f"/mnt/k8s-disks/0, but on pool {pool.name} {why}. Use weights_cache: none",
                 ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     def leaf_queue_names(self) -> list[str]:
         return [q.name for q, _ in self.queues() if q.is_leaf]
-
-
-def pool_names_index(spec: PlatformSpec, name: str) -> int:
-    return [p.name for p in spec.topology.gpu_pools].index(name)

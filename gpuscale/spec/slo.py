@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from gpuscale.problems import at
 from gpuscale.spec.base import Spec
-from gpuscale.spec.problems import at
 
 Criticality = Literal["critical", "standard", "best_effort"]
 

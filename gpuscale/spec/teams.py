@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from pydantic import Field, model_validator
 
+from gpuscale.problems import Problems, at
 from gpuscale.spec.base import INT32_MAX, Name, Spec
-from gpuscale.spec.problems import SpecProblems, at
 
 UNLIMITED = -1.0
 
@@ -83,7 +83,7 @@ class QueueSpec(Spec):
                     unit, f"queue {self.name}: children's {unit} ({parts} = {total:g}) exceed its {unit} ({own_quota:g})",
                 ))
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @model_validator(mode="after")
@@ -110,7 +110,7 @@ class QueueSpec(Spec):
             f"which caps it: use at most {self.gpu_limit:g}, or -1 to take the parent's",
         ) for i, c in enumerate(self.children) if c.gpu_limit > self.gpu_limit]
         if problems:
-            raise SpecProblems(problems)
+            raise Problems(problems)
         return self
 
     @property

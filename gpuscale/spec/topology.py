@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from gpuscale import labels, versions
 from gpuscale.guardrails import consolidation
+from gpuscale.problems import Problems, at
 from gpuscale.spec.base import (
     CronSchedule,
     KarpenterDuration,
@@ -17,10 +18,10 @@ from gpuscale.spec.base import (
     Name,
     Spec,
     duration_seconds,
+    parse_duration,
 )
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.spec.cold_start import SOCI_MIN_AL2023_RELEASE, ImagePull, snapshot_id_problem
-from gpuscale.spec.problems import SpecProblems, at
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
@@ -71,7 +72,13 @@ class DisruptionBudget(Spec):
 
 _HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 Weekday = Literal["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
-WEEKDAYS: tuple[str, ...] = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+WEEKDAYS: tuple[Weekday, ...] = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_FREEZE_SCHEDULE = re.compile(r"(\d{1,2}) (\d{1,2}) \* \* (\*|sun|mon|tue|wed|thu|fri|sat|[0-6])")
+"""The schedules ``DriftWindow.freeze_budget`` writes: minute, hour, every day or one weekday."""
+
+
+def _weekday_index(day: str) -> int:
+    return int(day) if day.isdigit() else WEEKDAYS.index(day)
 """Cron day-of-week order (0 = Sunday)."""
 
 
@@ -124,6 +131,30 @@ class DriftWindow(Spec):
 
     def describe(self) -> str:
         return f"{self.day or 'daily'} {self.start_utc} UTC for {self.duration}"
+
+    @classmethod
+    def from_freeze_budget(cls, schedule: str, duration: str) -> DriftWindow | None:
+        """The window a freeze budget leaves open: the inverse of ``freeze_budget`` (for reading emitted NodePools, as
+        ``gpuscale diff`` does), or None when the budget is not a daily or weekly freeze leaving such a window."""
+        m = _FREEZE_SCHEDULE.fullmatch(schedule.strip())
+        frozen_s = parse_duration(duration)
+        if m is None or frozen_s is None or frozen_s == float("inf") or frozen_s % 60:
+            return None
+        minute, hour, day = int(m.group(1)), int(m.group(2)), m.group(3)
+        if minute > 59 or hour > 23:
+            return None
+        period_s = 86400 if day == "*" else 7 * 86400
+        open_s = period_s - int(frozen_s)
+        start_s = hour * 3600 + minute * 60 + int(frozen_s)  # the freeze starts where the window ends
+        weekday: Weekday | None = None
+        if day != "*":
+            weekday = WEEKDAYS[(_weekday_index(day) + start_s // 86400) % 7]
+        hours, minutes = divmod(open_s // 60, 60)
+        try:
+            return cls(start_utc=f"{start_s % 86400 // 3600:02d}:{start_s % 3600 // 60:02d}",
+                       duration=f"{hours}h{minutes}m" if minutes else f"{hours}h", day=weekday)
+        except ValueError:  # a window the spec could not write (shorter than 30 minutes, none at all)
+            return None
 
 
 class GpuNodePoolSpec(Spec):
@@ -235,7 +266,7 @@ class GpuNodePoolSpec(Spec):
             acknowledged=self.acknowledge_underutilized_consolidation_evicts_inference,
         )
         if found:
-            raise SpecProblems([(consolidation.SPEC.name(field), message) for field, message in found])
+            raise Problems([(consolidation.SPEC.name(field), message) for field, message in found])
         return self
 
     @model_validator(mode="after")

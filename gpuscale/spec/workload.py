@@ -7,8 +7,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from gpuscale.problems import at
 from gpuscale.spec.base import INT32_MAX, Spec
-from gpuscale.spec.problems import at
 
 
 def _path(value: object) -> object:
@@ -78,7 +78,3 @@ class WorkloadSpec(Spec):
         if self.peak_rps < self.base_rps:
             raise at("peak_rps", f"peak_rps ({self.peak_rps}) must be >= base_rps ({self.base_rps})")
         return self
-
-    @property
-    def daily_mean_rps(self) -> float:
-        return (self.peak_rps * self.peak_hours_per_day + self.base_rps * (24 - self.peak_hours_per_day)) / 24

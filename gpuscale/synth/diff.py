@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ from gpuscale.policy.rules import (
     SCALEDOBJECT,
     nodepool_selects_gpus,
 )
+from gpuscale.problems import Refusal
+from gpuscale.spec.topology import DriftWindow
 from gpuscale.synth.layout import FORMAT, RESOURCES_FILE
 
 MARKDOWN_LIMIT = 60_000
@@ -72,7 +73,7 @@ _HPA_FIELDS = ("/spec/metrics", "/spec/minReplicas", "/spec/maxReplicas", "/spec
 _ABSENT: Any = type("_Absent", (), {"__repr__": lambda self: "<absent>"})()
 
 
-class NotASynthDirError(Exception):
+class NotASynthDirError(Refusal):
     """A directory that is not the output of ``gpuscale synth``."""
 
     def __init__(self, path: Path, reason: str) -> None:
@@ -172,16 +173,7 @@ def load_synth(path: Path) -> Synth:
         raise NotASynthDirError(path, f"{RESOURCES_FILE} is not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("resources"), list):
         raise NotASynthDirError(path, f"{RESOURCES_FILE} has no format: {FORMAT}")
-    resources: dict[str, dict[str, Any]] = {}
-    for i, entry in enumerate(doc["resources"]):
-        if not isinstance(entry, dict) or "key" not in entry or "type" not in entry:
-            raise NotASynthDirError(path, f"{RESOURCES_FILE} has a resource without key/type")
-        for name, kinds, label in _ENTRY_FIELDS:
-            if name in entry and not isinstance(entry[name], kinds):
-                raise NotASynthDirError(
-                    path, f"{RESOURCES_FILE}: resources[{i}].{name} is {type(entry[name]).__name__}, expected {label}",
-                )
-        resources[entry["key"]] = entry
+    resources = {entry["key"]: entry for entry in _entries(path, doc["resources"])}
     for name in ("project", "stack", "region"):
         if not isinstance(doc.get(name, ""), str):
             raise NotASynthDirError(path, f"{RESOURCES_FILE}: {name} is {type(doc[name]).__name__}, expected a string")
@@ -190,6 +182,20 @@ def load_synth(path: Path) -> Synth:
         path=path, project=str(doc.get("project", "")), stack=str(doc.get("stack", "")),
         region=str(doc.get("region", "")), resources=resources, outputs=outputs if isinstance(outputs, dict) else {},
     )
+
+
+def _entries(path: Path, entries: list[Any]) -> list[dict[str, Any]]:
+    """The resource entries of a ``resources.json``, each with a key, a type and its fields of the JSON type synth
+    writes; ``NotASynthDirError`` naming the first that is not."""
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "key" not in entry or "type" not in entry:
+            raise NotASynthDirError(path, f"{RESOURCES_FILE} has a resource without key/type")
+        for name, kinds, label in _ENTRY_FIELDS:
+            if name in entry and not isinstance(entry[name], kinds):
+                raise NotASynthDirError(
+                    path, f"{RESOURCES_FILE}: resources[{i}].{name} is {type(entry[name]).__name__}, expected {label}",
+                )
+    return entries
 
 
 # --- diffing --------------------------------------------------------------------------------------------------
@@ -261,19 +267,9 @@ def diff_values(a: Any, b: Any, path: str = "") -> list[FieldChange]:
 
 def _diff_lists(a: list[Any], b: list[Any], path: str) -> list[FieldChange]:
     ident = _identity_field(a, b)
-    out: list[FieldChange] = []
     if ident is not None:
-        pos_a = {x[ident]: i for i, x in enumerate(a)}
-        pos_b = {x[ident]: i for i, x in enumerate(b)}
-        for i, x in enumerate(a):
-            if x[ident] not in pos_b:
-                out.append(FieldChange(f"{path}/{i}", before=x))
-        for j, y in enumerate(b):
-            if y[ident] not in pos_a:
-                out.append(FieldChange(f"{path}/{j}", after=y))
-            else:
-                out.extend(diff_values(a[pos_a[y[ident]]], y, f"{path}/{j}"))
-        return out
+        return _diff_keyed(a, b, path, ident)
+    out: list[FieldChange] = []
     matcher = difflib.SequenceMatcher(a=[_canon(x) for x in a], b=[_canon(y) for y in b], autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
@@ -284,6 +280,19 @@ def _diff_lists(a: list[Any], b: list[Any], path: str) -> list[FieldChange]:
             continue
         out.extend(FieldChange(f"{path}/{i}", before=a[i]) for i in range(i1, i2))
         out.extend(FieldChange(f"{path}/{j}", after=b[j]) for j in range(j1, j2))
+    return out
+
+
+def _diff_keyed(a: list[Any], b: list[Any], path: str, ident: str) -> list[FieldChange]:
+    """Lists of objects with an identity field (containers by ``name``): matched by it, not by position."""
+    pos_a = {x[ident]: i for i, x in enumerate(a)}
+    pos_b = {x[ident]: i for i, x in enumerate(b)}
+    out = [FieldChange(f"{path}/{i}", before=x) for i, x in enumerate(a) if x[ident] not in pos_b]
+    for j, y in enumerate(b):
+        if y[ident] not in pos_a:
+            out.append(FieldChange(f"{path}/{j}", after=y))
+        else:
+            out.extend(diff_values(a[pos_a[y[ident]]], y, f"{path}/{j}"))
     return out
 
 
@@ -312,7 +321,7 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
     for d in diffs:
         entry = (b.resources.get(d.key) if d.status != "removed" else a.resources.get(d.key)) or {}
         before = a.resources.get(d.key) or {}
-        out.extend(_node_highlights(d, entry, gpu_classes, b))
+        out.extend(_node_highlights(d, entry, gpu_classes, b, before))
         out.extend(_autoscaling_highlights(d))
         out.extend(_replacement_highlights(d))
         out.extend(_rollout_highlights(d, entry, before))
@@ -321,17 +330,13 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
     return sorted(out, key=lambda h: (rank[h.category], h.key))
 
 
-_DAILY = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* (\*|[a-z]{3}|[0-6])$")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-
-
 def drift_pacing(nodepool_spec: Mapping[str, Any]) -> str:
     """How Karpenter will roll a NodePool's drifted nodes, read from its budgets and template (disruption.md "Budgets",
     "TerminationGracePeriod"): how many at a time, in which window, and whether drift may force-evict serving pods."""
     budgets = [_map(b) for b in _list(_map(nodepool_spec.get("disruption")).get("budgets"))] or [{"nodes": "10%"}]
     drift = [b for b in budgets if not b.get("reasons") or "Drifted" in _list(b.get("reasons"))]
     always = [str(b.get("nodes")) for b in drift if not b.get("schedule")]
-    frozen = [b for b in drift if b.get("schedule") and str(b.get("nodes")) == "0"]
+    frozen = _freezes(nodepool_spec)
     if "0" in always:
         text = "drift frozen (a Drifted budget of 0 nodes with no schedule): no node rolls until that budget changes"
     else:
@@ -350,33 +355,30 @@ def drift_pacing(nodepool_spec: Mapping[str, Any]) -> str:
     return text
 
 
+def _freezes(nodepool_spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The budgets that freeze drift on a schedule (``nodes: "0"`` for ``Drifted``): what leaves a drift window."""
+    budgets = [_map(b) for b in _list(_map(nodepool_spec.get("disruption")).get("budgets"))]
+    return [b for b in budgets if b.get("schedule") and str(b.get("nodes")) == "0"
+            and (not b.get("reasons") or "Drifted" in _list(b.get("reasons")))]
+
+
 def _window(schedule: str, duration: str) -> str:
-    """A freeze budget as the drift window it leaves open (daily or weekly freezes), else as written."""
-    m = _DAILY.match(schedule.strip())
-    seconds = _duration_s(duration)
-    if m is None or seconds is None:
+    """A freeze budget as the drift window it leaves open (the spec's own inverse of the budget it emits), else as
+    written."""
+    window = DriftWindow.from_freeze_budget(schedule, duration)
+    if window is None:
         return f"drift frozen from cron '{schedule}' (UTC) for {duration}"
-    minute, hour, day = int(m.group(1)), int(m.group(2)), m.group(3)
-    period = 86400 if day == "*" else 7 * 86400
-    open_s = period - seconds
-    if open_s <= 0:
-        return f"drift frozen from cron '{schedule}' (UTC) for {duration}, which leaves no window"
-    start = (hour * 3600 + minute * 60 + seconds) % 86400
-    days = (hour * 3600 + minute * 60 + seconds) // 86400
-    when = "daily" if day == "*" else _WEEKDAYS[(_day_index(day) + days) % 7]
-    return (f"only in the drift window {when} {start // 3600:02d}:{start % 3600 // 60:02d} UTC for "
-            f"{open_s // 3600}h{(open_s % 3600) // 60:02d}m (frozen from cron '{schedule}' for {duration})")
+    return f"only in the drift window {window.describe()} (frozen from cron '{schedule}' for {duration})"
 
 
-def _day_index(day: str) -> int:
-    return int(day) if day.isdigit() else _WEEKDAYS.index(day)
-
-
-def _duration_s(value: str) -> int | None:
-    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:0s)?", value)
-    if not value or parts is None:
-        return None
-    return int(parts.group(1) or 0) * 3600 + int(parts.group(2) or 0) * 60
+def drift_windows(nodepool_spec: Mapping[str, Any]) -> str:
+    """The drift windows a NodePool's budgets leave, as the spec writes them (``sun 06:00 UTC for 6h``)."""
+    freezes = _freezes(nodepool_spec)
+    if not freezes:
+        return "none (drift at any hour)"
+    windows = [DriftWindow.from_freeze_budget(str(b["schedule"]), str(b.get("duration", ""))) for b in freezes]
+    return "; ".join(w.describe() if w is not None else f"frozen from cron '{b['schedule']}' for {b.get('duration')}"
+                     for w, b in zip(windows, freezes, strict=True))
 
 
 def _pools_of_class(s: Synth, class_name: str) -> list[Mapping[str, Any]]:
@@ -392,53 +394,70 @@ def _pools_of_class(s: Synth, class_name: str) -> list[Mapping[str, Any]]:
 
 def _node_highlights(
     d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set[str], head: Synth | None = None,
+    before: Mapping[str, Any] | None = None,
 ) -> list[Highlight]:
-    inputs = _inputs(entry)
     if d.type == NODEPOOL:
-        spec = _map(inputs.get("spec"))
-        gpu = nodepool_selects_gpus(spec)
-        cat: Category = "gpu-nodes" if gpu else "nodes"
-        if d.status == "removed":
-            return [Highlight(cat, d.key, d.label, "NodePool removed: Karpenter terminates every node it launched")]
-        if d.status == "added":
-            return []
-        out: list[Highlight] = []
-        drift = [c for c in d.changes if c.path.startswith("/spec/template")]
-        resolved = [c for c in drift if c.path.startswith("/spec/template/spec/requirements")]
-        hashed = [c for c in drift if c not in resolved]
-        if hashed:
-            out.append(Highlight(cat, d.key, d.label, (
-                f"drift: {_paths(hashed)} changed; every node of this NodePool will be replaced"
-                + (" (each GPU node replaced is a model cold start)" if gpu else "") + f": {drift_pacing(spec)}"
-            )))
-        if resolved:
-            out.append(Highlight(cat, d.key, d.label, (
-                f"requirements changed ({_paths(resolved)}): nodes that no longer satisfy them drift and are replaced: "
-                f"{drift_pacing(spec)}"
-            )))
-        disruption = [c for c in d.changes if c.path.startswith("/spec/disruption")]
-        if disruption:
-            out.append(Highlight(cat, d.key, d.label, f"disruption behaviour: {_change_list(disruption)}"))
-        limits = [c for c in d.changes if c.path.startswith("/spec/limits")]
-        if limits:
-            out.append(Highlight(cat, d.key, d.label, f"capacity ceiling: {_change_list(limits)}"))
-        return out
+        return _nodepool_highlights(d, _map(_inputs(entry).get("spec")), _map(_inputs(before or {}).get("spec")))
     if d.type == EC2NODECLASS:
-        name = str(_map(inputs.get("metadata")).get("name", ""))
-        cat = "gpu-nodes" if name in gpu_classes else "nodes"
-        if d.status == "removed":
-            return [Highlight(cat, d.key, d.label, "EC2NodeClass removed: the NodePools using it cannot launch nodes")]
-        spec_changes = [c for c in d.changes if c.path.startswith("/spec")]
-        if d.status == "changed" and spec_changes:
-            ami = [c for c in spec_changes if c.path.startswith("/spec/amiSelectorTerms")]
-            what = f"new AMI ({_change_list(ami)})" if ami else f"{_paths(spec_changes)} changed"
-            pools = _pools_of_class(head, name) if head is not None else []
-            pacing = "; ".join(drift_pacing(p) for p in pools) or "paced by the NodePool disruption budgets"
-            return [Highlight(cat, d.key, d.label, (
-                f"drift: {what}; every node launched from this EC2NodeClass will be replaced"
-                + (" (each GPU node replaced is a model cold start)" if cat == "gpu-nodes" else "") + f": {pacing}"
-            ))]
+        return _nodeclass_highlights(d, entry, gpu_classes, head)
     return []
+
+
+def _nodepool_highlights(d: ResourceDiff, spec: Mapping[str, Any], base: Mapping[str, Any]) -> list[Highlight]:
+    """A NodePool's changes as what they do to its nodes: drift, requirements, its drift window, disruption, limits."""
+    gpu = nodepool_selects_gpus(spec)
+    cat: Category = "gpu-nodes" if gpu else "nodes"
+    if d.status == "removed":
+        return [Highlight(cat, d.key, d.label, "NodePool removed: Karpenter terminates every node it launched")]
+    if d.status == "added":
+        return []
+    out: list[Highlight] = []
+    drift = [c for c in d.changes if c.path.startswith("/spec/template")]
+    resolved = [c for c in drift if c.path.startswith("/spec/template/spec/requirements")]
+    hashed = [c for c in drift if c not in resolved]
+    if hashed:
+        out.append(Highlight(cat, d.key, d.label, (
+            f"drift: {_paths(hashed)} changed; every node of this NodePool will be replaced"
+            + (" (each GPU node replaced is a model cold start)" if gpu else "") + f": {drift_pacing(spec)}"
+        )))
+    if resolved:
+        out.append(Highlight(cat, d.key, d.label, (
+            f"requirements changed ({_paths(resolved)}): nodes that no longer satisfy them drift and are replaced: "
+            f"{drift_pacing(spec)}"
+        )))
+    disruption = [c for c in d.changes if c.path.startswith("/spec/disruption")]
+    windows = drift_windows(base), drift_windows(spec)
+    if windows[0] != windows[1]:
+        # the freeze budget is how the window is emitted; reviewers think in windows, so say it as one
+        out.append(Highlight(cat, d.key, d.label, f"drift window: {windows[0]} -> {windows[1]}"))
+        disruption = [c for c in disruption if not c.path.startswith("/spec/disruption/budgets")]
+    if disruption:
+        out.append(Highlight(cat, d.key, d.label, f"disruption behaviour: {_change_list(disruption)}"))
+    limits = [c for c in d.changes if c.path.startswith("/spec/limits")]
+    if limits:
+        out.append(Highlight(cat, d.key, d.label, f"capacity ceiling: {_change_list(limits)}"))
+    return out
+
+
+def _nodeclass_highlights(
+    d: ResourceDiff, entry: Mapping[str, Any], gpu_classes: set[str], head: Synth | None,
+) -> list[Highlight]:
+    """An EC2NodeClass's changes as the drift of every node launched from it, paced by the NodePools using it."""
+    name = str(_map(_inputs(entry).get("metadata")).get("name", ""))
+    cat: Category = "gpu-nodes" if name in gpu_classes else "nodes"
+    if d.status == "removed":
+        return [Highlight(cat, d.key, d.label, "EC2NodeClass removed: the NodePools using it cannot launch nodes")]
+    spec_changes = [c for c in d.changes if c.path.startswith("/spec")]
+    if d.status != "changed" or not spec_changes:
+        return []
+    ami = [c for c in spec_changes if c.path.startswith("/spec/amiSelectorTerms")]
+    what = f"new AMI ({_change_list(ami)})" if ami else f"{_paths(spec_changes)} changed"
+    pools = _pools_of_class(head, name) if head is not None else []
+    pacing = "; ".join(drift_pacing(p) for p in pools) or "paced by the NodePool disruption budgets"
+    return [Highlight(cat, d.key, d.label, (
+        f"drift: {what}; every node launched from this EC2NodeClass will be replaced"
+        + (" (each GPU node replaced is a model cold start)" if cat == "gpu-nodes" else "") + f": {pacing}"
+    ))]
 
 
 def _autoscaling_highlights(d: ResourceDiff) -> list[Highlight]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from gpuscale.synth import sdk
+from gpuscale import pulumi_runtime
 
 ACCOUNT_ID = "123456789012"
 """The account id mocks report (an AWS documentation example id)."""
@@ -126,7 +126,7 @@ def _eks_cluster(name: str, region: str) -> dict[str, Any]:
     }
 
 
-class RecordingMonitor(sdk.MockMonitor):  # type: ignore[misc]
+class RecordingMonitor(pulumi_runtime.MockMonitor):  # type: ignore[misc]
     """A mock monitor that also keeps the parent and provider of each registration, in order."""
 
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
@@ -136,7 +136,7 @@ class RecordingMonitor(sdk.MockMonitor):  # type: ignore[misc]
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = sdk.deserialize(request.object)
+            inputs = pulumi_runtime.deserialize(request.object)
             self.records.append(RecordedResource(
                 urn=response.urn, type=request.type, name=request.name, parent_urn=request.parent,
                 custom=bool(request.custom), inputs=inputs, provider=request.provider,
@@ -153,9 +153,9 @@ def run_program(
 
     Exceptions raised by the program (or inside ``apply``) propagate after the runtime settles.
     """
-    sdk.check_sdk()
+    pulumi_runtime.check_sdk()
     mocks = DeterministicMocks(region)
     monitor = RecordingMonitor(mocks)
-    sdk.install_mocks(mocks, monitor, project=project, stack=stack, preview=preview)
-    sdk.run_to_completion(program)
+    pulumi_runtime.install_mocks(mocks, monitor, project=project, stack=stack, preview=preview)
+    pulumi_runtime.run_to_completion(program)
     return list(monitor.records)

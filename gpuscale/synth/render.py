@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from gpuscale.synth import sdk
+from gpuscale import pulumi_runtime
 from gpuscale.synth.layout import CHARTS_FILE, FORMAT, MANIFESTS_DIR, RESOURCES_FILE
 from gpuscale.synth.mocks import RecordedResource, run_program
 
@@ -126,12 +126,12 @@ def synthesize(
     """
     def run() -> None:
         # The mock runtime keeps one root Stack across runs: forget exports of an earlier program.
-        sdk.root_stack_outputs().clear()
+        pulumi_runtime.root_stack_outputs().clear()
         program()
 
     records = run_program(run, project=project, stack=stack, region=region)
-    exported = sdk.root_stack_outputs()
-    outputs = clean_value(sdk.resolve_plain(dict(exported)))
+    exported = pulumi_runtime.root_stack_outputs()
+    outputs = clean_value(pulumi_runtime.resolve_plain(dict(exported)))
     exported.clear()
     return render_records(records, project=project, stack=stack, region=region, outputs=outputs)
 
@@ -195,7 +195,6 @@ def clean_value(value: Any) -> Any:
     The Pulumi wire format carries every number as a double; ``replicas: 3.0`` would fail strict Kubernetes
     validation and read oddly in a diff, so whole numbers come back as ints.
     """
-    import pulumi
     from pulumi.output import Unknown
 
     if isinstance(value, Mapping):
@@ -212,13 +211,20 @@ def clean_value(value: Any) -> Any:
         return UNKNOWN if value == _UNKNOWN_WIRE else value
     if isinstance(value, Unknown):
         return UNKNOWN
+    return _asset(value)
+
+
+def _asset(value: Any) -> Any:
+    """An asset or archive as what locates it; resource references and anything else as a stable label, never a
+    repr with a memory address."""
+    import pulumi
+
     if isinstance(value, pulumi.FileAsset | pulumi.FileArchive):
         return {"path": str(value.path)}
     if isinstance(value, pulumi.StringAsset):
         return {"text": str(value.text)}
     if isinstance(value, pulumi.RemoteAsset | pulumi.RemoteArchive):
         return {"uri": str(value.uri)}
-    # resource references and anything else: a stable label, never a repr with a memory address
     return f"[{type(value).__name__}]"
 
 

@@ -85,3 +85,39 @@ def test_the_workflow_runs_the_tested_script_and_upserts_new_stacks() -> None:
     assert "head/.github/scripts/pr-preview.sh base head preview" in synth["run"]
     (preview,) = [s for s in doc["jobs"]["pulumi-preview"]["steps"] if str(s.get("uses", "")).startswith("pulumi/actions")]
     assert preview["with"]["upsert"] is True
+
+
+def _workflow_step(step_id: str) -> str:
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    (step,) = [s for s in doc["jobs"]["synth-diff"]["steps"] if s.get("id") == step_id]
+    assert "shell" not in step  # GitHub runs it as `bash -e {0}`
+    return str(step["run"])
+
+
+def test_a_broken_head_stack_still_posts_a_comment_naming_it_and_fails_the_job(tmp_path: Path) -> None:
+    """The synth step exactly as GitHub runs it (``bash -e`` on its ``run:`` block, in the workspace holding the
+    ``base`` and ``head`` checkouts), then what the next steps look at: ``comment.md`` (the comment step runs when it
+    exists), the job summary, and the step's outcome (the last step fails the job on it)."""
+    broken = small_raw()
+    broken["models"][0]["queue"] = "nobody"
+    _stack(tmp_path / "base", "dev", small_raw())
+    _stack(tmp_path / "base", "prod", small_raw())
+    _stack(tmp_path / "head", "dev", small_raw())
+    _stack(tmp_path / "head", "prod", broken)
+    scripts = tmp_path / "head" / ".github" / "scripts"
+    scripts.mkdir(parents=True)
+    shutil.copy(SCRIPT, scripts / SCRIPT.name)
+    (tmp_path / "step.sh").write_text(_workflow_step("synth"))
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "GPUSCALE_HEAD": str(GPUSCALE), "GPUSCALE_BASE": str(GPUSCALE), "BASE_REF": "main",
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    done = subprocess.run(["bash", "-e", "step.sh"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode != 0  # the step fails, so the job fails
+    comment = (tmp_path / "comment.md").read_text()
+    assert summary.read_text() == comment
+    head = comment.split("\n### ")[0]
+    assert "**This PR breaks 1 stack: `prod`**" in head  # said before any diff
+    assert "### `prod`: the PR's synth failed" in comment
+    assert "gpuscale:models[0].queue: queue 'nobody' is not in teams" in comment  # and why
+    assert "### `dev`" in comment

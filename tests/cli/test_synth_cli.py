@@ -16,8 +16,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
+from gpuscale.problems import Problems
 from gpuscale.spec.platform import PlatformSpec
-from gpuscale.spec.problems import SpecProblems
 from tests.conftest import stack_path
 from tests.synth.programs import Knobs, platform_program
 
@@ -88,6 +88,7 @@ def test_diff_of_dev_and_prod_exits_1_with_a_summary(tmp_path: Path) -> None:
 
 
 def test_diff_refuses_a_directory_that_is_not_a_synth(tmp_path: Path) -> None:
+    # NotASynthDirError is a Refusal: the command's wrapper (cli.main.Command) turns it into exit 2, no traceback
     result = runner.invoke(app, ["diff", str(tmp_path), str(tmp_path)])
     assert result.exit_code == 2
     assert "not a gpuscale synth output (no resources.json)" in result.output
@@ -107,7 +108,7 @@ def test_synth_refuses_an_invalid_stack_file(tmp_path: Path) -> None:
 
 def test_synth_turns_program_refusals_into_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def refusing(spec: PlatformSpec) -> None:
-        raise SpecProblems([("models[0].autoscaling.prefill.max_replicas",
+        raise Problems([("models[0].autoscaling.prefill.max_replicas",
                              "16 replicas x 4 GPUs = 64 GPUs exceed queue chat's gpu_limit 48")])
 
     monkeypatch.setitem(sys.modules, "gpuscale.program", types.SimpleNamespace(deploy=refusing))
@@ -146,3 +147,4 @@ def test_component_warnings_reach_the_terminal_as_warning_lines(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "scales to zero outside its wake schedule" in line]
     assert lines and all(line.startswith("warning: llama-8b/aggregated ") for line in lines)
+

@@ -11,6 +11,7 @@ import pulumi_aws as aws
 import pytest
 
 from gpuscale.components import InferencePlatform, InferencePlatformArgs
+from gpuscale.components.inference_platform import AwsAssumeRole
 from gpuscale.problems import Problems
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import validate_config
@@ -104,10 +105,11 @@ def test_gpuscale_creates_an_aws_provider_only_when_the_caller_brings_none(pd_re
     assert aws_resources and all(r.provider.startswith(only.urn) for r in aws_resources)
 
 
-def test_its_own_provider_and_the_kubeconfig_carry_the_stacks_profile_and_roles() -> None:
-    roles = [{"roleArn": "arn:aws:iam::123456789012:role/hop", "sessionName": "ci"}, {"roleArn": ROLE}]
-    with stack_config({"aws:profile": "ops", "aws:assumeRoles": json.dumps(roles)}):
-        records = build(small_spec())
+def test_its_own_provider_and_the_kubeconfig_carry_the_given_profile_and_roles() -> None:
+    roles = [AwsAssumeRole(role_arn="arn:aws:iam::123456789012:role/hop", session_name="ci"), AwsAssumeRole(role_arn=ROLE)]
+    with stack_config({"aws:profile": "from-config"}):  # components read no config: the program passes it in
+        records = run(lambda: InferencePlatform("p", InferencePlatformArgs(
+            spec=small_spec(), aws_profile="ops", aws_assume_roles=roles)))
     provider = one(records, "pulumi:providers:aws")
     assert provider.inputs["profile"] == "ops"
     assert json.loads(provider.inputs["assumeRoles"]) == [
@@ -116,8 +118,6 @@ def test_its_own_provider_and_the_kubeconfig_carry_the_stacks_profile_and_roles(
     exec_config = json.loads(k8s_provider.inputs["kubeconfig"]["value"])["users"][0]["user"]["exec"]
     assert exec_config["args"][-2:] == ["--role-arn", ROLE]  # the last role is the one that deploys
     assert exec_config["env"] == [{"name": "AWS_PROFILE", "value": "ops"}]
-    with stack_config({"aws:assumeRoles": json.dumps([{"role": ROLE}])}), pytest.raises(ValueError, match="needs roleArn"):
-        build(small_spec())
 
 
 def test_two_platforms_from_one_spec_share_no_physical_name() -> None:

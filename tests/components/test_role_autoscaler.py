@@ -38,7 +38,8 @@ def build(spec: PlatformSpec) -> tuple[Records, dict[str, Any]]:
         for m in spec.models:
             svc = VllmService(m.name, VllmServiceArgs.from_platform(spec, sizing, m.name))
             for role in m.serving.roles:
-                a = RoleAutoscaler(f"{m.name}-{role}", RoleAutoscalerArgs.from_platform(spec, sizing, m.name, role),
+                a = RoleAutoscaler(f"{m.name}-{role}", RoleAutoscalerArgs.from_platform(
+                                       spec, sizing, m.name, role, prometheus_url=spec.observability.prometheus_url),
                                    opts=pulumi.ResourceOptions(depends_on=[svc.workloads[role]]))
                 capture(outputs, f"{m.name}/{role}", a.autoscaler_name)
                 capture(outputs, f"{m.name}/{role}.kind", a.autoscaler_kind)
@@ -130,7 +131,8 @@ def test_namespace_and_prometheus_url_may_be_outputs() -> None:
 
 def test_a_second_autoscaler_on_one_workload_is_refused() -> None:
     spec = small_spec()
-    args = RoleAutoscalerArgs.from_platform(spec, size_platform(spec), "m8b", "aggregated")
+    args = RoleAutoscalerArgs.from_platform(spec, size_platform(spec), "m8b", "aggregated",
+                                            prometheus_url=spec.observability.prometheus_url)
 
     def twice() -> None:
         RoleAutoscaler("a", args)

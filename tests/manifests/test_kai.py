@@ -124,7 +124,7 @@ def test_chart_values_that_matter(prod_spec: PlatformSpec) -> None:
 
 def test_no_prometheus_stack_means_no_kai_service_monitors(raw_stack) -> None:  # type: ignore[no-untyped-def]
     raw = raw_stack("dev")
-    raw["observability"] = {"install_prometheus_stack": False}
+    raw["observability"] = {"install_prometheus_stack": False, "prometheus_url": "http://prometheus.example:9090"}
     assert kai_chart_values(prometheus_url=kai_prometheus_url(validate_config(raw, "test")))["prometheus"] == {"enabled": False}
 
 

@@ -16,6 +16,7 @@ from gpuscale.plan.evidence import Evidence
 from gpuscale.plan.render import environment as plan_templates
 from gpuscale.problems import Problems
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import validate_config
 from tests.specs import LLAMA_8B, environment, model, pd_raw, small_raw
 
 QWEN_32B: dict[str, Any] = {
@@ -38,10 +39,13 @@ def problems(raw: dict[str, Any]) -> list[str]:
 
 def test_private_only_endpoint_on_a_new_vpc_is_refused_without_the_acknowledgement() -> None:
     env = {**environment(), "endpoint_public_access": False, "public_access_cidrs": []}
-    with pytest.raises(ValidationError, match="private-only on a VPC this same `pulumi up` creates"):
-        PlatformSpec.model_validate(small_raw(environment=env))
+    with pytest.raises(Problems) as info:  # a stack creates the VPC and the cluster (gpuscale.platform_checks)
+        validate_config(small_raw(environment=env), "t")
+    (line,) = info.value.lines()
+    assert line.startswith("gpuscale:environment.endpoint_public_access: the EKS endpoint would be private-only on a "
+                           "VPC this same `pulumi up` creates")
     env["acknowledge_private_endpoint_runs_inside_vpc"] = True
-    assert not PlatformSpec.model_validate(small_raw(environment=env)).environment.endpoint_public_access
+    assert not validate_config(small_raw(environment=env), "t").environment.endpoint_public_access
 
 
 def test_private_only_endpoint_on_existing_subnets_needs_no_acknowledgement() -> None:

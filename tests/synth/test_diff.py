@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpuscale.spec.platform import PlatformSpec
 from gpuscale.synth.diff import (
     NotASynthDirError,
     SynthDiff,
@@ -18,7 +19,8 @@ from gpuscale.synth.diff import (
     render_markdown,
     render_text,
 )
-from gpuscale.synth.render import synthesize
+from gpuscale.synth.render import synth_spec, synthesize
+from tests.specs import small_raw
 from tests.synth.programs import Knobs, platform_program
 
 
@@ -93,8 +95,30 @@ WINDOW = '[{"nodes": "1"}, {"nodes": "0", "reasons": ["Drifted"], "schedule": "0
 def test_an_ami_bump_says_in_which_drift_window_nodes_roll(root: Path) -> None:
     d = diff(root, Knobs(budgets_json=WINDOW), Knobs(budgets_json=WINDOW, ami_alias="al2023@v20260714"))
     [msg] = messages(d, "gpu-nodes")
-    assert ("drifted nodes roll 1 at a time, only in the drift window daily 02:00 UTC for 4h00m "
+    assert ("drifted nodes roll 1 at a time, only in the drift window daily 02:00 UTC for 4h "
             "(frozen from cron '0 6 * * *' for 20h)") in msg
+
+
+def test_a_freeze_written_in_seconds_reads_as_its_window(root: Path) -> None:
+    seconds = WINDOW.replace('"20h"', '"72000s"')  # Karpenter and the spec accept seconds
+    d = diff(root, Knobs(budgets_json=seconds), Knobs(budgets_json=seconds, ami_alias="al2023@v20260714"))
+    [msg] = messages(d, "gpu-nodes")
+    assert "only in the drift window daily 02:00 UTC for 4h (frozen from cron '0 6 * * *' for 72000s)" in msg
+
+
+def test_a_drift_window_change_reads_as_the_window_not_the_freeze_budget(tmp_path: Path) -> None:
+    """A PR that widens prod's Sunday window from 4h to 6h, synthesized from its stacks as the PR preview does."""
+    def stack(duration: str) -> Path:
+        raw = small_raw()
+        raw["topology"]["gpu_pools"][0]["drift_window"] = {"start_utc": "06:00", "duration": duration, "day": "sun"}
+        out = tmp_path / duration
+        synth_spec(PlatformSpec.model_validate(raw)).write(out)
+        return out
+
+    d = diff_synth_dirs(stack("4h"), stack("6h"))
+    [msg] = messages(d, "gpu-nodes")
+    assert msg == "NodePool l40s: drift window: sun 06:00 UTC for 4h -> sun 06:00 UTC for 6h"
+    assert '"164h"' not in msg and "0 12 * * sun" not in msg
 
 
 def test_an_ami_bump_under_a_grace_period_warns_of_forced_eviction(root: Path) -> None:

@@ -1,4 +1,4 @@
-"""The one module that touches Pulumi SDK internals (not public API) gpuscale relies on.
+"""The Pulumi runtime adapter: the one module that touches Pulumi SDK internals (not public API) gpuscale relies on.
 
 Mocks are public (``pulumi.runtime.set_mocks``), but recording every registration with its parent, running a program
 function to completion outside the CLI, reading the root stack's exports, and listing every config key of a namespace
@@ -103,7 +103,7 @@ class _EngineLogHandler(logging.Handler):
         sys.stderr.write(f"{record.levelname.lower()}: {record.getMessage()}\n")
 
 
-ENGINE_LOG = logging.getLogger("gpuscale.synth.engine")
+ENGINE_LOG = logging.getLogger("gpuscale.pulumi_runtime.engine")
 """The mock engine's log: components' ``pulumi.log.warn`` messages, each as a ``warning:`` line."""
 ENGINE_LOG.propagate = False
 ENGINE_LOG.setLevel(logging.WARNING)
@@ -115,8 +115,12 @@ def install_mocks(mocks: pulumi.runtime.Mocks, monitor: Any, *, project: str, st
     reset_runtime()
 
 
-def config_keys(namespace: str) -> list[str]:
+def all_config_keys() -> list[str]:
     """Every ``<namespace>:<key>`` set for the running stack, as the language host passed it (explicitly set config,
-    then the ``PULUMI_CONFIG`` bag), without the namespace; sorted."""
-    keys = {*_config.CONFIG.get(), *_config.get_config_env()}
-    return sorted(k.partition(":")[2] for k in keys if k.partition(":")[0] == namespace and ":" in k)
+    then the ``PULUMI_CONFIG`` bag); sorted."""
+    return sorted({*_config.CONFIG.get(), *_config.get_config_env()})
+
+
+def config_keys(namespace: str) -> list[str]:
+    """Every key of ``namespace`` set for the running stack, without the namespace; sorted."""
+    return [k.partition(":")[2] for k in all_config_keys() if k.partition(":")[0] == namespace and ":" in k]

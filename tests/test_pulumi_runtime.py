@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuscale.synth import sdk
+from gpuscale import pulumi_runtime
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_adapter_range_is_the_pinned_dependency_range() -> None:
@@ -19,23 +19,23 @@ def test_adapter_range_is_the_pinned_dependency_range() -> None:
     found = re.fullmatch(r"pulumi>=(\d+)\.(\d+),<(\d+)", pin.replace(" ", ""))
     assert found is not None, pin
     major, minor, upper = map(int, found.groups())
-    assert ((major, minor), (upper, 0)) == sdk.SUPPORTED_RANGE
+    assert ((major, minor), (upper, 0)) == pulumi_runtime.SUPPORTED_RANGE
 
 
 def test_installed_sdk_has_every_internal_the_synth_uses() -> None:
-    sdk.check_sdk()  # raises SdkMismatchError naming what is missing
+    pulumi_runtime.check_sdk()  # raises SdkMismatchError naming what is missing
 
 
 def test_an_sdk_outside_the_range_is_refused_with_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sdk, "sdk_version", lambda: (4, 1))
-    with pytest.raises(sdk.SdkMismatchError, match=r"pulumi 4\.1 is outside the range .*>=3\.200,<4\.0"):
-        sdk.check_sdk()
+    monkeypatch.setattr(pulumi_runtime, "sdk_version", lambda: (4, 1))
+    with pytest.raises(pulumi_runtime.SdkMismatchError, match=r"pulumi 4\.1 is outside the range .*>=3\.200,<4\.0"):
+        pulumi_runtime.check_sdk()
 
 
 def test_only_the_adapter_imports_sdk_internals() -> None:
     private = re.compile(r"pulumi\.runtime\.(rpc|settings|stack|sync_await|mocks)\b|from pulumi\.runtime(\.\w+)? import")
     offenders = [
         str(p.relative_to(ROOT)) for folder in ("gpuscale", "components") for p in (ROOT / folder).rglob("*.py")
-        if p.name != "sdk.py" and private.search(p.read_text())
+        if p.name != "pulumi_runtime.py" and private.search(p.read_text())
     ]
     assert offenders == []
