@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpuscale.sim import metrics as M
-from gpuscale.sim.replica import ReplicaModel
 from gpuscale.sim.replicas import LOADING, PENDING
 from gpuscale.sim.router import EVICTED, HELD, STARTING
 from gpuscale.sim.states import OUTCOME_NAMES, LossReason, MissCause, NodeState, Outcome
@@ -33,30 +32,6 @@ _IN_SYSTEM, _COMPLETED, _TIMED_OUT, _REJECTED, _LOST, _REFUSED = (
     int(Outcome.IN_SYSTEM), int(Outcome.COMPLETED), int(Outcome.TIMED_OUT), int(Outcome.REJECTED), int(Outcome.LOST),
     int(Outcome.REFUSED),
 )
-
-
-def servable_mask(
-    replica: ReplicaModel, prompt: np.ndarray, output: np.ndarray, ttft_slo_s: float, itl_slo_s: float, *,
-    disaggregated: bool, transfer_bytes_per_s: float,
-) -> np.ndarray:
-    """Requests that fit and meet both SLO targets alone on an idle replica (vectorised ``idle_prefill_s``)."""
-    m = replica
-    p = prompt.astype(float)
-    o = output.astype(float)
-    chunk = float(m.max_num_batched_tokens)
-    full = np.floor(p / chunk)
-    rest = p - full * chunk
-    step_full = m.step_overhead_s + max(m.step_weights_s, m.step_s_per_token * chunk)
-    step_rest = np.where(rest > 0, m.step_overhead_s + np.maximum(m.step_weights_s, m.step_s_per_token * rest), 0.0)
-    ttft = full * step_full + step_rest + m.attention_s_per_token_pair * p * p / 2.0
-    if disaggregated:
-        ttft = ttft + p * m.kv_bytes_per_token / transfer_bytes_per_s
-        ttft = ttft + m.decode_step_s(1, 0.0) + m.step_per_context_token_s * p
-    ctx = p + o / 2.0
-    tpot = m.step_overhead_s + m.step_per_seq_s + max(m.step_weights_s, m.step_s_per_token) + m.step_per_context_token_s * ctx
-    fits = (prompt + output) <= min(m.max_model_len, m.kv_capacity_tokens)
-    ok: np.ndarray = fits & (ttft <= ttft_slo_s) & ((output <= 1) | (tpot <= itl_slo_s))
-    return ok
 
 
 @dataclass

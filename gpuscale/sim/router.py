@@ -32,8 +32,6 @@ CACHE_MATCH_THRESHOLD = 0.5
 """SGLang / vLLM Router ``cache_aware``: route by prefix match when at least this share of the prompt matches."""
 BALANCE_ABS_THRESHOLD = 32
 """... unless the loads differ by more than this many requests (then shortest queue); the router's default."""
-KV_TRANSFER_EFFICIENCY = 0.7
-"""Share of the line rate a NIXL transfer achieves (an assumption; no published EFA/NIXL figure was found)."""
 HELD, STARTING, EVICTED = 1, 2, 4
 """Per-request flags the miss breakdown reads: held at the gateway, replicas starting at arrival, hit by an eviction."""
 
@@ -76,11 +74,10 @@ class Router:
         self.retried = 0
         self.links: dict[int, Link] = {}
         s = run.setup
-        share = s.replica.gpus / s.gpus_per_node if s.gpus_per_node else 1.0
-        self._link_bytes_per_s = s.network_gbps * 1e9 / 8.0 * min(share, 1.0) * KV_TRANSFER_EFFICIENCY
+        self._link_bytes_per_s = s.kv_link_bytes_per_s
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
-        self._limit = min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+        self._fits = s.replica.fits
         self._timeout = s.request_timeout_s
         self.door = run.variant.front_door
         self.door_held: set[int] = set()
@@ -110,7 +107,7 @@ class Router:
         acct.arrived += 1
         acct.open += 1
         prompt, output = self._p[i], self._o[i]
-        if prompt + output > self._limit:  # longer than the context or a replica's KV: HTTP 400
+        if not self._fits(prompt, output):  # longer than the context or a replica's KV: HTTP 400
             acct.reject(i)
             return
         req = Request(i, t, prompt, output, t + timeout, self._pre[i] if self._pre is not None else None)

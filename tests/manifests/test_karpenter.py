@@ -358,3 +358,10 @@ def test_efa_device_plugin_runs_on_efa_pools_past_the_gpu_taint(prod_spec: Platf
     (taint,) = karpenter.nodepool_body(prod_spec.topology.pool("h100"), zones=ZONES)["spec"]["template"]["spec"]["taints"]
     assert any(t["key"] == taint["key"] and t["operator"] == "Exists" and t["effect"] == taint["effect"]
                for t in values["tolerations"])
+
+
+def test_the_pool_cold_start_is_the_sized_one(prod_spec: PlatformSpec) -> None:
+    sized = sizing.size_platform(prod_spec)
+    for pool in prod_spec.topology.gpu_pools:
+        on_pool = [sized.model(m.name).cold_start.total_s for m in prod_spec.models if m.node_pool == pool.name]
+        assert karpenter.longest_cold_start_s(prod_spec, pool.name) == max(on_pool)

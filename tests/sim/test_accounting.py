@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuscale.sim.accounting import servable_mask
+from gpuscale.sim.replica import servable_mask
 from gpuscale.sim.runner import Runner, servable_of
 from gpuscale.sim.scenarios import build_scenario
 from gpuscale.sim.traffic import HugePrompt, RatePoint, SyntheticTraffic, generate
