@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import Field
 
@@ -215,24 +215,39 @@ def cluster_autoscaler_scale_down() -> ConsolidationSpec:
     )
 
 
-PROVISIONING, READY, GONE = NodeState.PROVISIONING, NodeState.READY, NodeState.GONE
+class StateWatch(Protocol):
+    """Told just before a node, pod or replica changes anything that decides what its GPUs are doing (the GPU-time
+    ledger integrates up to that instant, then recounts; ``accounting.GpuLedger``)."""
+
+    def will_change(self) -> None: ...
+
+
+class _Unwatched:
+    def will_change(self) -> None:
+        return None
+
+
+UNWATCHED: StateWatch = _Unwatched()
+"""For nodes and replicas nothing accounts for (unit tests, the placement functions)."""
 
 
 class Node:
-    """One GPU node of the pool (mutable simulation state)."""
+    """One GPU node of the pool (mutable simulation state). ``state`` and ``free`` tell the watch before they change."""
 
     __slots__ = (
-        "cordoned", "foreign", "free", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at", "ready_at",
-        "requested_at", "state", "weights_cached",
+        "_free", "_state", "cordoned", "foreign", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at",
+        "ready_at", "requested_at", "watch", "weights_cached",
     )
 
-    def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0) -> None:
+    def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0, watch: StateWatch = UNWATCHED) -> None:
+        watch.will_change()  # a new node's GPUs are the model's from now on
+        self.watch = watch
         self.nid = nid
         self.gpus = gpus
         self.foreign = foreign
         """GPUs held by other tenants' pods: never ours, never freed."""
-        self.free = gpus - foreign
-        self.state = PROVISIONING
+        self._free = gpus - foreign
+        self._state = NodeState.PROVISIONING
         self.cordoned = False
         """Being disrupted: nothing new is placed on it."""
         self.weights_cached = False
@@ -246,12 +261,28 @@ class Node:
         self.prewarmed = False
         """Launched for a placeholder pod, which pulls the vLLM image as soon as the node is Ready."""
 
-    def image_cached(self, t: float) -> bool:
-        return self.pull_done_at is not None and self.pull_done_at <= t
+    @property
+    def state(self) -> NodeState:
+        return self._state
+
+    @state.setter
+    def state(self, value: NodeState) -> None:
+        self.watch.will_change()
+        self._state = value
+
+    @property
+    def free(self) -> int:
+        """GPUs no pod holds."""
+        return self._free
+
+    @free.setter
+    def free(self, value: int) -> None:
+        self.watch.will_change()
+        self._free = value
 
     @property
     def used(self) -> int:
-        return self.gpus - self.foreign - self.free
+        return self.gpus - self.foreign - self._free
 
 
 def consolidation_candidate(
@@ -265,7 +296,7 @@ def consolidation_candidate(
         return None
     quiet = [
         n for n in nodes
-        if n.state == READY and not n.cordoned and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s
+        if n.state == NodeState.READY and not n.cordoned and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s
     ]
     empty = [n for n in quiet if n.pods == 0]
     if empty:
