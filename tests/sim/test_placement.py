@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gpuscale.sim.nodes import Node
-from gpuscale.sim.states import NodeState
 from gpuscale.sim.placement import nodes_for, place_gang, place_one, unplaced
+from gpuscale.sim.states import NodeState
 
 
 def nodes_with_free(*free: int) -> list[Node]:
