@@ -26,7 +26,16 @@ from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import Environment
 from gpuscale.sim.nodes import Node
 from gpuscale.sim.pods import Replica
-from gpuscale.sim.states import OUTCOME_NAMES, LossReason, MissCause, NodeState, Outcome, ReplicaState, RequestFlag
+from gpuscale.sim.states import (
+    MISS_CAUSE_NAMES,
+    OUTCOME_NAMES,
+    LossReason,
+    MissCause,
+    NodeState,
+    Outcome,
+    ReplicaState,
+    RequestFlag,
+)
 
 MAX_EVENTS_LOGGED = 300
 _IN_SYSTEM, _COMPLETED, _TIMED_OUT, _REJECTED, _LOST, _REFUSED = (
@@ -286,7 +295,7 @@ def policy_result(ctx: RunContext, record: RunRecord, servable: np.ndarray) -> M
     itl_ok = completed & (tpot <= s.itl_slo_s)
     on_time = ttft_ok & itl_ok
     cause = miss_causes(r, on_time, servable)
-    misses = {name: int(np.count_nonzero(cause == c)) for c, name in _CAUSES}
+    misses = {name: int(np.count_nonzero(cause == c)) for c, name in MISS_CAUSE_NAMES.items()}
     denom = max(n, 1)
     n_servable = int(servable.sum())
     answered = ttft[~np.isnan(ttft) & completed]
@@ -393,12 +402,6 @@ def _series(ctx: RunContext, r: RunRecord, ttft: np.ndarray, on_time: np.ndarray
         gpus=r.series_gpus, nodes=r.series_nodes, ttft_p50_s=p50, ttft_p99_s=p99,
         arrived=count(np.ones(n, dtype=bool)), unanswered=count(bad), missed=count(~on_time),
     )
-
-
-_CAUSES = (
-    (MissCause.REJECTED, "rejected"), (MissCause.INFEASIBLE, "infeasible"), (MissCause.QUEUEING, "queueing"),
-    (MissCause.COLD_START, "cold_start"), (MissCause.EVICTION, "eviction"), (MissCause.LOST_IN_FLIGHT, "lost_in_flight"),
-)
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:

@@ -16,13 +16,12 @@ from gpuscale.sim.vllm_engine import Engine, Request
 
 
 class Pod:
-    __slots__ = ("_node", "bound_at", "gpus", "pull_done_at", "watch")
+    __slots__ = ("_node", "gpus", "pull_done_at", "watch")
 
     def __init__(self, gpus: int, watch: StateWatch = UNWATCHED) -> None:
         self.gpus = gpus
         self.watch = watch
         self._node: Node | None = None
-        self.bound_at = 0.0
         self.pull_done_at = 0.0
 
     @property

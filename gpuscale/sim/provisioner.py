@@ -59,7 +59,6 @@ class NodeLayer:
         self.ready_latencies: list[float] = []
         self.drifted: list[Node] = []
         self.replacing = 0
-        self.drift_blocked_polls = 0
         self._pods: PendingPods
         self._workloads: Workloads
 
@@ -239,7 +238,6 @@ class NodeLayer:
             if self.replacing >= drift.budget_nodes:
                 break
             if drift.force_after_s is None and not self._pdb_allows(node):
-                self.drift_blocked_polls += 1
                 continue
             self.drifted.remove(node)
             self.replacing += 1

@@ -97,7 +97,6 @@ class Scheduler:
         node.pods += 1
         node.last_change = now
         pod.node = node
-        pod.bound_at = now
         if node.pull_done_at is None:
             st = self.ctx.startup
             node.pull_done_at = now + st.sample(self.ctx.draws(f"pull/{node.nid}"), st.image_pull_s)

@@ -31,7 +31,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
 from gpuscale.sim.replica import ReplicaModel
-from gpuscale.sim.states import RequestState
+from gpuscale.sim.states import EngineMode, RequestState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -129,7 +129,7 @@ class ItlHistogram:
         return float(10 ** (self.LO + self.BINS / self.PER_DECADE))
 
 
-_IDLE, _STEP, _RUN = 0, 1, 2
+_IDLE, _STEP, _RUN = int(EngineMode.IDLE), int(EngineMode.STEP), int(EngineMode.RUN)
 _NO_CHUNKS: tuple[tuple[Request, int], ...] = ()
 """A pass with no prefill work (no list allocated on the common path)."""
 
