@@ -28,7 +28,7 @@ class RequestState(IntEnum):
 
 
 class Outcome(IntEnum):
-    """How a request ended (``Accounting.status``); every arrived request ends in exactly one of these."""
+    """How a request ended (``RequestLedger.status``); every arrived request ends in exactly one of these."""
 
     IN_SYSTEM = 0
     COMPLETED = 1
