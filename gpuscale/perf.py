@@ -21,6 +21,8 @@ import numpy as np
 from gpuscale.spec.catalogue import GpuModel
 from gpuscale.spec.model import PRECISION_BYTES, ModelArchitecture
 
+GIB = 1024**3
+
 MFU_GEMM = 0.50
 """Model FLOPs utilisation of the linear layers once a step is compute-bound (prefill chunks, large batches).
 Anchors (perf-model.md 2.2): TensorRT-LLM 70B FP8 on 2 x H100 at 2048/128 reaches ~43% of FP8 peak with its decode
