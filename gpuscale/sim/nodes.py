@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar, overload
 
 from pydantic import Field
 
@@ -215,6 +215,9 @@ def cluster_autoscaler_scale_down() -> ConsolidationSpec:
     )
 
 
+T = TypeVar("T")
+
+
 class StateWatch(Protocol):
     """Told just before a node, pod or replica changes anything that decides what its GPUs are doing (the GPU-time
     ledger integrates up to that instant, then recounts; ``accounting.GpuLedger``)."""
@@ -231,6 +234,29 @@ UNWATCHED: StateWatch = _Unwatched()
 """For nodes and replicas nothing accounts for (unit tests, the placement functions)."""
 
 
+class Watched(Generic[T]):
+    """An attribute that tells its owner's ``watch`` before every write: declare ``state = Watched[NodeState]()`` and
+    the owner gets a ``_state`` slot and a ``watch`` attribute."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Watched[T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> T: ...
+
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Watched[T] | T:
+        if obj is None:
+            return self
+        value: T = getattr(obj, self._slot)
+        return value
+
+    def __set__(self, obj: object, value: T) -> None:
+        obj.watch.will_change()  # type: ignore[attr-defined]
+        setattr(obj, self._slot, value)
+
+
 class Node:
     """One GPU node of the pool (mutable simulation state). ``state`` and ``free`` tell the watch before they change."""
 
@@ -238,16 +264,18 @@ class Node:
         "_free", "_state", "cordoned", "foreign", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at",
         "ready_at", "requested_at", "watch", "weights_cached",
     )
+    state = Watched[NodeState]()
+    free = Watched[int]()
+    """GPUs no pod holds."""
 
     def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0, watch: StateWatch = UNWATCHED) -> None:
-        watch.will_change()  # a new node's GPUs are the model's from now on
         self.watch = watch
         self.nid = nid
         self.gpus = gpus
         self.foreign = foreign
         """GPUs held by other tenants' pods: never ours, never freed."""
-        self._free = gpus - foreign
-        self._state = NodeState.PROVISIONING
+        self.free = gpus - foreign  # a new node's GPUs are the model's from now on
+        self.state = NodeState.PROVISIONING
         self.cordoned = False
         """Being disrupted: nothing new is placed on it."""
         self.weights_cached = False
@@ -262,27 +290,8 @@ class Node:
         """Launched for a placeholder pod, which pulls the vLLM image as soon as the node is Ready."""
 
     @property
-    def state(self) -> NodeState:
-        return self._state
-
-    @state.setter
-    def state(self, value: NodeState) -> None:
-        self.watch.will_change()
-        self._state = value
-
-    @property
-    def free(self) -> int:
-        """GPUs no pod holds."""
-        return self._free
-
-    @free.setter
-    def free(self, value: int) -> None:
-        self.watch.will_change()
-        self._free = value
-
-    @property
     def used(self) -> int:
-        return self.gpus - self.foreign - self._free
+        return self.gpus - self.foreign - self.free
 
 
 def consolidation_candidate(

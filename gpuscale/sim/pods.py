@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from gpuscale.sim.nodes import UNWATCHED, Node, StateWatch
+from gpuscale.sim.nodes import UNWATCHED, Node, StateWatch, Watched
 from gpuscale.sim.policies import RoleObservation
 from gpuscale.sim.setup import RoleSetup
 from gpuscale.sim.states import ReplicaState
@@ -17,22 +17,14 @@ from gpuscale.sim.vllm_engine import Engine, Request
 
 class Pod:
     __slots__ = ("_node", "gpus", "pull_done_at", "watch")
+    node = Watched[Node | None]()
+    """The node the pod is bound to (its GPUs are the replica's), or None while it is pending."""
 
     def __init__(self, gpus: int, watch: StateWatch = UNWATCHED) -> None:
         self.gpus = gpus
         self.watch = watch
         self._node: Node | None = None
         self.pull_done_at = 0.0
-
-    @property
-    def node(self) -> Node | None:
-        """The node the pod is bound to (its GPUs are the replica's), or None while it is pending."""
-        return self._node
-
-    @node.setter
-    def node(self, value: Node | None) -> None:
-        self.watch.will_change()
-        self._node = value
 
 
 class CounterSample:
@@ -60,44 +52,28 @@ class Replica:
         "pods", "ready_at", "rid", "role", "watch",
     )
 
+    state = Watched[ReplicaState]()
+    evicted = Watched[bool]()
+    """Reloading after an eviction (its GPU time is the eviction's cost)."""
+
     def __init__(
         self, rid: int, role: RoleGroup, pods: int, gpus_per_pod: int, t: float, watch: StateWatch = UNWATCHED,
     ) -> None:
-        watch.will_change()
         self.watch = watch
         self.rid = rid
         self.role = role
-        self._state = ReplicaState.PENDING
+        self.state = ReplicaState.PENDING
         self.pods = [Pod(gpus_per_pod, watch) for _ in range(pods)]
         self.engine: Engine | None = None
         self.created_at = t
         self.ready_at = 0.0
         self.gen = 0
         """Bumped on every state change, so stale scheduled callbacks can be ignored."""
-        self._evicted = False
+        self.evicted = False
         self.loads = 0
         self.duty_mark = 0.0
         self.duty_mark_t = t
         self.counter_samples: deque[CounterSample] = deque()
-
-    @property
-    def state(self) -> ReplicaState:
-        return self._state
-
-    @state.setter
-    def state(self, value: ReplicaState) -> None:
-        self.watch.will_change()
-        self._state = value
-
-    @property
-    def evicted(self) -> bool:
-        """Reloading after an eviction (its GPU time is the eviction's cost)."""
-        return self._evicted
-
-    @evicted.setter
-    def evicted(self, value: bool) -> None:
-        self.watch.will_change()
-        self._evicted = value
 
     def bound_gpus(self) -> int:
         return sum(p.gpus for p in self.pods if p.node is not None)

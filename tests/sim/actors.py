@@ -83,12 +83,11 @@ class FakePendingPods:
         self.schedules += 1
 
     def add(self, rep: Replica) -> None:
-        if rep not in self.pending:
-            self.pending.append(rep)
+        self.discard(rep)
+        self.pending.append(rep)
 
     def discard(self, rep: Replica) -> None:
-        if rep in self.pending:
-            self.pending.remove(rep)
+        self.pending = [r for r in self.pending if r is not rep]
 
 
 class FakeWorkloads:
