@@ -95,7 +95,9 @@ class StepCost:
     def step_s(self, n_decode: int, context_tokens: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
         """One step of ``n_decode`` decoding sequences holding ``context_tokens`` of KV plus ``prefill_tokens`` prompt
         tokens whose attention spans ``prefill_pairs`` (query token x earlier token) pairs: the module's formula."""
-        gemm = max(self.weights_s, self.s_per_token * (n_decode + prefill_tokens))
+        gemm = self.s_per_token * (n_decode + prefill_tokens)
+        if gemm < self.weights_s:  # the roofline: weights stream once however few tokens (max() costs a call)
+            gemm = self.weights_s
         return (
             self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
             + self.attention_s_per_pair * prefill_pairs

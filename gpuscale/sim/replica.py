@@ -53,7 +53,7 @@ class ReplicaModel(Spec):
     def kv_capacity_blocks(self) -> int:
         return self.kv_capacity_tokens // self.block_tokens
 
-    @property
+    @cached_property
     def max_request_tokens(self) -> int:
         """Prompt plus output a replica accepts: the model's context and the replica's KV, whichever is smaller."""
         return min(self.max_model_len, self.kv_capacity_tokens)
