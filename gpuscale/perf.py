@@ -15,11 +15,13 @@ measurements; ``bench/calibration.py`` produces that table. Each constant below 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from gpuscale.spec.catalogue import GpuModel
 from gpuscale.spec.model import PRECISION_BYTES, ModelArchitecture
+
+if TYPE_CHECKING:  # the array forms are the simulator's (numpy is its extra); sizing and the components never call them
+    import numpy as np
 
 GIB = 1024**3
 
@@ -109,6 +111,8 @@ class StepCost:
     ) -> np.ndarray:
         """``step_s`` over arrays, term for term in the same order (``tests/test_perf.py`` holds them equal to the
         bit): the simulator's per-request bounds evaluate every request at once."""
+        import numpy as np
+
         gemm = np.maximum(self.weights_s, self.s_per_token * (n_decode + prefill_tokens))
         out: np.ndarray = (
             self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
@@ -120,6 +124,8 @@ class StepCost:
         """Time to first token of each prompt alone on an idle replica, prefilled in ``chunk_tokens`` chunks
         (``--max-num-batched-tokens``): full chunks, the remainder, and the causal attention of the whole prompt (each
         chunk attends to itself and to the chunks before it, p^2 / 2 pairs in all)."""
+        import numpy as np
+
         p = np.asarray(prompt_tokens, dtype=float)
         chunk = float(chunk_tokens)
         full = np.floor(p / chunk)
