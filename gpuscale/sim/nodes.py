@@ -242,11 +242,11 @@ class Watched(Generic[T]):
         self._slot = f"_{name}"
 
     @overload
-    def __get__(self, obj: None, objtype: type | None = None) -> Watched[T]: ...
+    def __get__(self, obj: None, _objtype: type | None = None) -> Watched[T]: ...
     @overload
-    def __get__(self, obj: object, objtype: type | None = None) -> T: ...
+    def __get__(self, obj: object, _objtype: type | None = None) -> T: ...
 
-    def __get__(self, obj: object | None, objtype: type | None = None) -> Watched[T] | T:
+    def __get__(self, obj: object | None, _objtype: type | None = None) -> Watched[T] | T:
         if obj is None:
             return self
         value: T = getattr(obj, self._slot)

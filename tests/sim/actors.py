@@ -147,3 +147,23 @@ class FakeRequests:
 
     def on_drained(self, engine: Engine) -> None:
         return None
+
+
+class NoOwners:
+    """``router.Owners`` when no engine belongs to a replica set (KV transfers then skip link contention)."""
+
+    def owner_of(self, engine: Engine) -> Replica | None:
+        return None
+
+    def on_drained(self, engine: Engine) -> None:
+        return None
+
+
+class FakeCapacity:
+    """``router.Capacity``: counts prewarm requests."""
+
+    def __init__(self) -> None:
+        self.prewarms = 0
+
+    def prewarm(self) -> None:
+        self.prewarms += 1

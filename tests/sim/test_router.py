@@ -20,7 +20,7 @@ from gpuscale.sim.setup import FrontDoorSim
 from gpuscale.sim.states import LossReason, Outcome, RequestFlag
 from gpuscale.sim.traffic import Arrivals, TraceTraffic
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram
-from tests.sim.actors import context
+from tests.sim.actors import FakeCapacity, NoOwners, context
 from tests.sim.conftest import spec_of, write_prefix_trace
 
 
@@ -84,23 +84,7 @@ def test_power_of_two_draws_the_pair_random_sample_draws() -> None:
                 assert two_at_random(fast, population) == tuple(ref.sample(population, 2))
 
 
-class _Owners:
-    def owner_of(self, engine: Engine) -> Replica | None:
-        return None
-
-    def on_drained(self, engine: Engine) -> None:
-        return None
-
-
-class _Capacity:
-    def __init__(self) -> None:
-        self.prewarms = 0
-
-    def prewarm(self) -> None:
-        self.prewarms += 1
-
-
-def alone(prompts: list[int], door: FrontDoorSim | None = None, at_zero: str = "hold") -> tuple[Router, RequestLedger, Environment, _Capacity]:
+def alone(prompts: list[int], door: FrontDoorSim | None = None, at_zero: str = "hold") -> tuple[Router, RequestLedger, Environment, FakeCapacity]:
     """The router alone over requests one second apart (200 output tokens each), its roles with no replica."""
     base = context()
     arrivals = Arrivals(
@@ -108,9 +92,9 @@ def alone(prompts: list[int], door: FrontDoorSim | None = None, at_zero: str = "
     )
     variant = base.variant.model_copy(update={"front_door": door, "at_zero": at_zero, "prewarm": door is not None})
     ctx = RunContext(setup=base.setup, variant=variant, arrivals=arrivals, seed=0)
-    env, ledger, capacity = Environment(), RequestLedger(len(prompts)), _Capacity()
+    env, ledger, capacity = Environment(), RequestLedger(len(prompts)), FakeCapacity()
     router = Router(ctx, env, ledger, [RoleGroup(r) for r in ctx.setup.roles])
-    router.connect(_Owners(), capacity)
+    router.connect(NoOwners(), capacity)
     router.start()
     return router, ledger, env, capacity
 
