@@ -240,11 +240,11 @@ def splitwise_rows(path: Path) -> list[Row]:
         m = replica(LLAMA2_70B, "p5.48xlarge", tp, weight_precision="fp16", kv_cache_precision="fp16")
         for prompt in (2048, 8192):
             ms = statistics.median(p for p, _ in groups[(str(tp), prompt, 1, 128)])  # type: ignore[index]
-            sim = (m.decode_step_s(0, 0) + m.prefill_s(prompt)) * 1e3
+            sim = (m.cost.step_s(0, 0.0) + m.cost.step_s(0, 0.0, prompt, prompt * prompt / 2.0)) * 1e3
             rows.append(("Splitwise 70B FP16 H100", f"TP{tp} prefill 1x{prompt}", "prompt ms", ms, sim))
         for bs in (1, 8, 32, 64):
             ms = statistics.median(t for _, t in groups[(str(tp), 512, bs, 128)])  # type: ignore[index]
-            sim = m.decode_step_s(bs, bs * (512 + 64)) * 1e3
+            sim = m.cost.step_s(bs, bs * (512 + 64)) * 1e3
             rows.append(("Splitwise 70B FP16 H100", f"TP{tp} decode bs {bs}", "ms per token", ms, sim))
     return rows
 

@@ -15,9 +15,13 @@ measurements; ``bench/calibration.py`` produces that table. Each constant below 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuscale.spec.catalogue import GpuModel
 from gpuscale.spec.model import PRECISION_BYTES, ModelArchitecture
+
+if TYPE_CHECKING:  # the array forms are the simulator's (numpy is its extra); sizing and the components never call them
+    import numpy as np
 
 GIB = 1024**3
 
@@ -43,6 +47,8 @@ test (8B TP1 on H100, H200 and A100) after the weights."""
 ALLREDUCE_S_PER_LAYER = 30e-6
 """Two tensor-parallel all-reduces per layer over NVLink per step (~15 us each for decode-sized messages): the
 70B TP4 vs 8B TP1 gap of the vLLM CI latency test."""
+KV_TRANSFER_EFFICIENCY = 0.7
+"""Share of the line rate a NIXL KV transfer achieves (an assumption; no published EFA/NIXL figure was found)."""
 PER_SEQ_S = 0.005e-3
 """Per decoding sequence per step: sampling and block-table updates, batched on the GPU in vLLM v1. Anchor: NIM 70B
 FP8 TP2 ITL growth from concurrency 1 to 25 beyond its KV reads (perf-model.md 2.1)."""
@@ -89,11 +95,44 @@ class StepCost:
     """Prefill attention per (query token x earlier token) pair."""
 
     def step_s(self, n_decode: int, context_tokens: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
-        gemm = max(self.weights_s, self.s_per_token * (n_decode + prefill_tokens))
+        """One step of ``n_decode`` decoding sequences holding ``context_tokens`` of KV plus ``prefill_tokens`` prompt
+        tokens whose attention spans ``prefill_pairs`` (query token x earlier token) pairs: the module's formula."""
+        gemm = self.s_per_token * (n_decode + prefill_tokens)
+        if gemm < self.weights_s:  # the roofline: weights stream once however few tokens (max() costs a call)
+            gemm = self.weights_s
         return (
             self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
             + self.attention_s_per_pair * prefill_pairs
         )
+
+    def step_s_array(
+        self, n_decode: np.ndarray | float, context_tokens: np.ndarray | float, prefill_tokens: np.ndarray | float = 0.0,
+        prefill_pairs: np.ndarray | float = 0.0,
+    ) -> np.ndarray:
+        """``step_s`` over arrays, term for term in the same order (``tests/test_perf.py`` holds them equal to the
+        bit): the simulator's per-request bounds evaluate every request at once."""
+        import numpy as np
+
+        gemm = np.maximum(self.weights_s, self.s_per_token * (n_decode + prefill_tokens))
+        out: np.ndarray = (
+            self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
+            + self.attention_s_per_pair * prefill_pairs
+        )
+        return out
+
+    def prefill_alone_s(self, prompt_tokens: np.ndarray, chunk_tokens: int) -> np.ndarray:
+        """Time to first token of each prompt alone on an idle replica, prefilled in ``chunk_tokens`` chunks
+        (``--max-num-batched-tokens``): full chunks, the remainder, and the causal attention of the whole prompt (each
+        chunk attends to itself and to the chunks before it, p^2 / 2 pairs in all)."""
+        import numpy as np
+
+        p = np.asarray(prompt_tokens, dtype=float)
+        chunk = float(chunk_tokens)
+        full = np.floor(p / chunk)
+        rest = p - full * chunk
+        step_rest = np.where(rest > 0, self.step_s_array(0.0, 0.0, rest), 0.0)
+        out: np.ndarray = full * self.step_s(0, 0.0, chunk_tokens) + step_rest + self.attention_s_per_pair * p * p / 2.0
+        return out
 
 
 def step_cost(arch: ModelArchitecture, gpu: GpuModel, tp: int, pp: int, *, prefill_rate: float | None = None) -> StepCost:
@@ -112,6 +151,15 @@ def step_cost(arch: ModelArchitecture, gpu: GpuModel, tp: int, pp: int, *, prefi
         attention_s_per_pair=4.0 * arch.layers * arch.attention_heads * arch.head_dim
         / (gpus * gpu.bf16_dense_tflops * 1e12 * MFU_ATTENTION),
     )
+
+
+def kv_link_bytes_per_s(network_gbps: float, gpus_per_node: int, replica_gpus: int) -> float:
+    """Line rate of the network a replica's KV leaves (prefill) or arrives (decode) by: its GPUs' share of their nodes'
+    bandwidth, ``network_gbps x replica GPUs / GPUs per node``. Each tensor-parallel rank holds its own slice of the KV
+    (the KV heads are split across ranks) and NIXL moves every slice from its own GPU over that GPU's NICs, so the
+    slices travel in parallel: a pod's share counts once per pod of the replica, and a replica spanning two nodes uses
+    both nodes' NICs (neither the one pod's share nor a cap at one node)."""
+    return network_gbps * 1e9 / 8.0 * (replica_gpus / gpus_per_node)
 
 
 def decode_step_s(arch: ModelArchitecture, gpu: GpuModel, tp: int, pp: int, batch: int, context_tokens: float) -> float:

@@ -767,11 +767,12 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
 
 
 def kv_transfer_s(model: ModelDeployment, pool: GpuNodePoolSpec, shape: ReplicaShape) -> float:
-    """Seconds to move the KV cache of a p99 prompt between a prefill and a decode pod: its bytes over the pod's share of
-    the instance's network bandwidth (``network_gbps`` x GPUs per pod / GPUs per node). Line rate, so a lower bound."""
+    """Seconds to move the KV cache of a p99 prompt between a prefill and a decode replica: its bytes over the replica's
+    share of the network (``perf.kv_link_bytes_per_s``, which the simulator's transfers use too). Line rate, so a lower
+    bound."""
     inst = _instance(pool, shape)
     kv_bytes = model.workload.prompt_tokens.p99 * perf.kv_bytes_per_token(model.architecture)
-    bytes_per_s = inst.network_gbps * 1e9 / 8 * shape.gpus_per_pod / inst.gpus_per_node
+    bytes_per_s = perf.kv_link_bytes_per_s(inst.network_gbps, inst.gpus_per_node, shape.gpus)
     return round(kv_bytes / bytes_per_s, 4) if bytes_per_s > 0 else math.inf
 
 

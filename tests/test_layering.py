@@ -71,3 +71,76 @@ def test_components_never_import_the_offline_tools() -> None:
     plan or CLI (a Pulumi program installs the components without them)."""
     tools = ("gpuscale.synth", "gpuscale.sim", "gpuscale.plan", "gpuscale.cli", "gpuscale.tune", "gpuscale.schedule")
     assert _offenders("components", tools) == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every gpuscale module and the gpuscale modules it imports, wherever the import is (module level,
+    ``TYPE_CHECKING`` or inside a function: a cycle through any of them is a design cycle)."""
+    modules: dict[str, Path] = {}
+    for path in sorted((ROOT / "gpuscale").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                for alias in node.names:
+                    target = f"{base}.{alias.name}"
+                    edges.add(target if target in modules else base)
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    graph = _module_graph()
+    assert "gpuscale.sim.scheduler" in graph["gpuscale.sim.simulation"]  # the graph sees the imports
+    assert import_cycles(graph) == []

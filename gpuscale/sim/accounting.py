@@ -1,62 +1,47 @@
-"""Accounting of one run: every request's fate, the miss breakdown, GPU time by state, and the result.
+"""Accounting of one run: the ledgers the actors write (request fates, GPU time, events) and the result built from them.
 
-* Every arrived request ends in exactly one outcome (completed, timed out, rejected, lost in flight); the run drains
-  after the last arrival until all are decided, so ``arrived = completed + timed out + rejected + lost`` holds in every
-  run and is checked when the result is built (a violation raises, it is never papered over).
+* Every arrived request ends in exactly one outcome (completed, timed out, rejected, lost in flight, refused); the run
+  drains after the last arrival until all are decided, so ``arrived = completed + timed out + rejected + lost +
+  refused`` holds in every run and is checked when the result is built (a violation raises, it is never papered over).
 * A request is on time when it completed with TTFT <= the TTFT target and a mean inter-token gap <= the ITL target; it
   is a miss from the moment its deadline passes, whatever happens later.
-* Servable: within the context and on time alone on an idle replica (``servable_mask``).
+* Servable: within the context and on time alone on an idle replica (``replica.servable_mask``).
 * GPU time is integrated piecewise between cluster changes by what each GPU is doing (provisioning, loading, waiting
   for its gang, empty, serving), up to the drain's end; free GPUs on nodes shared with other tenants are not the
-  model's cost.
+  model's cost. ``GpuLedger`` observes the changes: nodes, pods and replicas tell it before they change
+  (``nodes.StateWatch``), so no actor reports anything.
+* ``policy_result`` is a pure function of the run's ``RunRecord`` (the ledgers and counters, frozen at the drain's end).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpuscale.sim import metrics as M
-from gpuscale.sim.replica import ReplicaModel
-from gpuscale.sim.replicas import LOADING, PENDING
-from gpuscale.sim.router import EVICTED, HELD, STARTING
-from gpuscale.sim.states import OUTCOME_NAMES, LossReason, MissCause, NodeState, Outcome
-
-if TYPE_CHECKING:
-    from gpuscale.sim.simulation import Run
+from gpuscale.sim.context import RunContext
+from gpuscale.sim.events import Environment
+from gpuscale.sim.nodes import Node
+from gpuscale.sim.pods import Replica
+from gpuscale.sim.states import (
+    MISS_CAUSE_NAMES,
+    OUTCOME_NAMES,
+    LossReason,
+    MissCause,
+    NodeState,
+    Outcome,
+    ReplicaState,
+    RequestFlag,
+)
 
 MAX_EVENTS_LOGGED = 300
 _IN_SYSTEM, _COMPLETED, _TIMED_OUT, _REJECTED, _LOST, _REFUSED = (
     int(Outcome.IN_SYSTEM), int(Outcome.COMPLETED), int(Outcome.TIMED_OUT), int(Outcome.REJECTED), int(Outcome.LOST),
     int(Outcome.REFUSED),
 )
-
-
-def servable_mask(
-    replica: ReplicaModel, prompt: np.ndarray, output: np.ndarray, ttft_slo_s: float, itl_slo_s: float, *,
-    disaggregated: bool, transfer_bytes_per_s: float,
-) -> np.ndarray:
-    """Requests that fit and meet both SLO targets alone on an idle replica (vectorised ``idle_prefill_s``)."""
-    m = replica
-    p = prompt.astype(float)
-    o = output.astype(float)
-    chunk = float(m.max_num_batched_tokens)
-    full = np.floor(p / chunk)
-    rest = p - full * chunk
-    step_full = m.step_overhead_s + max(m.step_weights_s, m.step_s_per_token * chunk)
-    step_rest = np.where(rest > 0, m.step_overhead_s + np.maximum(m.step_weights_s, m.step_s_per_token * rest), 0.0)
-    ttft = full * step_full + step_rest + m.attention_s_per_token_pair * p * p / 2.0
-    if disaggregated:
-        ttft = ttft + p * m.kv_bytes_per_token / transfer_bytes_per_s
-        ttft = ttft + m.decode_step_s(1, 0.0) + m.step_per_context_token_s * p
-    ctx = p + o / 2.0
-    tpot = m.step_overhead_s + m.step_per_seq_s + max(m.step_weights_s, m.step_s_per_token) + m.step_per_context_token_s * ctx
-    fits = (prompt + output) <= min(m.max_model_len, m.kv_capacity_tokens)
-    ok: np.ndarray = fits & (ttft <= ttft_slo_s) & ((output <= 1) | (tpot <= itl_slo_s))
-    return ok
 
 
 @dataclass
@@ -88,35 +73,107 @@ class GpuStates:
         return self.provisioning + self.empty + self.gang_wait + self.loading + self.serving
 
 
-class Accounting:
-    """Per-request outcome arrays plus the GPU-time integral of one run."""
+def gpu_states(nodes: Sequence[Node], replicas: Sequence[Replica]) -> GpuStates:
+    """What every GPU of the model's nodes is doing now."""
+    prov = empty = gang = loading = serving = reload = 0.0
+    for n in nodes:
+        if n.state == NodeState.READY:
+            if n.foreign == 0:  # free GPUs of a shared node stay available to its other tenants
+                empty += n.free
+        else:
+            prov += n.gpus - n.foreign
+    for r in replicas:
+        bound = r.bound_gpus()
+        if r.state == ReplicaState.PENDING:
+            gang += bound
+        elif r.state == ReplicaState.LOADING:
+            loading += bound
+        else:
+            serving += bound
+        if r.evicted:
+            reload += bound
+    return GpuStates(prov, empty, gang, loading, serving, reload)
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        n = len(run.arrivals)
+
+class GpuLedger:
+    """The GPU-time integral, an observer of the cluster (a ``nodes.StateWatch``).
+
+    Told before any node, pod or replica changes, it marks the instant; the first time the clock has moved past that
+    instant it recounts (``count``) and, when the counts changed, closes the interval the old counts held. Many changes
+    at one instant cost one recount."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self._count: Callable[[], GpuStates] = GpuStates
+        self._rates = GpuStates()
+        """GPUs in each state since ``_since``."""
+        self._since = 0.0
+        self._seconds = GpuStates()
+        """GPU-seconds in each state up to ``_since``."""
+        self._dirty = False
+        self._changed_at = 0.0
+
+    def connect(self, count: Callable[[], GpuStates]) -> None:
+        """``count`` tells what every GPU is doing now (``gpu_states`` over the run's nodes and replicas)."""
+        self._count = count
+
+    def will_change(self) -> None:
+        t = self.env.now
+        if self._dirty and t > self._changed_at:
+            self._flush()
+        self._dirty = True
+        self._changed_at = t
+
+    def _flush(self) -> None:
+        self._dirty = False
+        rates = self._count()
+        if rates != self._rates:
+            self._seconds.add(self._rates, self._changed_at - self._since)
+            self._since = self._changed_at
+            self._rates = rates
+
+    def gpus_now(self) -> int:
+        if self._dirty:
+            self._flush()
+        return int(self._rates.total)
+
+    def integral(self, end_t: float) -> GpuStates:
+        """GPU-seconds in each state up to ``end_t`` (the drain's end)."""
+        if self._dirty:
+            self._flush()
+        out = replace(self._seconds)
+        out.add(self._rates, max(end_t - self._since, 0.0))
+        return out
+
+
+class EventLog:
+    """The first ``MAX_EVENTS_LOGGED`` notable events of a run (launches, evictions, scale decisions)."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.events: list[M.SimEvent] = []
+
+    def log(self, kind: str, detail: str) -> None:
+        if len(self.events) < MAX_EVENTS_LOGGED:
+            self.events.append(M.SimEvent(t_s=round(self.env.now, 3), kind=kind, detail=detail))
+
+
+class RequestLedger:
+    """Per-request outcome, loss reason, flags and times; every request is decided once."""
+
+    def __init__(self, n: int) -> None:
         # plain lists while the clock runs (numpy element access is slow); arrays when the result is built
         self.status: list[int] = [_IN_SYSTEM] * n
         self.loss: list[int] = [0] * n
         self.flags: list[int] = [0] * n
+        """``RequestFlag`` bits."""
         self.first: list[float] = [math.nan] * n
         self.done: list[float] = [math.nan] * n
         self.open = 0
         """Arrived and not yet decided."""
-        self.arrived = 0
         self.last_decided_t = 0.0
-        self.events: list[M.SimEvent] = []
-        self._last_t = 0.0
-        self._now = GpuStates()
-        """GPUs in each state since the last change."""
-        self._seconds = GpuStates()
-        """GPU-seconds in each state so far."""
-        self.snapshot: GpuStates | None = None
-        """The GPU integral frozen at the drain's end."""
-
-    # ------------------------------------------------------------------ request outcomes
 
     def arrive(self) -> None:
-        self.arrived += 1
         self.open += 1
 
     def _decide(self, i: int, outcome: int, t: float) -> bool:
@@ -128,10 +185,11 @@ class Accounting:
             self.last_decided_t = t
         return True
 
-    def reject(self, i: int) -> None:
-        self._decide(i, _REJECTED, self.run.env.now)
+    def reject(self, i: int, t: float) -> None:
+        self._decide(i, _REJECTED, t)
 
     def completed(self, i: int, t: float) -> None:
+        # ``_decide`` inlined: once per request, on the hot path
         if self.status[i] == _IN_SYSTEM:
             self.status[i] = _COMPLETED
             self.open -= 1
@@ -146,8 +204,8 @@ class Accounting:
         """Answered 503 with ``Retry-After`` by the front door."""
         self._decide(i, _REFUSED, t)
 
-    def lost(self, i: int, reason: LossReason) -> None:
-        if self._decide(i, _LOST, self.run.env.now):
+    def lost(self, i: int, reason: LossReason, t: float) -> None:
+        if self._decide(i, _LOST, t):
             self.loss[i] = int(reason)
 
     def close(self, end_t: float) -> None:
@@ -158,216 +216,197 @@ class Accounting:
             if math.isnan(self.first[i]):
                 self._decide(i, _TIMED_OUT, end_t)
             else:
-                self._decide(i, _LOST, end_t)
-                self.loss[i] = int(LossReason.RUN_END)
+                self.lost(i, LossReason.RUN_END, end_t)
 
-    # ------------------------------------------------------------------ GPU time
 
-    def gpu_change(self) -> None:
-        """Integrate GPU time up to now, then recount what every GPU is doing."""
-        run = self.run
-        t = run.env.now
-        dt = t - self._last_t
-        if dt > 0:
-            self._seconds.add(self._now, dt)
-        self._last_t = t
-        prov = empty = gang = loading = serving = reload = 0.0
-        for n in run.provisioner.nodes:
-            if n.state == NodeState.READY:
-                if n.foreign == 0:  # free GPUs of a shared node stay available to its other tenants
-                    empty += n.free
-            else:
-                prov += n.gpus - n.foreign
-        for r in run.replicas.all:
-            bound = r.bound_gpus()
-            if r.state == PENDING:
-                gang += bound
-            elif r.state == LOADING:
-                loading += bound
-            else:
-                serving += bound
-            if r.evicted:
-                reload += bound
-        self._now = GpuStates(prov, empty, gang, loading, serving, reload)
+@dataclass(frozen=True)
+class RoleRecord:
+    name: str
+    series: dict[str, list[float | int | None]]
 
-    def freeze(self, end_t: float) -> None:
-        """Integrate up to ``end_t`` (the drain's end) and keep that integral for the result."""
-        integ = replace(self._seconds)
-        integ.add(self._now, max(end_t - self._last_t, 0.0))
-        self.snapshot = integ
 
-    def gpu_now(self) -> int:
-        return int(self._now.total)
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything a run measured, frozen at the drain's end: what ``policy_result`` reads."""
 
-    def log(self, kind: str, detail: str) -> None:
-        if len(self.events) < MAX_EVENTS_LOGGED:
-            self.events.append(M.SimEvent(t_s=round(self.run.env.now, 3), kind=kind, detail=detail))
+    end_t: float
+    status: np.ndarray
+    loss: np.ndarray
+    flags: np.ndarray
+    first: np.ndarray
+    done: np.ndarray
+    gpu_seconds: GpuStates
+    itl_p50_s: float | None
+    itl_p99_s: float | None
+    preemptions: int
+    prefix_hit_tokens: int
+    prefix_query_tokens: int
+    retried: int
+    evictions: int
+    interruptions: int
+    launched: int
+    terminated: int
+    max_nodes: int
+    ready_latencies: tuple[float, ...]
+    scale_events: int
+    roles: tuple[RoleRecord, ...]
+    series_t: list[float]
+    series_gpus: list[int]
+    series_nodes: list[int]
+    events: list[M.SimEvent]
 
-    # ------------------------------------------------------------------ result
 
-    def miss_causes(self, on_time: np.ndarray, servable: np.ndarray) -> np.ndarray:
-        """One ``MissCause`` per request (-1 for requests on time)."""
-        status = np.asarray(self.status, dtype=np.int8)
-        loss = np.asarray(self.loss, dtype=np.int8)
-        flags = np.asarray(self.flags, dtype=np.int8)
-        cause = np.full(status.shape, -1, dtype=np.int8)
-        missed = ~on_time
-        cause[missed] = MissCause.QUEUEING
-        cold = missed & ((flags & (HELD | STARTING)) != 0)
-        cause[cold] = MissCause.COLD_START
-        lost = missed & (status == Outcome.LOST)
-        cause[lost] = MissCause.LOST_IN_FLIGHT
-        cause[lost & (loss == LossReason.NO_ENDPOINT)] = MissCause.COLD_START  # refused at zero, never in flight
-        evicted = missed & (((flags & EVICTED) != 0) | (loss == LossReason.EVICTION) | (loss == LossReason.INTERRUPTION))
-        cause[evicted] = MissCause.EVICTION
-        cause[missed & ~servable] = MissCause.INFEASIBLE
-        cause[status == Outcome.REJECTED] = MissCause.REJECTED
-        return cause
+def miss_causes(record: RunRecord, on_time: np.ndarray, servable: np.ndarray) -> np.ndarray:
+    """One ``MissCause`` per request (-1 for requests on time)."""
+    status, loss, flags = record.status, record.loss, record.flags
+    cause = np.full(status.shape, -1, dtype=np.int8)
+    missed = ~on_time
+    cause[missed] = MissCause.QUEUEING
+    cold = missed & ((flags & int(RequestFlag.HELD | RequestFlag.STARTING)) != 0)
+    cause[cold] = MissCause.COLD_START
+    lost = missed & (status == Outcome.LOST)
+    cause[lost] = MissCause.LOST_IN_FLIGHT
+    cause[lost & (loss == LossReason.NO_ENDPOINT)] = MissCause.COLD_START  # refused at zero, never in flight
+    evicted = missed & (
+        ((flags & int(RequestFlag.EVICTED)) != 0) | (loss == LossReason.EVICTION) | (loss == LossReason.INTERRUPTION))
+    cause[evicted] = MissCause.EVICTION
+    cause[missed & ~servable] = MissCause.INFEASIBLE
+    cause[status == Outcome.REJECTED] = MissCause.REJECTED
+    return cause
 
-    def result(self, end_t: float, servable: np.ndarray) -> M.PolicyResult:
-        run = self.run
-        s, v = run.setup, run.variant
-        a = run.arrivals
-        n = len(a)
-        status = np.asarray(self.status, dtype=np.int8)
-        first = np.asarray(self.first, dtype=float)
-        done = np.asarray(self.done, dtype=float)
-        counts = {o: int(np.count_nonzero(status == o)) for o in Outcome}
-        if counts[Outcome.IN_SYSTEM] or sum(counts.values()) != n:
-            raise RuntimeError(
-                f"{v.name}: conservation violated: arrived {n} != completed {counts[Outcome.COMPLETED]} + timed out "
-                f"{counts[Outcome.TIMED_OUT]} + rejected {counts[Outcome.REJECTED]} + lost {counts[Outcome.LOST]} "
-                f"+ refused {counts[Outcome.REFUSED]} (+ {counts[Outcome.IN_SYSTEM]} undecided)"
+
+def policy_result(ctx: RunContext, record: RunRecord, servable: np.ndarray) -> M.PolicyResult:
+    """The variant's result, from what its run recorded (nothing here changes or reads the live actors)."""
+    r = record
+    s, v = ctx.setup, ctx.variant
+    a = ctx.arrivals
+    n = len(a)
+    status, first, done, loss = r.status, r.first, r.done, r.loss
+    end_t = r.end_t
+    counts = {o: int(np.count_nonzero(status == o)) for o in Outcome}
+    if counts[Outcome.IN_SYSTEM] or sum(counts.values()) != n:
+        raise RuntimeError(
+            f"{v.name}: conservation violated: arrived {n} != completed {counts[Outcome.COMPLETED]} + timed out "
+            f"{counts[Outcome.TIMED_OUT]} + rejected {counts[Outcome.REJECTED]} + lost {counts[Outcome.LOST]} "
+            f"+ refused {counts[Outcome.REFUSED]} (+ {counts[Outcome.IN_SYSTEM]} undecided)"
+        )
+    arr = a.arrival_s
+    completed = status == Outcome.COMPLETED
+    out = a.output_tokens.astype(float)
+    ttft = first - arr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (done - first) / np.maximum(out - 1, 1), 0.0)
+    ttft_ok = completed & (ttft <= s.ttft_slo_s)
+    itl_ok = completed & (tpot <= s.itl_slo_s)
+    on_time = ttft_ok & itl_ok
+    cause = miss_causes(r, on_time, servable)
+    misses = {name: int(np.count_nonzero(cause == c)) for c, name in MISS_CAUSE_NAMES.items()}
+    denom = max(n, 1)
+    n_servable = int(servable.sum())
+    answered = ttft[~np.isnan(ttft) & completed]
+    ttft_p99 = M.percentile(answered, 99)
+    itl_p99 = r.itl_p99_s
+    tp = tpot[completed & (out > 1)]
+    g = r.gpu_seconds
+    prov, empty, gangw, loading, serving, reload = (
+        g.provisioning / 60.0, g.empty / 60.0, g.gang_wait / 60.0, g.loading / 60.0, g.serving / 60.0, g.reload / 60.0,
+    )
+    gpu_hours = g.total / 3600.0
+    answered_at = first[~np.isnan(first)]
+    first_answer = float(answered_at.min() - arr.min()) if answered_at.size and n else None
+    door = v.front_door
+    queried = r.prefix_query_tokens
+    return M.PolicyResult(
+        name=v.name, description=v.description, policy=v.policy.kind, bound=v.bound, provisioner=v.provisioner.kind,
+        consolidation=_consolidation_label(v), scheduler=v.scheduler.label,
+        arrived=n, completed=counts[Outcome.COMPLETED], dropped_timeout=counts[Outcome.TIMED_OUT],
+        dropped_rejected=counts[Outcome.REJECTED], lost_in_flight=counts[Outcome.LOST], retried=r.retried,
+        servable=n_servable, refused=counts[Outcome.REFUSED],
+        no_endpoint=int(np.count_nonzero((status == Outcome.LOST) & (loss == LossReason.NO_ENDPOINT))),
+        first_answer_s=_r(first_answer, 3),
+        retry_after_s=float(door.retry_after_s) if door is not None and counts[Outcome.REFUSED] else None,
+        ttft_attainment=round(float(ttft_ok.sum()) / denom, 6),
+        itl_attainment=round(float(itl_ok.sum()) / denom, 6),
+        slo_attainment=round(float(on_time.sum()) / denom, 6),
+        slo_attainment_servable=round(float((on_time & servable).sum()) / max(n_servable, 1), 6),
+        misses=M.MissBreakdown(**misses),
+        ttft_p50_s=_r(M.percentile(answered, 50)), ttft_p99_s=_r(ttft_p99),
+        itl_p50_s=_r(r.itl_p50_s), itl_p99_s=_r(itl_p99),
+        tpot_mean_s=_r(float(tp.mean())) if tp.size else None,
+        ttft_p99_met=ttft_p99 is not None and ttft_p99 <= s.ttft_slo_s,
+        itl_p99_met=itl_p99 is not None and itl_p99 <= s.itl_slo_s,
+        end_s=round(end_t, 3),
+        gpu_hours=round(gpu_hours, 4), cost_usd=round(gpu_hours * s.usd_per_gpu_hour, 2),
+        serving_gpu_minutes=round(serving, 2),
+        idle_gpu_minutes=M.IdleGpuMinutes(
+            provisioning=round(prov, 2), loading=round(loading, 2), gang_wait=round(gangw, 2), empty=round(empty, 2)
+        ),
+        evictions=r.evictions, eviction_reload_gpu_minutes=round(reload, 2),
+        interruptions=r.interruptions, preemptions=r.preemptions,
+        prefix_hit_rate=round(r.prefix_hit_tokens / queried, 4) if queried else None,
+        scale_events=r.scale_events,
+        replicas_max={x.name: int(max(x.series["desired"], default=0) or 0) for x in r.roles},  # type: ignore[type-var]
+        replicas_mean={
+            x.name: round(float(np.mean([y or 0 for y in x.series["ready"]])), 3) if x.series["ready"] else 0.0
+            for x in r.roles
+        },
+        nodes=M.NodeStats(
+            launched=r.launched, terminated=r.terminated, max_alive=r.max_nodes,
+            first_ready_latency_s=_r(r.ready_latencies[0]) if r.ready_latencies else None,
+            mean_ready_latency_s=_r(float(np.mean(r.ready_latencies))) if r.ready_latencies else None,
+        ),
+        tracked=_tracked(ctx, status, ttft),
+        events=r.events,
+        series=_series(ctx, r, ttft, on_time, status),
+    )
+
+def _tracked(ctx: RunContext, status: np.ndarray, ttft: np.ndarray) -> list[M.TrackedRequest]:
+    a = ctx.arrivals
+    out = []
+    for i, label in sorted(a.labels.items()):
+        out.append(M.TrackedRequest(
+            label=label, arrival_s=float(a.arrival_s[i]), prompt_tokens=int(a.prompt_tokens[i]),
+            output_tokens=int(a.output_tokens[i]), timeout_s=a.timeouts_s.get(i, ctx.setup.request_timeout_s),
+            outcome=OUTCOME_NAMES[int(status[i])],
+            ttft_s=None if np.isnan(ttft[i]) else round(float(ttft[i]), 3),
+        ))
+    return out
+
+def _series(ctx: RunContext, r: RunRecord, ttft: np.ndarray, on_time: np.ndarray, status: np.ndarray) -> M.TimeSeries:
+    width = ctx.setup.series_s
+    bins = len(r.series_t)
+    n = len(ctx.arrivals)
+    idx = np.minimum((ctx.arrivals.arrival_s // width).astype(np.int64), max(bins - 1, 0))
+    p50: list[float | None] = [None] * bins
+    p99: list[float | None] = [None] * bins
+
+    def count(mask: np.ndarray) -> list[int]:
+        return [int(x) for x in (np.bincount(idx[mask], minlength=bins)[:bins] if n else np.zeros(bins, dtype=np.int64))]
+
+    bad = (status == Outcome.TIMED_OUT) | (status == Outcome.REJECTED) | (status == Outcome.LOST) | (
+        status == Outcome.REFUSED)
+    ok = ~np.isnan(ttft)
+    if n and ok.any():
+        order = np.argsort(idx[ok], kind="stable")
+        b, vals = idx[ok][order], ttft[ok][order]
+        cuts = np.flatnonzero(np.diff(b)) + 1
+        for grp_b, grp_v in zip(np.split(b, cuts), np.split(vals, cuts), strict=True):
+            k = int(grp_b[0])
+            q50, q99 = np.percentile(grp_v, (50, 99))
+            p50[k] = round(float(q50), 4)
+            p99[k] = round(float(q99), 4)
+    return M.TimeSeries(
+        t_s=r.series_t,
+        roles=[
+            M.RoleSeries(
+                role=x.name, desired=x.series["desired"], ready=x.series["ready"],
+                queue_depth=x.series["queue"], duty_cycle=x.series["duty"], kv_usage=x.series["kv"],
             )
-        arr = a.arrival_s
-        completed = status == Outcome.COMPLETED
-        out = a.output_tokens.astype(float)
-        ttft = first - arr
-        with np.errstate(invalid="ignore", divide="ignore"):
-            tpot = np.where(out > 1, (done - first) / np.maximum(out - 1, 1), 0.0)
-        ttft_ok = completed & (ttft <= s.ttft_slo_s)
-        itl_ok = completed & (tpot <= s.itl_slo_s)
-        on_time = ttft_ok & itl_ok
-        cause = self.miss_causes(on_time, servable)
-        misses = {name: int(np.count_nonzero(cause == c)) for c, name in _CAUSES}
-        denom = max(n, 1)
-        n_servable = int(servable.sum())
-        answered = ttft[~np.isnan(ttft) & completed]
-        ttft_p99 = M.percentile(answered, 99)
-        itl_p99 = run.itl.quantile(0.99)
-        tp = tpot[completed & (out > 1)]
-        g = self.snapshot if self.snapshot is not None else self._seconds
-        prov, empty, gangw, loading, serving, reload = (
-            g.provisioning / 60.0, g.empty / 60.0, g.gang_wait / 60.0, g.loading / 60.0, g.serving / 60.0, g.reload / 60.0,
-        )
-        gpu_hours = g.total / 3600.0
-        rs = run.replicas
-        engines = run.engines_seen
-        loss = np.asarray(self.loss, dtype=np.int8)
-        answered_at = first[~np.isnan(first)]
-        first_answer = float(answered_at.min() - arr.min()) if answered_at.size and n else None
-        door = v.front_door
-        queried = sum(e.prefix_query_tokens for e in engines)
-        return M.PolicyResult(
-            name=v.name, description=v.description, policy=v.policy.kind, bound=v.bound, provisioner=v.provisioner.kind,
-            consolidation=_consolidation_label(v), scheduler=v.scheduler.label,
-            arrived=n, completed=counts[Outcome.COMPLETED], dropped_timeout=counts[Outcome.TIMED_OUT],
-            dropped_rejected=counts[Outcome.REJECTED], lost_in_flight=counts[Outcome.LOST], retried=run.router.retried,
-            servable=n_servable, refused=counts[Outcome.REFUSED],
-            no_endpoint=int(np.count_nonzero((status == Outcome.LOST) & (loss == LossReason.NO_ENDPOINT))),
-            first_answer_s=_r(first_answer, 3),
-            retry_after_s=float(door.retry_after_s) if door is not None and counts[Outcome.REFUSED] else None,
-            ttft_attainment=round(float(ttft_ok.sum()) / denom, 6),
-            itl_attainment=round(float(itl_ok.sum()) / denom, 6),
-            slo_attainment=round(float(on_time.sum()) / denom, 6),
-            slo_attainment_servable=round(float((on_time & servable).sum()) / max(n_servable, 1), 6),
-            misses=M.MissBreakdown(**misses),
-            ttft_p50_s=_r(M.percentile(answered, 50)), ttft_p99_s=_r(ttft_p99),
-            itl_p50_s=_r(run.itl.quantile(0.5)), itl_p99_s=_r(itl_p99),
-            tpot_mean_s=_r(float(tp.mean())) if tp.size else None,
-            ttft_p99_met=ttft_p99 is not None and ttft_p99 <= s.ttft_slo_s,
-            itl_p99_met=itl_p99 is not None and itl_p99 <= s.itl_slo_s,
-            end_s=round(end_t, 3),
-            gpu_hours=round(gpu_hours, 4), cost_usd=round(gpu_hours * s.usd_per_gpu_hour, 2),
-            serving_gpu_minutes=round(serving, 2),
-            idle_gpu_minutes=M.IdleGpuMinutes(
-                provisioning=round(prov, 2), loading=round(loading, 2), gang_wait=round(gangw, 2), empty=round(empty, 2)
-            ),
-            evictions=rs.evictions, eviction_reload_gpu_minutes=round(reload, 2),
-            interruptions=run.provisioner.interruptions, preemptions=sum(e.preemptions for e in engines),
-            prefix_hit_rate=round(sum(e.prefix_hit_tokens for e in engines) / queried, 4) if queried else None,
-            scale_events=run.scale_events,
-            replicas_max={r.name: int(max(r.series["desired"], default=0) or 0) for r in rs.roles},  # type: ignore[type-var]
-            replicas_mean={
-                r.name: round(float(np.mean([x or 0 for x in r.series["ready"]])), 3) if r.series["ready"] else 0.0
-                for r in rs.roles
-            },
-            nodes=M.NodeStats(
-                launched=run.provisioner.launched, terminated=run.provisioner.terminated, max_alive=run.provisioner.max_nodes,
-                first_ready_latency_s=_r(run.provisioner.ready_latencies[0]) if run.provisioner.ready_latencies else None,
-                mean_ready_latency_s=(
-                    _r(float(np.mean(run.provisioner.ready_latencies))) if run.provisioner.ready_latencies else None
-                ),
-            ),
-            tracked=self._tracked(ttft),
-            events=self.events,
-            series=self._series(ttft, on_time, status),
-        )
-
-    def _tracked(self, ttft: np.ndarray) -> list[M.TrackedRequest]:
-        a = self.run.arrivals
-        out = []
-        for i, label in sorted(a.labels.items()):
-            out.append(M.TrackedRequest(
-                label=label, arrival_s=float(a.arrival_s[i]), prompt_tokens=int(a.prompt_tokens[i]),
-                output_tokens=int(a.output_tokens[i]), timeout_s=a.timeouts_s.get(i, self.run.setup.request_timeout_s),
-                outcome=OUTCOME_NAMES[int(self.status[i])],
-                ttft_s=None if np.isnan(ttft[i]) else round(float(ttft[i]), 3),
-            ))
-        return out
-
-    def _series(self, ttft: np.ndarray, on_time: np.ndarray, status: np.ndarray) -> M.TimeSeries:
-        run = self.run
-        width = run.setup.series_s
-        bins = len(run.series_t)
-        n = len(run.arrivals)
-        idx = np.minimum((run.arrivals.arrival_s // width).astype(np.int64), max(bins - 1, 0))
-        p50: list[float | None] = [None] * bins
-        p99: list[float | None] = [None] * bins
-
-        def count(mask: np.ndarray) -> list[int]:
-            return [int(x) for x in (np.bincount(idx[mask], minlength=bins)[:bins] if n else np.zeros(bins, dtype=np.int64))]
-
-        bad = (status == Outcome.TIMED_OUT) | (status == Outcome.REJECTED) | (status == Outcome.LOST) | (
-            status == Outcome.REFUSED)
-        ok = ~np.isnan(ttft)
-        if n and ok.any():
-            order = np.argsort(idx[ok], kind="stable")
-            b, vals = idx[ok][order], ttft[ok][order]
-            cuts = np.flatnonzero(np.diff(b)) + 1
-            for grp_b, grp_v in zip(np.split(b, cuts), np.split(vals, cuts), strict=True):
-                k = int(grp_b[0])
-                q50, q99 = np.percentile(grp_v, (50, 99))
-                p50[k] = round(float(q50), 4)
-                p99[k] = round(float(q99), 4)
-        return M.TimeSeries(
-            t_s=run.series_t,
-            roles=[
-                M.RoleSeries(
-                    role=r.name, desired=r.series["desired"], ready=r.series["ready"],
-                    queue_depth=r.series["queue"], duty_cycle=r.series["duty"], kv_usage=r.series["kv"],
-                )
-                for r in run.replicas.roles
-            ],
-            gpus=run.series_gpus, nodes=run.series_nodes, ttft_p50_s=p50, ttft_p99_s=p99,
-            arrived=count(np.ones(n, dtype=bool)), unanswered=count(bad), missed=count(~on_time),
-        )
-
-
-_CAUSES = (
-    (MissCause.REJECTED, "rejected"), (MissCause.INFEASIBLE, "infeasible"), (MissCause.QUEUEING, "queueing"),
-    (MissCause.COLD_START, "cold_start"), (MissCause.EVICTION, "eviction"), (MissCause.LOST_IN_FLIGHT, "lost_in_flight"),
-)
+            for x in r.roles
+        ],
+        gpus=r.series_gpus, nodes=r.series_nodes, ttft_p50_s=p50, ttft_p99_s=p99,
+        arrived=count(np.ones(n, dtype=bool)), unanswered=count(bad), missed=count(~on_time),
+    )
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:

@@ -70,13 +70,13 @@ class LowerBound:
         p = arrivals.prompt_tokens[idx].astype(float)
         o = arrivals.output_tokens[idx].astype(float)
         hit = _prefix_hits(arrivals, idx, replica)
-        m = replica
+        c = replica.cost
         uncached = np.maximum(p - hit, 1.0)
-        prefill = m.step_s_per_token * uncached + m.attention_s_per_token_pair * (p * p - hit * hit) / 2.0
+        prefill = c.s_per_token * uncached + c.attention_s_per_pair * (p * p - hit * hit) / 2.0
         ctx = p + o / 2.0
-        fixed = m.step_overhead_s + m.step_weights_s
-        decode_var = o * (m.step_per_seq_s + m.step_per_context_token_s * ctx)
-        decode = decode_var + o * fixed * np.minimum(ctx / m.kv_capacity_tokens, 1.0)
+        fixed = c.overhead_s + c.weights_s
+        decode_var = o * (c.per_seq_s + c.per_context_token_s * ctx)
+        decode = decode_var + o * fixed * np.minimum(ctx / replica.kv_capacity_tokens, 1.0)
         window = ttft_slo_s + np.maximum(o - 1.0, 0.0) * itl_slo_s
         if disaggregated:
             # separate pools: GPU-seconds add up
@@ -89,8 +89,8 @@ class LowerBound:
             self._increments = [self._family(t, window, a_cost, b_cost, w, off) for w in BIN_SECONDS for off in (0, 1)]
         self._increments.append(self._single(a_cost, b_cost if not disaggregated else None))
         # presence: shortest service of each request (its prefill compute, then one minimal step per further token)
-        min_step = m.step_overhead_s + max(m.step_weights_s, m.step_s_per_token)
-        prefill_s = m.step_s_per_token * uncached
+        min_step = c.step_s(0, 0.0, 1)  # one token's step with no KV to read
+        prefill_s = c.s_per_token * uncached
         decode_s = np.maximum(o - 1.0, 0.0) * min_step
         g = gpus_per_replica
         node = max(gpus_per_node or g, g)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Literal
+from typing import Generic, Literal, Protocol, TypeVar, overload
 
 from pydantic import Field
 
@@ -215,24 +215,67 @@ def cluster_autoscaler_scale_down() -> ConsolidationSpec:
     )
 
 
-PROVISIONING, READY, GONE = NodeState.PROVISIONING, NodeState.READY, NodeState.GONE
+T = TypeVar("T")
+
+
+class StateWatch(Protocol):
+    """Told just before a node, pod or replica changes anything that decides what its GPUs are doing (the GPU-time
+    ledger integrates up to that instant, then recounts; ``accounting.GpuLedger``)."""
+
+    def will_change(self) -> None: ...
+
+
+class _Unwatched:
+    def will_change(self) -> None:
+        return None
+
+
+UNWATCHED: StateWatch = _Unwatched()
+"""For nodes and replicas nothing accounts for (unit tests, the placement functions)."""
+
+
+class Watched(Generic[T]):
+    """An attribute that tells its owner's ``watch`` before every write: declare ``state = Watched[NodeState]()`` and
+    the owner gets a ``_state`` slot and a ``watch`` attribute."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, _objtype: type | None = None) -> Watched[T]: ...
+    @overload
+    def __get__(self, obj: object, _objtype: type | None = None) -> T: ...
+
+    def __get__(self, obj: object | None, _objtype: type | None = None) -> Watched[T] | T:
+        if obj is None:
+            return self
+        value: T = getattr(obj, self._slot)
+        return value
+
+    def __set__(self, obj: object, value: T) -> None:
+        obj.watch.will_change()  # type: ignore[attr-defined]
+        setattr(obj, self._slot, value)
 
 
 class Node:
-    """One GPU node of the pool (mutable simulation state)."""
+    """One GPU node of the pool (mutable simulation state). ``state`` and ``free`` tell the watch before they change."""
 
     __slots__ = (
-        "cordoned", "foreign", "free", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at", "ready_at",
-        "requested_at", "state", "weights_cached",
+        "_free", "_state", "cordoned", "foreign", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at",
+        "ready_at", "requested_at", "watch", "weights_cached",
     )
+    state = Watched[NodeState]()
+    free = Watched[int]()
+    """GPUs no pod holds."""
 
-    def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0) -> None:
+    def __init__(self, nid: int, gpus: int, requested_at: float, *, foreign: int = 0, watch: StateWatch = UNWATCHED) -> None:
+        self.watch = watch
         self.nid = nid
         self.gpus = gpus
         self.foreign = foreign
         """GPUs held by other tenants' pods: never ours, never freed."""
-        self.free = gpus - foreign
-        self.state = PROVISIONING
+        self.free = gpus - foreign  # a new node's GPUs are the model's from now on
+        self.state = NodeState.PROVISIONING
         self.cordoned = False
         """Being disrupted: nothing new is placed on it."""
         self.weights_cached = False
@@ -245,9 +288,6 @@ class Node:
         self.last_change = requested_at
         self.prewarmed = False
         """Launched for a placeholder pod, which pulls the vLLM image as soon as the node is Ready."""
-
-    def image_cached(self, t: float) -> bool:
-        return self.pull_done_at is not None and self.pull_done_at <= t
 
     @property
     def used(self) -> int:
@@ -265,7 +305,7 @@ def consolidation_candidate(
         return None
     quiet = [
         n for n in nodes
-        if n.state == READY and not n.cordoned and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s
+        if n.state == NodeState.READY and not n.cordoned and n.foreign == 0 and t - n.last_change >= spec.consolidate_after_s
     ]
     empty = [n for n in quiet if n.pods == 0]
     if empty:

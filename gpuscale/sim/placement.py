@@ -4,21 +4,17 @@ A multi-pod replica (LeaderWorkerSet group, Ray workers) serves only when every 
 PodGroup with ``minMember`` = all pods or nothing; the default scheduler binds each pod as soon as some node has
 the GPUs, so the first pods hold their GPUs idle until the last one lands (the 7-of-8 trap, perf-model.md 5.6).
 
+These are the pure placement decisions; ``gpuscale.sim.scheduler`` is the actor that applies them during a run.
 Placement is deterministic: ``binpack`` (KAI's default) picks the fullest node that fits, ``spread`` the emptiest;
 a gang that fits one node goes there, otherwise it fills the emptiest nodes first (fewest nodes per replica).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from gpuscale.sim.nodes import Node
-from gpuscale.sim.states import NodeState
 from gpuscale.spec.base import Spec
-
-if TYPE_CHECKING:
-    from gpuscale.sim.replicas import Pod, Replica
-    from gpuscale.sim.simulation import Run
 
 Placement = Literal["binpack", "spread"]
 
@@ -97,64 +93,3 @@ def nodes_for(needs: list[int], gpus_per_node: int) -> int:
         else:
             bins.append(gpus_per_node - need)
     return len(bins)
-
-
-class Scheduler:
-    """The layer-2 scheduler of a run: binds the pods of pending replicas, in creation order, to ready nodes."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.spec: SchedulerSpec = run.variant.scheduler
-        self.pending: list[Replica] = []
-
-    def unbound_needs(self) -> list[int]:
-        """GPUs of every pod still waiting for a node (what the provisioner sees, pod by pod)."""
-        return [p.gpus for r in self.pending for p in r.pods if p.node is None]
-
-    def schedule(self) -> None:
-        run = self.run
-        if not self.pending:
-            run.provisioner.demand_since = None
-            return
-        sched = self.spec
-        ready_nodes = [n for n in run.provisioner.nodes if n.state == NodeState.READY and not n.cordoned]
-        still: list[Replica] = []
-        changed = False
-        for rep in self.pending:
-            unbound = [p for p in rep.pods if p.node is None]
-            if sched.gang:
-                assign = place_gang([p.gpus for p in unbound], ready_nodes, sched.placement)
-                if assign is not None:
-                    for pod, node in zip(unbound, assign, strict=True):
-                        self.bind(pod, node)
-                    changed = True
-            else:
-                for pod in unbound:
-                    target = place_one(pod.gpus, ready_nodes, sched.placement)
-                    if target is not None:
-                        self.bind(pod, target)
-                        changed = True
-            if all(p.node is not None for p in rep.pods):
-                run.replicas.start_loading(rep)
-            else:
-                still.append(rep)
-        self.pending = still
-        if changed:
-            run.accounting.gpu_change()
-        if still:
-            run.provisioner.demand()
-        else:
-            run.provisioner.demand_since = None
-
-    def bind(self, pod: Pod, node: Node) -> None:
-        run = self.run
-        now = run.env.now
-        node.free -= pod.gpus
-        node.pods += 1
-        node.last_change = now
-        pod.node = node
-        pod.bound_at = now
-        if node.pull_done_at is None:
-            st = run.startup
-            node.pull_done_at = now + st.sample(run.draws(f"pull/{node.nid}"), st.image_pull_s)
-        pod.pull_done_at = max(node.pull_done_at, now)

@@ -6,8 +6,6 @@ from pathlib import Path
 
 from gpuscale.sim.metrics import PolicyResult, ScenarioResult
 
-PLOTS: tuple[str, ...] = ("replicas.png", "queue_depth.png", "ttft.png")
-
 
 def _ready(r: PolicyResult) -> list[float]:
     return [float(sum(s.ready[i] for s in r.series.roles)) for i in range(len(r.series.t_s))]

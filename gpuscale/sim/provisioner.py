@@ -14,26 +14,43 @@ Three sources of node events, all through ``disrupt(node, reason, grace_s)``:
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gpuscale.sim import placement
-from gpuscale.sim.events import PRIORITY_CONTROL
-from gpuscale.sim.nodes import GONE, PROVISIONING, READY, Node, consolidation_candidate
-from gpuscale.sim.states import LossReason
+from gpuscale.sim.context import Log, RunContext
+from gpuscale.sim.events import PRIORITY_CONTROL, Environment
+from gpuscale.sim.nodes import UNWATCHED, Node, StateWatch, consolidation_candidate
+from gpuscale.sim.pods import Pod, Replica
+from gpuscale.sim.states import LossReason, NodeState
 
-if TYPE_CHECKING:
-    from gpuscale.sim.replicas import Pod, Replica
-    from gpuscale.sim.simulation import Run
+GONE, READY = NodeState.GONE, NodeState.READY
+
+
+class PendingPods(Protocol):
+    """The layer-2 scheduler, as the provisioner sees it."""
+
+    def unbound_needs(self) -> list[int]: ...
+    def schedule(self) -> None: ...
+
+
+class Workloads(Protocol):
+    """The ReplicaSet, as disruption sees it: who runs on a node, and the eviction API."""
+
+    def on_node(self, node: Node) -> list[tuple[Replica, Pod]]: ...
+    def evict(self, rep: Replica, reason: LossReason, grace_s: float) -> None: ...
 
 
 class NodeLayer:
     """The model's GPU nodes and the controllers that add and remove them."""
 
-    def __init__(self, run: Run, seed: int) -> None:
-        self.run = run
+    def __init__(self, ctx: RunContext, env: Environment, log: Log, watch: StateWatch = UNWATCHED) -> None:
+        self.ctx = ctx
+        self.env = env
+        self._log = log
+        self._watch = watch
         self.nodes: list[Node] = []
-        self.rng = random.Random(f"{seed}/nodes")
-        self.rng_spot = random.Random(f"{seed}/spot")
+        self.rng = random.Random(f"{ctx.seed}/nodes")
+        self.rng_spot = random.Random(f"{ctx.seed}/spot")
         self._nid = 0
         self.decision_pending = False
         self.demand_since: float | None = None
@@ -42,64 +59,66 @@ class NodeLayer:
         self.ready_latencies: list[float] = []
         self.drifted: list[Node] = []
         self.replacing = 0
-        self.drift_blocked_polls = 0
+        self._pods: PendingPods
+        self._workloads: Workloads
+
+    def connect(self, pods: PendingPods, workloads: Workloads) -> None:
+        self._pods, self._workloads = pods, workloads
 
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
-        run = self.run
-        for spec in run.setup.extra_nodes:
+        for spec in self.ctx.setup.extra_nodes:
             node = self.new_node(0.0, foreign=spec.foreign_gpus)
             node.state, node.ready_at = READY, 0.0
-        if run.variant.consolidation.policy != "none":
-            run.env.at(run.variant.consolidation.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
-        if run.variant.provisioner.scan_interval_s > 0:
-            run.env.at(run.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
-        if run.variant.drift is not None:
-            run.env.at(run.variant.drift.at_s, self._drift_start, priority=PRIORITY_CONTROL)
+        if self.ctx.variant.consolidation.policy != "none":
+            self.env.at(self.ctx.variant.consolidation.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
+        if self.ctx.variant.provisioner.scan_interval_s > 0:
+            self.env.at(self.ctx.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
+        if self.ctx.variant.drift is not None:
+            self.env.at(self.ctx.variant.drift.at_s, self._drift_start, priority=PRIORITY_CONTROL)
 
     def warm_node(self) -> Node:
         """A node up since before the run, image (and weights, when cacheable) already local."""
         node = self.new_node(0.0)
         node.state, node.ready_at, node.pull_done_at = READY, 0.0, 0.0
-        node.weights_cached = self.run.startup.local_weights_s is not None
+        node.weights_cached = self.ctx.startup.local_weights_s is not None
         self._arm_spot(node)
         return node
 
     def new_node(self, requested_at: float, foreign: int = 0) -> Node:
         self._nid += 1
-        node = Node(self._nid, self.run.setup.gpus_per_node, requested_at, foreign=foreign)
+        node = Node(self._nid, self.ctx.setup.gpus_per_node, requested_at, foreign=foreign, watch=self._watch)
         self.nodes.append(node)
         self.max_nodes = max(self.max_nodes, len(self.nodes))
         return node
-
-    def pods_on(self, node: Node) -> list[tuple[Replica, Pod]]:
-        return [(r, p) for r in self.run.replicas.all for p in r.pods if p.node is node]
 
     # ------------------------------------------------------------------ provisioning
 
     def demand(self) -> None:
         """Pods are pending: Karpenter reacts to the watch at once; Cluster Autoscaler waits for its scan."""
         if self.demand_since is None:
-            self.demand_since = self.run.env.now
-        prov = self.run.variant.provisioner
+            self.demand_since = self.env.now
+        prov = self.ctx.variant.provisioner
         if prov.scan_interval_s == 0 and not self.decision_pending:
             self.decision_pending = True
-            self.run.env.after(prov.sample_launch_delay(self.rng), self._provision)
+            self.env.after(prov.sample_launch_delay(self.rng), self._provision)
+
+    def demand_met(self) -> None:
+        """No pod is pending: the next demand starts a new wait (what node-ready latencies count from)."""
+        self.demand_since = None
 
     def _ca_scan(self) -> None:
-        run = self.run
-        if not self.decision_pending and run.scheduler.unbound_needs():
+        if not self.decision_pending and self._pods.unbound_needs():
             self.decision_pending = True
-            run.env.after(run.variant.provisioner.sample_launch_delay(self.rng), self._provision)
-        run.env.at(run.env.now + run.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
+            self.env.after(self.ctx.variant.provisioner.sample_launch_delay(self.rng), self._provision)
+        self.env.at(self.env.now + self.ctx.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
 
     def _provision(self) -> None:
-        run = self.run
-        s = run.setup
+        s = self.ctx.setup
         self.decision_pending = False
-        now = run.env.now
-        needs = run.scheduler.unbound_needs()
+        now = self.env.now
+        needs = self._pods.unbound_needs()
         if not needs:
             return
         left = placement.unplaced(needs, [n.free for n in self.nodes if not n.cordoned and n.state != GONE])
@@ -109,72 +128,65 @@ class NodeLayer:
         room = (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
         k = min(k, max(room, 0))
         if k <= 0:
-            run.log("limit", f"NodePool GPU limit {s.pool_gpu_limit} reached; {len(left)} pod(s) stay Pending")
+            self._log.log("limit", f"NodePool GPU limit {s.pool_gpu_limit} reached; {len(left)} pod(s) stay Pending")
             return
         since = self.demand_since if self.demand_since is not None else now
         for _ in range(k):
             node = self.new_node(since)
             self.launched += 1
-            run.env.after(run.variant.provisioner.sample_boot(self.rng), self._node_ready, node)
+            self.env.after(self.ctx.variant.provisioner.sample_boot(self.rng), self._node_ready, node)
         self.last_scale_up_t = now
-        run.log("launch", f"{k} x {s.instance_type} ({run.variant.provisioner.kind})")
-        run.accounting.gpu_change()
+        self._log.log("launch", f"{k} x {s.instance_type} ({self.ctx.variant.provisioner.kind})")
 
     def prewarm(self) -> None:
         """A low-priority placeholder of one replica's size: launch the nodes it needs now, before the model's pod
         exists; the placeholder pulls the vLLM image on them (the model's pod preempts it when it comes)."""
-        run = self.run
-        s = run.setup
+        s = self.ctx.setup
         left = placement.unplaced([s.gpus_per_pod] * s.pods_per_replica,
                                   [n.free for n in self.nodes if not n.cordoned and n.state != GONE])
         room = (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
         k = min(placement.nodes_for(left, s.gpus_per_node), max(room, 0)) if left else 0
-        now = run.env.now
+        now = self.env.now
         for _ in range(k):
             node = self.new_node(now)
             node.prewarmed = True
             self.launched += 1
-            prov = run.variant.provisioner
-            run.env.after(prov.sample_launch_delay(self.rng) + prov.sample_boot(self.rng), self._node_ready, node)
+            prov = self.ctx.variant.provisioner
+            self.env.after(prov.sample_launch_delay(self.rng) + prov.sample_boot(self.rng), self._node_ready, node)
         if k:
-            run.log("prewarm", f"{k} x {s.instance_type} for a placeholder (the front door holds a request at zero)")
-            run.accounting.gpu_change()
+            self._log.log("prewarm", f"{k} x {s.instance_type} for a placeholder (the front door holds a request at zero)")
 
     def _node_ready(self, node: Node) -> None:
-        if node.state != PROVISIONING:
+        if node.state != NodeState.PROVISIONING:
             return
-        run = self.run
-        now = run.env.now
+        now = self.env.now
         node.state = READY
         node.ready_at = now
         node.last_change = now
         if node.prewarmed and node.pull_done_at is None:
-            st = run.startup
-            node.pull_done_at = now + st.sample(run.draws(f"pull/{node.nid}"), st.image_pull_s)
+            st = self.ctx.startup
+            node.pull_done_at = now + st.sample(self.ctx.draws(f"pull/{node.nid}"), st.image_pull_s)
         self.ready_latencies.append(now - node.requested_at)
-        run.log("node", f"node {node.nid} ready {now - node.requested_at:.0f} s after its pods went Pending")
+        self._log.log("node", f"node {node.nid} ready {now - node.requested_at:.0f} s after its pods went Pending")
         self._arm_spot(node)
-        run.scheduler.schedule()
-        run.accounting.gpu_change()
+        self._pods.schedule()
 
     # ------------------------------------------------------------------ disruption
 
     def disrupt(self, node: Node, reason: LossReason, grace_s: float) -> None:
         """Cordon ``node``, evict its replicas (in-flight requests get ``grace_s``), remove it after the grace."""
-        run = self.run
         if node.state == GONE or node.cordoned:
             return
         node.cordoned = True
-        victims = {id(r): r for r, _ in self.pods_on(node)}
+        victims = {id(r): r for r, _ in self._workloads.on_node(node)}
         for rep in victims.values():
-            run.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} ({reason.name.lower()})")
-            run.replicas.evict(rep, reason, grace_s)
+            self._log.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} ({reason.name.lower()})")
+            self._workloads.evict(rep, reason, grace_s)
         if grace_s > 0:
-            run.env.after(grace_s, self._remove, node)
+            self.env.after(grace_s, self._remove, node)
         else:
             self._remove(node)
-        run.scheduler.schedule()
-        run.accounting.gpu_change()
+        self._pods.schedule()
 
     def _remove(self, node: Node) -> None:
         if node.state == GONE:
@@ -182,97 +194,91 @@ class NodeLayer:
         node.state = GONE
         self.nodes.remove(node)
         self.terminated += 1
-        self.run.accounting.gpu_change()
 
     def _fits_elsewhere(self, node: Node) -> bool:
-        needs = [p.gpus for _, p in self.pods_on(node)]
+        needs = [p.gpus for _, p in self._workloads.on_node(node)]
         others = [n.free for n in self.nodes if n is not node and n.state == READY and not n.cordoned]
         return not placement.unplaced(needs, others)
 
     def _consolidate(self) -> None:
-        run = self.run
-        now = run.env.now
-        spec = run.variant.consolidation
+        now = self.env.now
+        spec = self.ctx.variant.consolidation
         for _ in range(spec.budget_nodes):
             cand = consolidation_candidate(self.nodes, now, spec, self.last_scale_up_t, self._fits_elsewhere)
             if cand is None:
                 break
             node, evict = cand
-            run.log("terminate", f"node {node.nid} ({'underutilized' if evict else 'empty'})")
+            self._log.log("terminate", f"node {node.nid} ({'underutilized' if evict else 'empty'})")
             self.disrupt(node, LossReason.EVICTION, 0.0)
-        run.env.at(now + spec.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
+        self.env.at(now + spec.poll_s, self._consolidate, priority=PRIORITY_CONTROL)
 
     # ------------------------------------------------------------------ drift
 
     def _drift_start(self) -> None:
         self.drifted = [n for n in self.nodes if n.state != GONE and not n.foreign]
-        self.run.log("drift", f"{len(self.drifted)} GPU node(s) drifted")
+        self._log.log("drift", f"{len(self.drifted)} GPU node(s) drifted")
         self._drift_poll()
 
     def _evictable(self, rep: Replica) -> bool:
         """Whether the eviction API lets ``rep`` go now: its role's PDB keeps ``ready_floor`` ready replicas."""
-        drift = self.run.variant.drift
+        drift = self.ctx.variant.drift
         assert drift is not None
         return len(rep.role.ready) - (1 if rep in rep.role.ready else 0) >= drift.ready_floor.get(rep.role.name, 0)
 
     def _pdb_allows(self, node: Node) -> bool:
         """Karpenter's candidate check (``pdb.Limits.CanEvictPods``): every PDB covering a pod on the node allows at
         least one disruption; the pods are then evicted one at a time, each as its PDB allows (``_drift_evict``)."""
-        return all(self._evictable(rep) for rep, _ in self.pods_on(node))
+        return all(self._evictable(rep) for rep, _ in self._workloads.on_node(node))
 
     def _drift_poll(self) -> None:
-        run = self.run
-        drift = run.variant.drift
+        drift = self.ctx.variant.drift
         assert drift is not None
         self.drifted = [n for n in self.drifted if n.state != GONE and not n.cordoned]
         for node in list(self.drifted):
             if self.replacing >= drift.budget_nodes:
                 break
             if drift.force_after_s is None and not self._pdb_allows(node):
-                self.drift_blocked_polls += 1
                 continue
             self.drifted.remove(node)
             self.replacing += 1
-            replacement = self.new_node(run.env.now)
+            replacement = self.new_node(self.env.now)
             self.launched += 1
-            boot = run.variant.provisioner.sample_boot(self.rng)
-            run.log("drift", f"node {node.nid}: replacement node {replacement.nid} launched first")
-            run.env.after(boot, self._node_ready, replacement)
-            run.env.after(boot, self._drift_drain, node)
-            run.accounting.gpu_change()
+            boot = self.ctx.variant.provisioner.sample_boot(self.rng)
+            self._log.log("drift", f"node {node.nid}: replacement node {replacement.nid} launched first")
+            self.env.after(boot, self._node_ready, replacement)
+            self.env.after(boot, self._drift_drain, node)
+
         if self.drifted or self.replacing:
-            run.env.at(run.env.now + drift.poll_s, self._drift_poll, priority=PRIORITY_CONTROL)
+            self.env.at(self.env.now + drift.poll_s, self._drift_poll, priority=PRIORITY_CONTROL)
 
     def _drift_drain(self, node: Node) -> None:
-        run = self.run
-        drift = run.variant.drift
+        drift = self.ctx.variant.drift
         assert drift is not None
         node.cordoned = True  # Karpenter's disrupted taint: nothing new lands here
         if drift.force_after_s is None:
             self._drift_evict(node)
         else:
             # the grace period counts from the drain; do-not-disrupt pods keep serving until it forces them out
-            run.env.after(drift.force_after_s, self._drift_force, node)
+            self.env.after(drift.force_after_s, self._drift_force, node)
 
     def _drift_evict(self, node: Node) -> None:
         """Evict the node's pods one at a time, each once its PDB allows (the replacement pod of the last one is ready
         elsewhere, on the replacement node); the node goes once it is empty and the last pods' grace has passed."""
-        run = self.run
-        drift = run.variant.drift
+        drift = self.ctx.variant.drift
         assert drift is not None
         evicted = False
-        for rep in list({id(r): r for r, _ in self.pods_on(node)}.values()):
+        for rep in list({id(r): r for r, _ in self._workloads.on_node(node)}.values()):
             if self._evictable(rep):
-                run.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} (drift)")
-                run.replicas.evict(rep, LossReason.EVICTION, drift.drain_grace_s)
+                self._log.log("evict", f"{rep.role.name} replica {rep.rid} evicted from node {node.nid} (drift)")
+                self._workloads.evict(rep, LossReason.EVICTION, drift.drain_grace_s)
                 evicted = True
         if evicted:
-            run.scheduler.schedule()
-            run.accounting.gpu_change()
-        if self.pods_on(node):
-            run.env.after(drift.poll_s, self._drift_evict, node)
+            self._pods.schedule()
+
+        if self._workloads.on_node(node):
+            self.env.after(drift.poll_s, self._drift_evict, node)
         else:
-            run.env.after(drift.drain_grace_s, self._drift_gone, node)
+            self.env.after(drift.drain_grace_s, self._drift_gone, node)
 
     def _drift_gone(self, node: Node) -> None:
         self._remove(node)
@@ -287,17 +293,17 @@ class NodeLayer:
         self.replacing -= 1
 
     def _arm_spot(self, node: Node) -> None:
-        spot = self.run.setup.spot
+        spot = self.ctx.setup.spot
         if spot is None or spot.interruptions_per_node_hour <= 0 or node.foreign:
             return
-        at = self.run.env.now + self.rng_spot.expovariate(spot.interruptions_per_node_hour / 3600.0)
-        self.run.env.at(at, self._interrupt, node)
+        at = self.env.now + self.rng_spot.expovariate(spot.interruptions_per_node_hour / 3600.0)
+        self.env.at(at, self._interrupt, node)
 
     def _interrupt(self, node: Node) -> None:
         if node.state != READY or node.cordoned:
             return
-        spot = self.run.setup.spot
+        spot = self.ctx.setup.spot
         assert spot is not None
         self.interruptions += 1
-        self.run.log("interrupt", f"node {node.nid}: spot interruption notice ({spot.notice_s:.0f} s)")
+        self._log.log("interrupt", f"node {node.nid}: spot interruption notice ({spot.notice_s:.0f} s)")
         self.disrupt(node, LossReason.INTERRUPTION, spot.notice_s)

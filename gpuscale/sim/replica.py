@@ -1,11 +1,15 @@
 """The numbers of one vLLM replica the simulator steps with, built from ``gpuscale.perf`` and ``gpuscale.sizing``.
 
-Nothing here is typed by hand: the step coefficients come from ``perf.step_cost`` (the roofline step every engine step
-uses), the KV capacity and prefill rate from the sizing. ``gpuscale.sim.vllm_engine`` runs the scheduler on them.
+Nothing here is typed by hand: the step cost is ``perf.StepCost`` (the roofline step every engine step uses), the KV
+capacity and prefill rate come from the sizing. ``gpuscale.sim.vllm_engine`` runs the scheduler on them.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
+from typing import overload
+
+import numpy as np
 from pydantic import Field
 
 from gpuscale import perf, sizing
@@ -18,7 +22,7 @@ KV_BLOCK_TOKENS = 16
 
 
 class ReplicaModel(Spec):
-    """One replica's step coefficients and scheduler limits."""
+    """One replica's step cost and scheduler limits."""
 
     gpu: str
     """GPU part."""
@@ -26,18 +30,8 @@ class ReplicaModel(Spec):
     """GPUs per replica (TP x PP)."""
     tensor_parallel_size: int = Field(gt=0)
     pipeline_parallel_size: int = Field(gt=0)
-    step_overhead_s: float = Field(ge=0)
-    """Per step: scheduler, launches, all-reduces."""
-    step_weights_s: float = Field(gt=0)
-    """Streaming the weights once (the floor of every step)."""
-    step_s_per_token: float = Field(gt=0)
-    """Linear-layer compute per scheduled token; 1 / prefill rate."""
-    step_per_seq_s: float = Field(ge=0)
-    """Extra step time per decoding sequence."""
-    step_per_context_token_s: float = Field(ge=0)
-    """Extra step time per token of KV read by decode attention."""
-    attention_s_per_token_pair: float = Field(ge=0)
-    """Prefill attention: seconds per (query token x earlier token) pair."""
+    cost: perf.StepCost
+    """The step time's coefficients (``perf.step_cost``): every step the engine takes costs ``cost.step_s``."""
     kv_capacity_tokens: int = Field(gt=0)
     """KV-cache tokens (sizing's ``kv_capacity_tokens``)."""
     block_tokens: int = Field(default=KV_BLOCK_TOKENS, gt=0)
@@ -53,40 +47,36 @@ class ReplicaModel(Spec):
 
     @property
     def prefill_tokens_per_s(self) -> float:
-        return 1.0 / self.step_s_per_token
+        return 1.0 / self.cost.s_per_token
 
     @property
     def kv_capacity_blocks(self) -> int:
         return self.kv_capacity_tokens // self.block_tokens
 
-    def step_s(self, n_decode: int, context_tokens: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
-        """``perf.StepCost.step_s`` on this replica's coefficients."""
-        gemm = self.step_s_per_token * (n_decode + prefill_tokens)
-        return (
-            self.step_overhead_s + self.step_per_seq_s * n_decode + (gemm if gemm > self.step_weights_s else self.step_weights_s)
-            + self.step_per_context_token_s * context_tokens + self.attention_s_per_token_pair * prefill_pairs
-        )
+    @cached_property
+    def max_request_tokens(self) -> int:
+        """Prompt plus output a replica accepts: the model's context and the replica's KV, whichever is smaller."""
+        return min(self.max_model_len, self.kv_capacity_tokens)
 
-    def decode_step_s(self, n_seqs: int, context_tokens: float) -> float:
-        return self.step_s(n_seqs, context_tokens)
+    @cached_property
+    def decode_fixed_s(self) -> tuple[float, ...]:
+        """``cost.step_s(n, 0)`` for n = 0 .. ``max_num_seqs``: a decode step's part that does not grow with context,
+        looked up by the engine once per decode run."""
+        return tuple(self.cost.step_s(n, 0.0) for n in range(self.max_num_seqs + 1))
 
-    def prefill_s(self, tokens: int, start: int = 0) -> float:
-        """One step that only prefills ``tokens`` prompt tokens at positions ``start``.."""
-        return self.step_s(0, 0.0, tokens, tokens * start + tokens * tokens / 2.0)
+    @overload
+    def fits(self, prompt: int, output: int) -> bool: ...
+    @overload
+    def fits(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray: ...
+
+    def fits(self, prompt: int | np.ndarray, output: int | np.ndarray) -> bool | np.ndarray:
+        """Whether a request is accepted at all (else HTTP 400: longer than the context or the KV); elementwise over
+        arrays of requests. The router, the servable mask and the lower bound all ask this."""
+        return prompt + output <= self.max_request_tokens
 
     def idle_prefill_s(self, prompt: int) -> float:
         """A prompt alone on an idle replica, in ``max_num_batched_tokens`` chunks: its TTFT there."""
-        chunk = self.max_num_batched_tokens
-        full, rest = divmod(prompt, chunk)
-        t = full * self.prefill_s(chunk) + (self.prefill_s(rest) if rest else 0.0)
-        # attention of each chunk against the chunks before it (prefill_s counts only the chunk's own triangle)
-        return t + self.attention_s_per_token_pair * (prompt * prompt / 2.0 - (full * chunk * chunk + rest * rest) / 2.0)
-
-    def blocks(self, tokens: int) -> int:
-        return -(-tokens // self.block_tokens)
-
-    def fits(self, prompt: int, output: int) -> bool:
-        return prompt + output <= min(self.max_model_len, self.kv_capacity_tokens)
+        return float(self.cost.prefill_alone_s(np.array([prompt]), self.max_num_batched_tokens)[0])
 
 
 def build_replica_model(
@@ -102,12 +92,7 @@ def build_replica_model(
         gpus=tp * pp,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
-        step_overhead_s=cost.overhead_s,
-        step_weights_s=cost.weights_s,
-        step_s_per_token=cost.s_per_token,
-        step_per_seq_s=cost.per_seq_s,
-        step_per_context_token_s=cost.per_context_token_s,
-        attention_s_per_token_pair=cost.attention_s_per_pair,
+        cost=cost,
         kv_capacity_tokens=max(KV_BLOCK_TOKENS, kv),
         max_num_seqs=sizing.max_num_seqs(model, instance),
         max_num_batched_tokens=sizing.max_num_batched_tokens(instance),
@@ -124,3 +109,19 @@ def replica_model_from_sizing(model: ModelDeployment, ms: sizing.ModelSizing) ->
         kv_capacity_tokens=ms.kv_capacity_tokens, prefill_tokens_per_s=ms.prefill_tokens_per_s,
     )
 
+
+
+def servable_mask(
+    replica: ReplicaModel, prompt: np.ndarray, output: np.ndarray, ttft_slo_s: float, itl_slo_s: float, *,
+    disaggregated: bool, transfer_bytes_per_s: float,
+) -> np.ndarray:
+    """Requests that fit and meet both SLO targets alone on an idle replica: the prompt's chunked prefill (plus, for
+    P/D, its KV transfer and the decode side's first step), then one step per token at the mean context."""
+    c = replica.cost
+    p = prompt.astype(float)
+    ttft = c.prefill_alone_s(p, replica.max_num_batched_tokens)
+    if disaggregated:
+        ttft = ttft + p * replica.kv_bytes_per_token / transfer_bytes_per_s + c.step_s_array(1, p)
+    tpot = c.step_s_array(1, p + output.astype(float) / 2.0)
+    ok: np.ndarray = replica.fits(prompt, output) & (ttft <= ttft_slo_s) & ((output <= 1) | (tpot <= itl_slo_s))
+    return ok

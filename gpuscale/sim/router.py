@@ -18,24 +18,34 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
-from gpuscale.sim.events import PRIORITY_ARRIVAL
-from gpuscale.sim.states import LossReason
+from gpuscale.sim.accounting import RequestLedger
+from gpuscale.sim.context import RunContext
+from gpuscale.sim.events import PRIORITY_ARRIVAL, Environment
+from gpuscale.sim.pods import Replica, RoleGroup
+from gpuscale.sim.states import LossReason, RequestFlag
 from gpuscale.sim.vllm_engine import DROPPED, Engine, Request
-
-if TYPE_CHECKING:
-    from gpuscale.sim.replicas import Replica, RoleGroup
-    from gpuscale.sim.simulation import Run
 
 CACHE_MATCH_THRESHOLD = 0.5
 """SGLang / vLLM Router ``cache_aware``: route by prefix match when at least this share of the prompt matches."""
 BALANCE_ABS_THRESHOLD = 32
 """... unless the loads differ by more than this many requests (then shortest queue); the router's default."""
-KV_TRANSFER_EFFICIENCY = 0.7
-"""Share of the line rate a NIXL transfer achieves (an assumption; no published EFA/NIXL figure was found)."""
-HELD, STARTING, EVICTED = 1, 2, 4
-"""Per-request flags the miss breakdown reads: held at the gateway, replicas starting at arrival, hit by an eviction."""
+HELD, STARTING, EVICTED = int(RequestFlag.HELD), int(RequestFlag.STARTING), int(RequestFlag.EVICTED)
+"""``RequestFlag`` as plain ints (the per-request flag list is read and or-ed on every arrival)."""
+
+
+class Owners(Protocol):
+    """The ReplicaSet, as the request path sees it."""
+
+    def owner_of(self, engine: Engine) -> Replica | None: ...
+    def on_drained(self, engine: Engine) -> None: ...
+
+
+class Capacity(Protocol):
+    """The node provisioner: a placeholder asks for a replica's worth of nodes (``Variant.prewarm``)."""
+
+    def prewarm(self) -> None: ...
 
 
 class Transfer:
@@ -62,43 +72,44 @@ class Link:
 class Router:
     """Routes requests to engines and implements the engines' sink."""
 
-    def __init__(self, run: Run, seed: int) -> None:
-        self.run = run
-        self.a = run.arrivals
-        self._t = run.arrivals.arrival_s.tolist()
-        self._p = run.arrivals.prompt_tokens.tolist()
-        self._o = run.arrivals.output_tokens.tolist()
-        self._pre = run.arrivals.prefixes
-        roles = run.replicas.roles
+    def __init__(self, ctx: RunContext, env: Environment, ledger: RequestLedger, roles: list[RoleGroup]) -> None:
+        self.ctx = ctx
+        a = ctx.arrivals
+        self._t = a.arrival_s.tolist()
+        self._p = a.prompt_tokens.tolist()
+        self._o = a.output_tokens.tolist()
+        self._pre = a.prefixes
         self.first_role: RoleGroup = roles[0]
-        self.decode_role: RoleGroup | None = run.replicas.by_name.get("decode")
-        self.rng = random.Random(f"{seed}/router")
+        self.decode_role: RoleGroup | None = next((r for r in roles if r.name == "decode"), None)
+        self.rng = random.Random(f"{ctx.seed}/router")
         self.retried = 0
         self.links: dict[int, Link] = {}
-        s = run.setup
-        share = s.replica.gpus / s.gpus_per_node if s.gpus_per_node else 1.0
-        self._link_bytes_per_s = s.network_gbps * 1e9 / 8.0 * min(share, 1.0) * KV_TRANSFER_EFFICIENCY
+        s = ctx.setup
+        self._link_bytes_per_s = s.kv_link_bytes_per_s
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
-        self._limit = min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+        self._fits = s.replica.fits
         self._timeout = s.request_timeout_s
-        self.door = run.variant.front_door
+        self.door = ctx.variant.front_door
         self.door_held: set[int] = set()
         """Requests the front door holds (their hold limit is armed)."""
         self.prewarmed = False
         """A placeholder asked for capacity for this wake (``Variant.prewarm``)."""
-        self._timeouts = run.arrivals.timeouts_s
+        self._timeouts = a.timeouts_s
         self._kv_bytes_per_token = s.replica.kv_bytes_per_token
-        # the run's parts every request touches, looked up once
-        self._env = run.env
-        self._acct = run.accounting
-        self._owner = run.replicas.owner
+        self._env = env
+        self._acct = ledger
+        self._owners: Owners
+        self._capacity: Capacity
+
+    def connect(self, owners: Owners, capacity: Capacity) -> None:
+        self._owners, self._capacity = owners, capacity
 
     # ------------------------------------------------------------------ arrivals
 
     def start(self) -> None:
         if self._t:
-            self.run.env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
+            self._env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
 
     def _arrive(self, i: int) -> None:
         times = self._t
@@ -107,11 +118,10 @@ class Router:
         t = times[i]
         timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
         acct = self._acct
-        acct.arrived += 1
-        acct.open += 1
+        acct.arrive()
         prompt, output = self._p[i], self._o[i]
-        if prompt + output > self._limit:  # longer than the context or a replica's KV: HTTP 400
-            acct.reject(i)
+        if not self._fits(prompt, output):  # longer than the context or a replica's KV: HTTP 400
+            acct.reject(i, t)
             return
         req = Request(i, t, prompt, output, t + timeout, self._pre[i] if self._pre is not None else None)
         role = self.first_role
@@ -122,12 +132,12 @@ class Router:
     def route(self, role: RoleGroup, req: Request) -> None:
         ready = role.ready
         if not ready:
-            self.run.accounting.flags[req.rid] |= HELD
+            self._acct.flags[req.rid] |= HELD
             if role is self.first_role:
                 if self.door is not None:
                     self._hold_at_door(role, req)
                     return
-                if self.run.variant.at_zero == "connection-refused":
+                if self.ctx.variant.at_zero == "connection-refused":
                     self.lose(req, LossReason.NO_ENDPOINT)
                     return
             role.gateway.append(req)
@@ -156,7 +166,7 @@ class Router:
             h = r.engine.cached_prefix_blocks(req.prefix)
             if h > hit:
                 best, hit = r, h
-        return best if hit * self.run.setup.replica.block_tokens >= CACHE_MATCH_THRESHOLD * req.prompt else least
+        return best if hit * self.ctx.setup.replica.block_tokens >= CACHE_MATCH_THRESHOLD * req.prompt else least
 
     # ------------------------------------------------------------------ front door
 
@@ -165,16 +175,15 @@ class Router:
         replica is ready or the hold limit (from the request's arrival) runs out."""
         door = self.door
         assert door is not None
-        run = self.run
         if len(role.gateway) >= door.queue_bound:
             self.refuse(req)
             return
         role.gateway.append(req)
         self.door_held.add(req.rid)
-        run.env.at(max(run.env.now, req.arrival + door.hold_limit_s), self._hold_expired, role, req)
-        if run.variant.prewarm and not self.prewarmed and not role.replicas:
+        self._env.at(max(self._env.now, req.arrival + door.hold_limit_s), self._hold_expired, role, req)
+        if self.ctx.variant.prewarm and not self.prewarmed and not role.replicas:
             self.prewarmed = True
-            run.provisioner.prewarm()
+            self._capacity.prewarm()
 
     def _hold_expired(self, role: RoleGroup, req: Request) -> None:
         if req.rid not in self.door_held:
@@ -186,10 +195,10 @@ class Router:
     def refuse(self, req: Request) -> None:
         """503 with ``Retry-After`` from the front door."""
         req.state = DROPPED
-        self.run.accounting.refused(req.rid, self.run.env.now)
+        self._acct.refused(req.rid, self._env.now)
 
     def flush_gateway(self, role: RoleGroup) -> None:
-        t = self.run.env.now
+        t = self._env.now
         gw = role.gateway
         if role.ready:
             self.prewarmed = False
@@ -211,22 +220,24 @@ class Router:
 
     # ------------------------------------------------------------------ losses
 
+    def route_first(self, req: Request) -> None:
+        self.route(self.first_role, req)
+
     def lose(self, req: Request, reason: LossReason) -> None:
         req.state = DROPPED
-        self.run.accounting.lost(req.rid, reason)
+        self._acct.lost(req.rid, reason, self._env.now)
 
     def aborted(self, req: Request, reason: LossReason) -> None:
         """A request in flight on an engine that was killed: the client retries (when allowed) or it is lost."""
-        run = self.run
         if reason in (LossReason.EVICTION, LossReason.INTERRUPTION):
-            run.accounting.flags[req.rid] |= EVICTED
-        if run.variant.retry_evicted and req.deadline >= run.env.now:
+            self._acct.flags[req.rid] |= EVICTED
+        if self.ctx.variant.retry_evicted and req.deadline >= self._env.now:
             self.retried += 1
             req.first_t = None
             req.prefilled = 0
             req.target = req.prompt
             req.generated = 0
-            run.accounting.first[req.rid] = math.nan
+            self._acct.first[req.rid] = math.nan
             self.route(self.first_role, req)
         else:
             self.lose(req, reason)
@@ -242,13 +253,13 @@ class Router:
 
     def on_timeout(self, req: Request, t: float) -> None:
         req.state = DROPPED
-        self.run.accounting.timed_out(req.rid, t)
+        self._acct.timed_out(req.rid, t)
 
     def on_drained(self, engine: Engine) -> None:
-        self.run.replicas.on_drained(engine)
+        self._owners.on_drained(engine)
 
     def on_prefill_done(self, req: Request, t: float, engine: Engine) -> None:
-        rep = self._owner.get(engine)
+        rep = self._owners.owner_of(engine)
         nbytes = float(req.prompt * self._kv_bytes_per_token)
         if rep is None:  # the prefill replica is already gone: no contention to model
             self._env.at(t + nbytes / self._link_bytes_per_s, self._handoff, req)

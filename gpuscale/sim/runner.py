@@ -12,9 +12,8 @@ import numpy as np
 
 from gpuscale.sim import metrics as M
 from gpuscale.sim import traffic
-from gpuscale.sim.accounting import servable_mask
 from gpuscale.sim.bounds import LowerBound
-from gpuscale.sim.router import KV_TRANSFER_EFFICIENCY
+from gpuscale.sim.replica import servable_mask
 from gpuscale.sim.scenarios import Scenario, ScenarioError, build_scenario, findings
 from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.simulation import Simulation
@@ -25,16 +24,14 @@ Progress = Callable[[str, float], None]
 
 
 def servable_of(s: SimSetup, arrivals: traffic.Arrivals) -> np.ndarray:
-    share = min(s.replica.gpus / s.gpus_per_node, 1.0)
     return servable_mask(
         s.replica, arrivals.prompt_tokens, arrivals.output_tokens, s.ttft_slo_s, s.itl_slo_s,
-        disaggregated=s.mode == "disaggregated",
-        transfer_bytes_per_s=s.network_gbps * 1e9 / 8.0 * share * KV_TRANSFER_EFFICIENCY,
+        disaggregated=s.mode == "disaggregated", transfer_bytes_per_s=s.kv_link_bytes_per_s,
     )
 
 
 def lower_bound_of(s: SimSetup, arrivals: traffic.Arrivals) -> LowerBound:
-    fits = (arrivals.prompt_tokens + arrivals.output_tokens) <= min(s.replica.max_model_len, s.replica.kv_capacity_tokens)
+    fits = s.replica.fits(arrivals.prompt_tokens, arrivals.output_tokens)
     shared = any(n.foreign_gpus > 0 for n in s.extra_nodes)  # free GPUs of a shared node are not the model's cost
     return LowerBound(
         arrivals, fits, s.replica, ttft_slo_s=s.ttft_slo_s, itl_slo_s=s.itl_slo_s,

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpuscale import perf
 from gpuscale.first_answer import FrontDoorSizing
 from gpuscale.sim.nodes import ConsolidationSpec, DriftRollout, ProvisionerSpec, SpotSpec, StartupSpec
 from gpuscale.sim.placement import SchedulerSpec
@@ -77,6 +78,13 @@ class SimSetup(Spec):
     clock_rate: float = Field(default=1.0, gt=0)
     """Wall-clock seconds per simulated second: a trace compressed K times runs its day K times faster, so its
     schedules (derived in trace time) still line up with its traffic."""
+
+    @property
+    def kv_link_bytes_per_s(self) -> float:
+        """What a prefill replica's KV transfers achieve together: its share of the line rate
+        (``perf.kv_link_bytes_per_s``, the figure sizing's transfer check reads) at ``perf.KV_TRANSFER_EFFICIENCY``."""
+        line = perf.kv_link_bytes_per_s(self.network_gbps, self.gpus_per_node, self.replica.gpus)
+        return line * perf.KV_TRANSFER_EFFICIENCY
 
 
 class FrontDoorSim(Spec):

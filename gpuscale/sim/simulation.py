@@ -1,28 +1,32 @@
 """One policy variant, all three layers wired together: the composition root of a run.
 
-The actors, one module each: ``router`` (arrivals, routing, gateway, KV transfers), ``replicas`` (the ReplicaSet of
-each role), ``placement`` (layer-2 scheduler), ``provisioner`` (layer-1 nodes: launch, consolidation, spot), and
-``accounting`` (request fates, misses, GPU time, the result). This module adds the metric scrape and the autoscaler
-sync, places the initial replicas, and runs the clock: arrivals over [0, duration_s], then a drain until every request
-is decided (bounded by the longest client timeout plus one more for streams in progress).
+The actors, one module each, each behind the small protocols its consumers declare: ``router`` (arrivals, routing,
+gateway, KV transfers), ``replica_set`` (the ReplicaSet of each role), ``scheduler`` (layer-2 placement),
+``provisioner`` (layer-1 nodes: launch, consolidation, spot, drift), and the ledgers of ``accounting`` (request fates,
+GPU time as an observer of nodes and replicas, events). This module builds them on one frozen ``RunContext``, adds the
+metric scrape and the autoscaler sync, places the initial replicas, and runs the clock: arrivals over
+[0, duration_s], then a drain until every request is decided (bounded by the longest client timeout plus one more for
+streams in progress). The result is ``accounting.policy_result`` of what the run recorded.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from gpuscale.sim import metrics as M
-from gpuscale.sim.accounting import Accounting
+from gpuscale.sim.accounting import EventLog, GpuLedger, RequestLedger, RoleRecord, RunRecord, gpu_states, policy_result
+from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import PRIORITY_CONTROL, Environment
-from gpuscale.sim.placement import Scheduler, place_gang
+from gpuscale.sim.placement import place_gang
+from gpuscale.sim.pods import CounterSample, Replica
 from gpuscale.sim.policies import Controller, ControllerContext, RoleObservation, build_controller
 from gpuscale.sim.provisioner import NodeLayer
-from gpuscale.sim.replicas import CounterSample, Replica, ReplicaSet
+from gpuscale.sim.replica_set import ReplicaSet
 from gpuscale.sim.router import Router
+from gpuscale.sim.scheduler import Scheduler
 from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.states import NodeState
 from gpuscale.sim.traffic import Arrivals
@@ -31,66 +35,49 @@ from gpuscale.sizing import MEAN_PROMPT_WINDOW_S, RATE_WINDOW_S
 
 
 class Simulation:
-    """Runs one variant of a scenario; ``run()`` returns its ``PolicyResult`` (bound and score filled by the runner)."""
+    """One variant of a scenario: ``run()`` returns its ``PolicyResult`` (bound and score filled by the runner).
+
+    Every actor is built here on the same ``RunContext`` and wired to the others' narrow protocols; the only shared
+    mutable records are the nodes, pods and replicas themselves (``nodes``, ``pods``)."""
 
     def __init__(self, setup: SimSetup, variant: Variant, arrivals: Arrivals, seed: int, servable: np.ndarray) -> None:
-        self.setup = setup
-        self.variant = variant
-        self.arrivals = arrivals
-        self.seed = seed
+        self.ctx = ctx = RunContext(setup=setup, variant=variant, arrivals=arrivals, seed=seed)
         self.servable = servable
-
-    def run(self, progress: Callable[[float], None] | None = None) -> M.PolicyResult:
-        return Run(self.setup, self.variant, self.arrivals, self.seed).execute(self.servable, progress)
-
-
-class Run:
-    """The mutable world of one run; each actor holds it to reach the others."""
-
-    def __init__(self, setup: SimSetup, variant: Variant, arrivals: Arrivals, seed: int) -> None:
-        self.setup = setup
-        self.variant = variant
-        self.arrivals = arrivals
-        self.env = Environment()
-        self.seed = seed
+        self.env = env = Environment()
+        self.requests = RequestLedger(len(arrivals))
+        self.gpus = GpuLedger(env)
+        self.events = EventLog(env)
         self.itl = ItlHistogram()
-        self.engines_seen: list[Engine] = []
+        self.provisioner = NodeLayer(ctx, env, self.events, self.gpus)
+        self.scheduler = Scheduler(ctx, env)
+        self.replicas = ReplicaSet(ctx, env, self.events, self.itl, self.gpus)
+        self.router = Router(ctx, env, self.requests, self.replicas.roles)
+        self.provisioner.connect(pods=self.scheduler, workloads=self.replicas)
+        self.scheduler.connect(pool=self.provisioner, loader=self.replicas)
+        self.replicas.connect(pending=self.scheduler, requests=self.router)
+        self.router.connect(owners=self.replicas, capacity=self.provisioner)
+        self.gpus.connect(lambda: gpu_states(self.provisioner.nodes, self.replicas.all))
         self.scale_events = 0
         self.series_t: list[float] = []
         self.series_gpus: list[int] = []
         self.series_nodes: list[int] = []
         self._next_series = 0.0
-        self.startup = variant.startup if variant.startup is not None else setup.startup
-        """The cold start of this variant (its cold-start choices)."""
-        self.accounting = Accounting(self)
-        self.provisioner = NodeLayer(self, seed)
-        self.scheduler = Scheduler(self)
-        self.replicas = ReplicaSet(self)
-        self.router = Router(self, seed)
-        ctx = ControllerContext(
+        cctx = ControllerContext(
             roles={r.role: r.sizing for r in setup.roles}, replica=setup.replica, backend=setup.backend,
             clock_start=setup.clock_start, clock_rate=setup.clock_rate, horizon_s=setup.duration_s + 2 * setup.request_timeout_s,
         )
-        self.controller: Controller = build_controller(variant.policy, ctx)
-
-    def log(self, kind: str, detail: str) -> None:
-        self.accounting.log(kind, detail)
-
-    def draws(self, key: str) -> random.Random:
-        """Common random numbers keyed by what is drawn (the n-th node's image pull, the n-th replica's k-th load):
-        every variant that launches that node or starts that replica draws the same latency."""
-        return random.Random(f"{self.seed}/{key}")
+        self.controller: Controller = build_controller(variant.policy, cctx)
 
     # ------------------------------------------------------------------ main loop
 
-    def execute(self, servable: np.ndarray, progress: Callable[[float], None] | None) -> M.PolicyResult:
-        s, env, acct = self.setup, self.env, self.accounting
+    def run(self, progress: Callable[[float], None] | None = None) -> M.PolicyResult:
+        s, env, ledger = self.ctx.setup, self.env, self.requests
         self._initial_state()
         self.provisioner.start()
         self.router.start()
         env.at(s.scrape_s, self._scrape, priority=PRIORITY_CONTROL)
-        if self.variant.front_door is not None:
-            env.at(self.variant.front_door.poll_s, self._scrape_door, priority=PRIORITY_CONTROL)
+        if self.ctx.variant.front_door is not None:
+            env.at(self.ctx.variant.front_door.poll_s, self._scrape_door, priority=PRIORITY_CONTROL)
         env.at(s.scrape_s * 1.5, self._sync, priority=PRIORITY_CONTROL)
         chunks = 50 if progress is not None else 1
         for i in range(1, chunks + 1):
@@ -99,26 +86,41 @@ class Run:
                 progress(i / chunks)
         # drain: keep every layer running until each request is decided, within the longest client timeout plus one
         # more for streams in progress
-        longest = max([s.request_timeout_s, *self.arrivals.timeouts_s.values()])
+        longest = max([s.request_timeout_s, *self.ctx.arrivals.timeouts_s.values()])
         bound = s.duration_s + longest + s.request_timeout_s
-        while acct.open and env.now < bound:
+        while ledger.open and env.now < bound:
             env.run(min(env.now + s.scrape_s, bound))
-        if acct.open:
-            acct.close(env.now)
-        end = max(s.duration_s, acct.last_decided_t)
-        acct.freeze(end)
-        return acct.result(end, servable)
+        if ledger.open:
+            ledger.close(env.now)
+        end = max(s.duration_s, ledger.last_decided_t)
+        return policy_result(self.ctx, self.record(end), self.servable)
+
+    def record(self, end_t: float) -> RunRecord:
+        """What the run measured up to ``end_t``, frozen."""
+        q, engines, prov = self.requests, self.replicas.engines, self.provisioner
+        return RunRecord(
+            end_t=end_t, status=np.asarray(q.status, dtype=np.int8), loss=np.asarray(q.loss, dtype=np.int8),
+            flags=np.asarray(q.flags, dtype=np.int8), first=np.asarray(q.first, dtype=float),
+            done=np.asarray(q.done, dtype=float), gpu_seconds=self.gpus.integral(end_t),
+            itl_p50_s=self.itl.quantile(0.5), itl_p99_s=self.itl.quantile(0.99),
+            preemptions=sum(e.preemptions for e in engines), prefix_hit_tokens=sum(e.prefix_hit_tokens for e in engines),
+            prefix_query_tokens=sum(e.prefix_query_tokens for e in engines), retried=self.router.retried,
+            evictions=self.replicas.evictions, interruptions=prov.interruptions, launched=prov.launched,
+            terminated=prov.terminated, max_nodes=prov.max_nodes, ready_latencies=tuple(prov.ready_latencies),
+            scale_events=self.scale_events, roles=tuple(RoleRecord(r.name, r.series) for r in self.replicas.roles),
+            series_t=self.series_t, series_gpus=self.series_gpus, series_nodes=self.series_nodes,
+            events=self.events.events,
+        )
 
     def _initial_state(self) -> None:
         reps = self.replicas
-        init = self.variant.initial_replicas
+        init = self.ctx.variant.initial_replicas
         for role in reps.roles:
             n = init.get(role.name, role.setup.initial_replicas) if init is not None else role.setup.initial_replicas
             for _ in range(n):
                 rep = reps.create(role)
                 self._place_warm(rep)
             role.desired = n
-        self.accounting.gpu_change()
 
     def _place_warm(self, rep: Replica) -> None:
         prov = self.provisioner
@@ -129,7 +131,7 @@ class Run:
             assign = place_gang(needs, [x for x in prov.nodes if x.state == NodeState.READY], "binpack")
         for pod, node in zip(rep.pods, assign, strict=True):
             self.scheduler.bind(pod, node)
-        self.scheduler.pending.remove(rep)
+        self.scheduler.discard(rep)
         self.replicas.make_ready(rep)
 
     # ------------------------------------------------------------------ layer 3: metrics and controller
@@ -155,15 +157,16 @@ class Run:
             role.obs = RoleObservation(
                 role.name, role.desired, len(role.ready), duty, queue, float(gw), kv, running, *rates,
             )
-        if t >= self._next_series - 1e-9 and t <= self.setup.duration_s + 1e-9:
+        s = self.ctx.setup
+        if t >= self._next_series - 1e-9 and t <= s.duration_s + 1e-9:
             self._record_series(t)
-            self._next_series = t + self.setup.series_s
-        self.env.at(t + self.setup.scrape_s, self._scrape, priority=PRIORITY_CONTROL)
+            self._next_series = t + s.series_s
+        self.env.at(t + s.scrape_s, self._scrape, priority=PRIORITY_CONTROL)
 
     def _scrape_door(self) -> None:
         """The front door's queue, scraped at its own (shorter) interval: what wakes a role at zero."""
         t = self.env.now
-        door = self.variant.front_door
+        door = self.ctx.variant.front_door
         assert door is not None
         for role in self.replicas.roles:
             held = self.router.purge_gateway(role, t)
@@ -179,7 +182,7 @@ class Run:
             ser["queue"].append(o.queue + o.gateway)
             ser["duty"].append(round(o.duty_sum / o.ready, 4) if o.ready else None)
             ser["kv"].append(round(o.kv_sum / o.ready, 4) if o.ready else None)
-        self.series_gpus.append(self.accounting.gpu_now())
+        self.series_gpus.append(self.gpus.gpus_now())
         self.series_nodes.append(len(self.provisioner.nodes))
 
     def _sync(self) -> None:
@@ -189,7 +192,7 @@ class Run:
         for name, n in self.controller.decide(t, obs).items():
             role = reps.by_name[name]
             if n != role.desired:
-                self.log("scale", f"{name} {role.desired} -> {n}")
+                self.events.log("scale", f"{name} {role.desired} -> {n}")
                 self.scale_events += 1
                 reps.set_desired(role, n)
         self.env.at(t + self.controller.sync_period_s, self._sync, priority=PRIORITY_CONTROL)

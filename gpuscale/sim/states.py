@@ -1,11 +1,13 @@
-"""Every state and outcome code of the simulator, one ``IntEnum`` each, so a name never means two things.
+"""Every state, flag and outcome code of the simulator, one enum each, so a name never means two things.
 
-``IntEnum`` keeps the per-request outcome arrays plain ``int8`` numpy arrays (fast) while code and results read names.
+Per-request codes are ``IntEnum``/``IntFlag``: the outcome arrays stay plain ``int8`` numpy arrays and the hot path
+compares plain ints taken from the members, while code and results read names. Node and replica states are plain
+``Enum``s: nothing counts with them, and a node state never compares equal to a replica state.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import Enum, IntEnum, IntFlag
 
 
 class RequestState(IntEnum):
@@ -26,7 +28,7 @@ class RequestState(IntEnum):
 
 
 class Outcome(IntEnum):
-    """How a request ended (``Accounting.status``); every arrived request ends in exactly one of these."""
+    """How a request ended (``RequestLedger.status``); every arrived request ends in exactly one of these."""
 
     IN_SYSTEM = 0
     COMPLETED = 1
@@ -86,7 +88,28 @@ MISS_CAUSE_NAMES: dict[int, str] = {
 }
 
 
-class ReplicaState(IntEnum):
+class RequestFlag(IntFlag):
+    """What happened to a request on its way (``RequestLedger.flags``), read by the miss breakdown."""
+
+    HELD = 1
+    """Held at the gateway or front door: no replica of its role was ready."""
+    STARTING = 2
+    """Replicas the autoscaler had asked for were still starting when it arrived."""
+    EVICTED = 4
+    """Its replica was evicted (or its node reclaimed) under it."""
+
+
+class EngineMode(IntEnum):
+    """What a vLLM engine's step loop is doing."""
+
+    IDLE = 0
+    STEP = 1
+    """One scheduled step (prefill chunks, with or without decodes) in flight."""
+    RUN = 2
+    """A run of pure decode steps in flight (one event until the next completion)."""
+
+
+class ReplicaState(Enum):
     PENDING = 0
     """Created; some pods not yet bound."""
     LOADING = 1
@@ -97,7 +120,7 @@ class ReplicaState(IntEnum):
     GONE = 4
 
 
-class NodeState(IntEnum):
+class NodeState(Enum):
     PROVISIONING = 0
     READY = 1
     GONE = 2

@@ -15,9 +15,10 @@ Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
   a new request skips prefill (vLLM always recomputes the last prompt token). Cached blocks no running request holds
   are free space (``kv_cache_usage_perc`` does not count them), so the cache shrinks as running requests need blocks.
 
-Each step costs ``ReplicaModel.step_s`` (``gpuscale.perf``): a mixed step pays close to the larger of its prefill and
-decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs out (the
-step time is linear in context, so the run's length has a closed form); a new request interrupts a run at the next
+Each step costs ``perf.StepCost.step_s`` (the replica model's ``cost``): a mixed step pays close to the larger of its
+prefill and decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs
+out: the step time is ``step_s(n, 0)`` plus ``per_context_token_s`` per token of context, and the context grows by n a
+step, so the run's length is the sum of those steps in closed form; a new request interrupts a run at the next
 step boundary, exactly where vLLM would admit it. No event is ever per token.
 """
 
@@ -30,7 +31,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
 from gpuscale.sim.replica import ReplicaModel
-from gpuscale.sim.states import RequestState
+from gpuscale.sim.states import EngineMode, RequestState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -128,7 +129,7 @@ class ItlHistogram:
         return float(10 ** (self.LO + self.BINS / self.PER_DECADE))
 
 
-_IDLE, _STEP, _RUN = 0, 1, 2
+_IDLE, _STEP, _RUN = int(EngineMode.IDLE), int(EngineMode.STEP), int(EngineMode.RUN)
 _NO_CHUNKS: tuple[tuple[Request, int], ...] = ()
 """A pass with no prefill work (no list allocated on the common path)."""
 
@@ -144,11 +145,9 @@ class Engine:
         "_c",
         "_cap",
         "_chunks",
-        "_cpt",
+        "_fixed",
         "_gen",
         "_mode",
-        "_oh",
-        "_ps",
         "_run_A",
         "_run_C0",
         "_run_k",
@@ -157,8 +156,8 @@ class Engine:
         "_seats",
         "_seq",
         "_step_dur",
+        "_step_s",
         "_truncated",
-        "_w",
         "busy_cum",
         "cache",
         "ctx_k",
@@ -238,9 +237,10 @@ class Engine:
         self._run_t0 = self._run_A = self._run_C0 = 0.0
         self._run_k = self._run_n = 0
         self._truncated = False
-        # the model's coefficients as plain floats: the step loop reads them on every event
-        self._oh, self._ps, self._w = model.step_overhead_s, model.step_per_seq_s, model.step_weights_s
-        self._cpt, self._c = model.step_s_per_token, model.step_per_context_token_s
+        # the step cost's parts the step loop reads on every event, looked up once
+        self._step_s = model.cost.step_s
+        self._fixed = model.decode_fixed_s
+        self._c = model.cost.per_context_token_s
         self._cap, self._seats = model.kv_capacity_tokens, model.max_num_seqs
 
     # ------------------------------------------------------------------ observation
@@ -535,16 +535,14 @@ class Engine:
             for r, take in chunks:
                 tokens += take
                 pairs += take * (r.prefilled + take / 2.0)
-            dur = self.m.step_s(n, ctx, tokens, pairs)
+            dur = self._step_s(n, ctx, tokens, pairs)
             self._mode = _STEP
             self._chunks = chunks
             self._step_dur = dur
             self._set_busy(t)
             self.env.at(t + dur, self._on_step_end, self._gen)
         elif n:
-            gemm = self._cpt * n
-            w = self._w
-            A = self._oh + self._ps * n + (gemm if gemm > w else w)
+            A = self._fixed[n]  # the run of k steps lasts k A + c (k C0 + n k (k - 1) / 2)
             dec = self.decoding
             while dec[0][2].dseq != dec[0][1]:
                 heappop(dec)

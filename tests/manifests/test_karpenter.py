@@ -387,3 +387,10 @@ def test_an_efa_pool_in_a_region_without_an_eks_registry_is_refused(prod_spec: P
     (problem,) = karpenter.efa_region_problems(spec)
     assert problem.path == "environment.aws_region" and "xx-mars-1" in problem.message and "us-east-1" in problem.message
     assert karpenter.efa_region_problems(prod_spec) == []
+
+
+def test_the_pool_cold_start_is_the_sized_one(prod_spec: PlatformSpec) -> None:
+    sized = sizing.size_platform(prod_spec)
+    for pool in prod_spec.topology.gpu_pools:
+        on_pool = [sized.model(m.name).cold_start.total_s for m in prod_spec.models if m.node_pool == pool.name]
+        assert karpenter.longest_cold_start_s(prod_spec, pool.name) == max(on_pool)

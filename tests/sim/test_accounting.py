@@ -1,16 +1,26 @@
-"""Accounting: every request decided (drain), conservation, misses by cause, attainment over all and servable requests."""
+"""Accounting: the ledgers alone (GPU time observed, each request decided once), the result a pure function of the
+record; in runs: every request decided (drain), conservation, misses by cause, attainment over all and servable."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from gpuscale.sim.accounting import servable_mask
+from gpuscale.sim.accounting import GpuLedger, GpuStates, RequestLedger, gpu_states, policy_result
+from gpuscale.sim.events import Environment
+from gpuscale.sim.nodes import Node
+from gpuscale.sim.pods import Replica, RoleGroup
+from gpuscale.sim.replica import servable_mask
 from gpuscale.sim.runner import Runner, servable_of
 from gpuscale.sim.scenarios import build_scenario
+from gpuscale.sim.simulation import Simulation
+from gpuscale.sim.states import LossReason, NodeState, Outcome, ReplicaState
 from gpuscale.sim.traffic import HugePrompt, RatePoint, SyntheticTraffic, generate
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.workload import TokenDistribution
+from tests.sim.actors import context
 from tests.sim.conftest import run_scenario
 
 
@@ -82,3 +92,60 @@ def test_cold_start_misses_are_told_apart_from_queueing(tiny: PlatformSpec) -> N
     first_ready = next(e.t_s for e in r.events if e.kind == "ready")
     early = sum(a for t, a in zip(r.series.t_s, r.series.arrived, strict=True) if t < first_ready - 60.0)
     assert r.misses.cold_start >= early > 0
+
+
+def test_the_gpu_ledger_integrates_what_it_is_told_changed() -> None:
+    env = Environment()
+    ledger = GpuLedger(env)
+    state = {"serving": 0.0}
+    ledger.connect(lambda: GpuStates(serving=state["serving"]))
+    for t, serving in ((0.0, 2.0), (0.0, 4.0), (10.0, 4.0), (30.0, 1.0)):  # two changes at t=0, one that changes nothing
+        env.now = t
+        ledger.will_change()
+        state["serving"] = serving
+    assert ledger.gpus_now() == 1
+    assert ledger.integral(40.0).serving == 4.0 * 30.0 + 1.0 * 10.0
+
+
+def test_nodes_and_replicas_report_their_changes_without_being_asked() -> None:
+    env = Environment()
+    ledger = GpuLedger(env)
+    nodes: list[Node] = []
+    reps: list[Replica] = []
+    ledger.connect(lambda: gpu_states(nodes, reps))
+    nodes.append(Node(1, 8, 0.0, watch=ledger))  # provisioning from t = 0
+    env.now = 60.0
+    nodes[0].state = NodeState.READY  # 8 GPUs empty
+    env.now = 100.0
+    reps.append(Replica(1, RoleGroup(context().setup.roles[0]), 1, 8, 100.0, watch=ledger))
+    nodes[0].free = 0
+    reps[0].pods[0].node = nodes[0]  # gang wait: the replica is still pending
+    env.now = 110.0
+    reps[0].state = ReplicaState.SERVING
+    g = ledger.integral(200.0)
+    assert (g.provisioning, g.empty, g.gang_wait, g.serving) == (480.0, 320.0, 80.0, 720.0)
+
+
+def test_a_request_is_decided_once() -> None:
+    q = RequestLedger(2)
+    q.arrive()
+    q.arrive()
+    q.completed(0, 5.0)
+    q.timed_out(0, 9.0)  # too late: already completed
+    q.lost(1, LossReason.DRAIN, 7.0)
+    assert q.status == [Outcome.COMPLETED, Outcome.LOST] and q.done[0] == 5.0 and q.loss[1] == LossReason.DRAIN
+    assert q.open == 0 and q.last_decided_t == 7.0
+
+
+def test_the_result_is_a_pure_function_of_the_record(tiny: PlatformSpec) -> None:
+    sc = build_scenario("stack", tiny, duration_s=120.0)
+    arrivals = generate(sc.traffic, 0, sc.setup.duration_s)
+    servable = servable_of(sc.setup, arrivals)
+    sim = Simulation(sc.setup, sc.variants[2], arrivals, 0, servable)
+    result = sim.run()
+    record = sim.record(result.end_s)
+    again = policy_result(sim.ctx, record, servable)
+    assert again == result and policy_result(sim.ctx, record, servable) == again
+    undecided = replace(record, status=np.where(np.arange(len(arrivals)) == 0, Outcome.IN_SYSTEM, record.status))
+    with pytest.raises(RuntimeError, match="conservation violated"):
+        policy_result(sim.ctx, undecided, servable)

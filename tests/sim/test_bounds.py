@@ -106,7 +106,7 @@ def test_the_node_hold_charges_a_peak_until_consolidation_can_take_it_back() -> 
     b = _bound(s, a, disaggregated=False, gpus_per_node=1, horizon_s=3600.0)
     free, hour, forever = b.gpu_hours(1.0), b.gpu_hours(1.0, hold_s=3600.0), b.gpu_hours(1.0, hold_s=float("inf"))
     assert free < hour <= forever
-    peak = max(np.ceil(1200 * 3000 * s.replica.step_s_per_token / w) for w in (120.0,))
+    peak = max(np.ceil(1200 * 3000 * s.replica.cost.s_per_token / w) for w in (120.0,))
     assert hour >= peak * (3600.0 - 240.0) / 3600.0  # the peak's nodes stay all hour but the first blocks
     # dropping the burst (attainment below its share) gives the hold nothing to hold
     assert b.gpu_hours(0.1, hold_s=3600.0) < hour

@@ -9,6 +9,7 @@ from gpuscale import sizing
 from gpuscale.first_answer import image_pull_s
 from gpuscale.sim import nodes as N
 from gpuscale.sim.scenarios import build_scenario
+from gpuscale.sim.states import NodeState
 from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
 from gpuscale.stackfile import read_stack_config, validate_config
@@ -47,7 +48,7 @@ def test_consolidation_of_pool() -> None:
 
 def node(nid: int, used: int, last_change: float = 0.0) -> N.Node:
     n = N.Node(nid, 8, 0.0)
-    n.state, n.free, n.pods, n.last_change = N.READY, 8 - used, used // 4, last_change
+    n.state, n.free, n.pods, n.last_change = NodeState.READY, 8 - used, used // 4, last_change
     return n
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from gpuscale.sim.nodes import READY, Node
+from gpuscale.sim.nodes import Node
 from gpuscale.sim.placement import nodes_for, place_gang, place_one, unplaced
+from gpuscale.sim.states import NodeState
 
 
 def nodes_with_free(*free: int) -> list[Node]:
     out = []
     for i, f in enumerate(free):
         n = Node(i + 1, 8, 0.0, foreign=8 - f)
-        n.state = READY
+        n.state = NodeState.READY
         out.append(n)
     return out
 

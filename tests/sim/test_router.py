@@ -1,14 +1,26 @@
-"""The request path: cache-aware routing on prefix ids, P/D KV transfers over the catalogue's network."""
+"""The request path: the router alone (rejections, the front door, a plain Service at zero), cache-aware routing on
+prefix ids, P/D KV transfers over the catalogue's network."""
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
-from gpuscale.sim.router import SAMPLE_POOL_MAX, two_at_random
+import numpy as np
+
+from gpuscale.sim.accounting import RequestLedger
+from gpuscale.sim.context import RunContext
+from gpuscale.sim.events import Environment
+from gpuscale.sim.pods import Replica, RoleGroup
+from gpuscale.sim.router import SAMPLE_POOL_MAX, Router, two_at_random
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import build_scenario
-from gpuscale.sim.traffic import TraceTraffic
+from gpuscale.sim.setup import FrontDoorSim
+from gpuscale.sim.states import LossReason, Outcome, RequestFlag
+from gpuscale.sim.traffic import Arrivals, TraceTraffic
+from gpuscale.sim.vllm_engine import Engine, ItlHistogram
+from tests.sim.actors import FakeCapacity, NoOwners, context
 from tests.sim.conftest import spec_of, write_prefix_trace
 
 
@@ -70,3 +82,57 @@ def test_power_of_two_draws_the_pair_random_sample_draws() -> None:
             fast, ref = random.Random(seed), random.Random(seed)
             for _ in range(5):
                 assert two_at_random(fast, population) == tuple(ref.sample(population, 2))
+
+
+def alone(prompts: list[int], door: FrontDoorSim | None = None, at_zero: str = "hold") -> tuple[Router, RequestLedger, Environment, FakeCapacity]:
+    """The router alone over requests one second apart (200 output tokens each), its roles with no replica."""
+    base = context()
+    arrivals = Arrivals(
+        arrival_s=np.arange(len(prompts), dtype=float), prompt_tokens=np.array(prompts), output_tokens=np.full(len(prompts), 200),
+    )
+    variant = base.variant.model_copy(update={"front_door": door, "at_zero": at_zero, "prewarm": door is not None})
+    ctx = RunContext(setup=base.setup, variant=variant, arrivals=arrivals, seed=0)
+    env, ledger, capacity = Environment(), RequestLedger(len(prompts)), FakeCapacity()
+    router = Router(ctx, env, ledger, [RoleGroup(r) for r in ctx.setup.roles])
+    router.connect(NoOwners(), capacity)
+    router.start()
+    return router, ledger, env, capacity
+
+
+def test_alone_a_request_that_does_not_fit_is_rejected_and_one_at_zero_is_held() -> None:
+    too_long = context().setup.replica.max_request_tokens
+    router, ledger, env, _ = alone([too_long, 500])
+    env.run(5.0)
+    assert ledger.status[0] == Outcome.REJECTED
+    assert ledger.status[1] == Outcome.IN_SYSTEM and [r.rid for r in router.first_role.gateway] == [1]
+    assert ledger.flags[1] == RequestFlag.HELD | RequestFlag.STARTING
+
+
+def test_alone_the_front_door_holds_to_its_limit_refuses_past_its_bound_and_prewarms_once() -> None:
+    door = FrontDoorSim(hold_limit_s=10.0, queue_bound=2, retry_after_s=30.0, poll_s=1.0)
+    router, ledger, env, capacity = alone([500, 500, 500], door)
+    env.run(5.0)
+    assert ledger.status[2] == Outcome.REFUSED  # the queue held two already: 503 at once
+    assert [r.rid for r in router.first_role.gateway] == [0, 1] and capacity.prewarms == 1
+    env.run(10.5)
+    assert ledger.status[0] == Outcome.REFUSED and ledger.status[1] == Outcome.IN_SYSTEM  # 10 s after its arrival
+    env.run(11.5)
+    assert ledger.status[1] == Outcome.REFUSED and not router.first_role.gateway
+
+
+def test_alone_a_plain_service_at_zero_refuses_the_connection() -> None:
+    _, ledger, env, _ = alone([500], at_zero="connection-refused")
+    env.run(2.0)
+    assert ledger.status[0] == Outcome.LOST and ledger.loss[0] == LossReason.NO_ENDPOINT
+
+
+def test_alone_a_ready_replica_gets_the_request_on_its_engine() -> None:
+    router, ledger, env, _ = alone([500])
+    role = router.first_role
+    rep = Replica(1, role, 1, 1, 0.0)
+    rep.engine = Engine(env, router.ctx.setup.replica, router, ItlHistogram())
+    role.replicas.append(rep)
+    role.ready.append(rep)
+    env.run(100.0)
+    assert ledger.status[0] == Outcome.COMPLETED and ledger.flags[0] == 0
+    assert rep.engine.done_requests == 1 and not math.isnan(ledger.first[0])

@@ -48,6 +48,11 @@ def engine(model: ReplicaModel, **kw: bool) -> tuple[Environment, Engine, Sink]:
     return env, Engine(env, model, sink, ItlHistogram(), **kw), sink
 
 
+def prefill_s(model: ReplicaModel, tokens: int) -> float:
+    """One step that prefills ``tokens`` prompt tokens and nothing else."""
+    return model.cost.step_s(0, 0.0, tokens, tokens * tokens / 2.0)
+
+
 def req(rid: int, prompt: int, output: int, t: float = 0.0, timeout: float = 1e9, prefix: tuple[int, ...] | None = None) -> Request:
     return Request(rid, t, prompt, output, t + timeout, prefix)
 
@@ -58,26 +63,26 @@ def test_replica_model_carries_the_sizing_numbers(tiny: PlatformSpec, model: Rep
     assert model.kv_capacity_tokens == ms.kv_capacity_tokens
     assert model.prefill_tokens_per_s == pytest.approx(ms.prefill_tokens_per_s)
     gpu = CATALOGUE[ms.shape.instance_type].gpu
-    for n, ctx in ((1, 2000.0), (64, 128_000.0)):
-        assert model.decode_step_s(n, ctx) == pytest.approx(perf.decode_step_s(m.architecture, gpu, 1, 1, n, ctx), rel=1e-9)
+    assert model.cost == perf.step_cost(m.architecture, gpu, 1, 1, prefill_rate=ms.prefill_tokens_per_s)
+    assert model.decode_fixed_s[64] == model.cost.step_s(64, 0.0)
     assert (model.max_num_seqs, model.max_num_batched_tokens) == (256, 2048)
 
 
 def test_a_mixed_step_costs_about_the_larger_part_not_the_sum(model: ReplicaModel) -> None:
-    decode = model.step_s(64, 64 * 1000.0)
-    prefill = model.prefill_s(2048 - 64)
-    mixed = model.step_s(64, 64 * 1000.0, 2048 - 64, (2048 - 64) ** 2 / 2.0)
+    decode = model.cost.step_s(64, 64 * 1000.0)
+    prefill = prefill_s(model, 2048 - 64)
+    mixed = model.cost.step_s(64, 64 * 1000.0, 2048 - 64, (2048 - 64) ** 2 / 2.0)
     # the weights are streamed once for both parts
-    assert max(decode, prefill) <= mixed < decode + prefill - 0.5 * model.step_weights_s
+    assert max(decode, prefill) <= mixed < decode + prefill - 0.5 * model.cost.weights_s
 
 
 def test_single_request_timing_is_exact(model: ReplicaModel) -> None:
     env, e, sink = engine(model)
     e.submit(req(1, 1000, 5))
     env.run(100)
-    ttft = model.prefill_s(1000)
+    ttft = prefill_s(model, 1000)
     assert sink.first[1] == pytest.approx(ttft)
-    decode = sum(model.decode_step_s(1, 1001 + i) for i in range(4))  # 4 more tokens, context 1001..1004
+    decode = sum(model.cost.step_s(1, 1001 + i) for i in range(4))  # 4 more tokens, context 1001..1004
     assert sink.done[1] == pytest.approx(ttft + decode)
     assert e.kv_used == 0 and e.is_empty()
 
@@ -86,7 +91,7 @@ def test_long_prompt_is_chunked_by_the_token_budget(model: ReplicaModel) -> None
     env, e, sink = engine(model)
     e.submit(req(1, 3 * 2048, 2))
     env.run(100)
-    steps = [model.step_s(0, 0.0, 2048, 2048 * 2048 * i + 2048 * 2048 / 2.0) for i in range(3)]
+    steps = [model.cost.step_s(0, 0.0, 2048, 2048 * 2048 * i + 2048 * 2048 / 2.0) for i in range(3)]
     assert sink.first[1] == pytest.approx(sum(steps))
     assert sink.first[1] == pytest.approx(model.idle_prefill_s(3 * 2048))
 
@@ -94,9 +99,9 @@ def test_long_prompt_is_chunked_by_the_token_budget(model: ReplicaModel) -> None
 def test_kv_is_allocated_in_blocks_and_grows_per_token(model: ReplicaModel) -> None:
     env, e, _ = engine(model)
     e.submit(req(1, 1000, 50))
-    env.run(model.prefill_s(1000) + 1e-9)
+    env.run(prefill_s(model, 1000) + 1e-9)
     assert e.kv_used == 1008  # 63 blocks of 16 for the prompt
-    t = model.prefill_s(1000) + 10.5 * model.decode_step_s(1, 1010)
+    t = prefill_s(model, 1000) + 10.5 * model.cost.step_s(1, 1010)
     env.run(t)
     assert e.kv_in_use(t) == 1008 + 10  # ten decode steps, one token each, inside a run of 49
     assert e.kv_usage(t) == pytest.approx(1018 / model.kv_capacity_tokens)
@@ -189,7 +194,7 @@ def test_disaggregated_prefill_then_decode(model: ReplicaModel) -> None:
     assert pre.kv_used == 0 and not psink.first  # prefill-only engines emit no token to the client
     dec.submit(r)
     env.run(20.0)
-    assert dsink.first[1] == pytest.approx(10.0 + model.decode_step_s(1, 4000))
+    assert dsink.first[1] == pytest.approx(10.0 + model.cost.step_s(1, 4000))
     assert 1 in dsink.done and dec.kv_used == 0
 
 

@@ -265,11 +265,6 @@ def comparison_lines(result: ScenarioResult) -> list[str]:
     return out
 
 
-def unanswered_between(r: PolicyResult, lo: float, hi: float) -> int:
-    """Requests arriving in [lo, hi) that were dropped or lost (series resolution)."""
-    return sum(u for t, u in zip(r.series.t_s, r.series.unanswered, strict=True) if lo <= t < hi)
-
-
 def missed_between(r: PolicyResult, lo: float, hi: float) -> int:
     """Requests arriving in [lo, hi) that missed their SLO (series resolution)."""
     return sum(u for t, u in zip(r.series.t_s, r.series.missed, strict=True) if lo <= t < hi)

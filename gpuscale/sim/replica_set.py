@@ -11,124 +11,80 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from gpuscale.sim.nodes import Node
-from gpuscale.sim.policies import RoleObservation
-from gpuscale.sim.setup import RoleSetup
+from gpuscale.sim.context import Log, RunContext
+from gpuscale.sim.events import Environment
+from gpuscale.sim.nodes import UNWATCHED, Node, StateWatch
+from gpuscale.sim.pods import Pod, Replica, RoleGroup
 from gpuscale.sim.states import LossReason, ReplicaState
-from gpuscale.sim.vllm_engine import Engine, Request
+from gpuscale.sim.vllm_engine import Engine, EngineSink, ItlHistogram, Request
 
-if TYPE_CHECKING:
-    from gpuscale.sim.simulation import Run
-
-PENDING, LOADING, SERVING, DRAINING, GONE = (
-    ReplicaState.PENDING, ReplicaState.LOADING, ReplicaState.SERVING, ReplicaState.DRAINING, ReplicaState.GONE,
-)
+PENDING, LOADING, SERVING, DRAINING = ReplicaState.PENDING, ReplicaState.LOADING, ReplicaState.SERVING, ReplicaState.DRAINING
 
 
-class Pod:
-    __slots__ = ("bound_at", "gpus", "node", "pull_done_at")
+class PendingQueue(Protocol):
+    """The layer-2 scheduler, as the ReplicaSet sees it."""
 
-    def __init__(self, gpus: int) -> None:
-        self.gpus = gpus
-        self.node: Node | None = None
-        self.bound_at = 0.0
-        self.pull_done_at = 0.0
+    def add(self, rep: Replica) -> None: ...
+    def discard(self, rep: Replica) -> None: ...
+    def schedule(self) -> None: ...
 
 
-class CounterSample:
-    """One scrape of an engine's counters and histogram sums (for ``rate()``)."""
+class RequestPath(EngineSink, Protocol):
+    """The router: where the requests of a replica that goes away are sent, and the sink of every engine."""
 
-    __slots__ = ("done", "done_prompt", "generation", "itl_count", "itl_sum", "prompt", "queue_sum", "t")
+    def route(self, role: RoleGroup, req: Request) -> None: ...
+    def route_first(self, req: Request) -> None:
+        """Back to the first role (a request that never started on a killed engine)."""
 
-    def __init__(
-        self, t: float, prompt: int, generation: int, done: int = 0, done_prompt: int = 0, queue_sum: float = 0.0,
-        itl_sum: float = 0.0, itl_count: int = 0,
-    ) -> None:
-        self.t = t
-        self.prompt = prompt
-        self.generation = generation
-        self.done = done
-        self.done_prompt = done_prompt
-        self.queue_sum = queue_sum
-        self.itl_sum = itl_sum
-        self.itl_count = itl_count
-
-
-class Replica:
-    __slots__ = (
-        "counter_samples", "created_at", "duty_mark", "duty_mark_t", "engine", "evicted", "gen", "loads", "pods", "ready_at",
-        "rid", "role", "state",
-    )
-
-    def __init__(self, rid: int, role: RoleGroup, pods: int, gpus_per_pod: int, t: float) -> None:
-        self.rid = rid
-        self.role = role
-        self.state = PENDING
-        self.pods = [Pod(gpus_per_pod) for _ in range(pods)]
-        self.engine: Engine | None = None
-        self.created_at = t
-        self.ready_at = 0.0
-        self.gen = 0
-        """Bumped on every state change, so stale scheduled callbacks can be ignored."""
-        self.evicted = False
-        """Reloading after an eviction (its GPU time is the eviction's cost)."""
-        self.loads = 0
-        self.duty_mark = 0.0
-        self.duty_mark_t = t
-        self.counter_samples: deque[CounterSample] = deque()
-
-    def bound_gpus(self) -> int:
-        return sum(p.gpus for p in self.pods if p.node is not None)
-
-
-class RoleGroup:
-    """One role's replicas, its gateway queue and its last observation."""
-
-    __slots__ = ("desired", "does_decode", "does_prefill", "gateway", "name", "obs", "ready", "replicas", "series", "setup")
-
-    def __init__(self, setup: RoleSetup) -> None:
-        self.name = setup.role
-        self.setup = setup
-        self.replicas: list[Replica] = []
-        """Replicas the workload counts (not draining)."""
-        self.ready: list[Replica] = []
-        """Serving and routable."""
-        self.gateway: deque[Request] = deque()
-        """Requests held because no replica of this role is ready."""
-        self.desired = 0
-        self.does_prefill = setup.role in ("aggregated", "prefill")
-        self.does_decode = setup.role in ("aggregated", "decode")
-        self.obs = RoleObservation(setup.role, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        self.series: dict[str, list[float | int | None]] = {k: [] for k in ("desired", "ready", "queue", "duty", "kv")}
-
-    def starting(self) -> int:
-        """Replicas asked for and not yet serving."""
-        return sum(1 for r in self.replicas if r.state != SERVING)
+    def lose(self, req: Request, reason: LossReason) -> None: ...
+    def aborted(self, req: Request, reason: LossReason) -> None: ...
+    def flush_gateway(self, role: RoleGroup) -> None: ...
 
 
 class ReplicaSet:
     """Every replica of the model, all roles."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.roles = [RoleGroup(r) for r in run.setup.roles]
+    def __init__(
+        self, ctx: RunContext, env: Environment, log: Log, itl: ItlHistogram, watch: StateWatch = UNWATCHED,
+    ) -> None:
+        self.ctx = ctx
+        self.env = env
+        self._log = log
+        self.itl = itl
+        """Every engine's inter-token gaps (the run's ITL percentiles)."""
+        self._watch = watch
+        self.roles = [RoleGroup(r) for r in ctx.setup.roles]
         self.by_name: dict[str, RoleGroup] = {r.name: r for r in self.roles}
         self.all: list[Replica] = []
         self.owner: dict[Engine, Replica] = {}
+        self.engines: list[Engine] = []
+        """Every engine started in the run (their counters feed the result)."""
         self._rid = 0
         self.evictions = 0
+        self._pending: PendingQueue
+        self._requests: RequestPath
+
+    def connect(self, pending: PendingQueue, requests: RequestPath) -> None:
+        self._pending, self._requests = pending, requests
+
+    def owner_of(self, engine: Engine) -> Replica | None:
+        return self.owner.get(engine)
+
+    def on_node(self, node: Node) -> list[tuple[Replica, Pod]]:
+        """Every pod bound to ``node``, with its replica."""
+        return [(r, p) for r in self.all for p in r.pods if p.node is node]
 
     # ------------------------------------------------------------------ lifecycle
 
     def create(self, role: RoleGroup) -> Replica:
-        s = self.run.setup
+        s = self.ctx.setup
         self._rid += 1
-        rep = Replica(self._rid, role, s.pods_per_replica, s.gpus_per_pod, self.run.env.now)
+        rep = Replica(self._rid, role, s.pods_per_replica, s.gpus_per_pod, self.env.now, self._watch)
         role.replicas.append(rep)
         self.all.append(rep)
-        self.run.scheduler.pending.append(rep)
+        self._pending.add(rep)
         return rep
 
     def set_desired(self, role: RoleGroup, n: int) -> None:
@@ -137,8 +93,7 @@ class ReplicaSet:
             self.create(role)
         while len(role.replicas) > n:
             self._remove_one(role)
-        self.run.scheduler.schedule()
-        self.run.accounting.gpu_change()
+        self._pending.schedule()
 
     def _remove_one(self, role: RoleGroup) -> None:
         def rank(rep: Replica) -> tuple[int, float, float]:
@@ -162,42 +117,40 @@ class ReplicaSet:
         if victim.engine.is_empty():
             self._delete(victim, victim.gen)
         else:
-            self.run.env.at(self.run.env.now + self.run.setup.request_timeout_s, self._drain_deadline, victim, victim.gen)
+            self.env.at(self.env.now + self.ctx.setup.request_timeout_s, self._drain_deadline, victim, victim.gen)
 
     def on_drained(self, engine: Engine) -> None:
         rep = self.owner.get(engine)
         if rep is not None and rep.state == DRAINING:
-            self.run.env.at(self.run.env.now, self._delete, rep, rep.gen)
+            self.env.at(self.env.now, self._delete, rep, rep.gen)
 
     def _drain_deadline(self, rep: Replica, gen: int) -> None:
         if rep.state != DRAINING or rep.gen != gen:
             return
         assert rep.engine is not None
-        waiting, running = rep.engine.abort_all(self.run.env.now)
+        waiting, running = rep.engine.abort_all(self.env.now)
         for r in waiting + running:
-            self.run.router.lose(r, LossReason.DRAIN)
+            self._requests.lose(r, LossReason.DRAIN)
         self._delete(rep, gen)
 
     def _delete(self, rep: Replica, gen: int) -> None:
-        if rep.gen != gen or rep.state == GONE:
+        if rep.gen != gen or rep.state == ReplicaState.GONE:
             return
         self.drop(rep)
-        self.run.scheduler.schedule()
-        self.run.accounting.gpu_change()
+        self._pending.schedule()
 
     def drop(self, rep: Replica) -> None:
         self.release_pods(rep)
         if rep.engine is not None:
             self.owner.pop(rep.engine, None)
             rep.engine = None
-        rep.state = GONE
+        rep.state = ReplicaState.GONE
         rep.gen += 1
-        if rep in self.run.scheduler.pending:
-            self.run.scheduler.pending.remove(rep)
+        self._pending.discard(rep)
         self.all.remove(rep)
 
     def release_pods(self, rep: Replica) -> None:
-        now = self.run.env.now
+        now = self.env.now
         for pod in rep.pods:
             node = pod.node
             if node is not None:
@@ -208,51 +161,47 @@ class ReplicaSet:
 
     def start_loading(self, rep: Replica) -> None:
         """Every pod is bound: wait for the image, load the weights (locally when cached), initialise the engine."""
-        run = self.run
-        st = run.startup
+        st = self.ctx.startup
         rep.loads += 1
-        rng = run.draws(f"load/{rep.rid}/{rep.loads}")
+        rng = self.ctx.draws(f"load/{rep.rid}/{rep.loads}")
         rep.state = LOADING
-        start = max(run.env.now, max(p.pull_done_at for p in rep.pods))
+        start = max(self.env.now, max(p.pull_done_at for p in rep.pods))
         local = st.local_weights_s is not None and all(p.node is not None and p.node.weights_cached for p in rep.pods)
         weights = st.sample(rng, st.local_weights_s if local and st.local_weights_s is not None else st.weights_s)
         ready_t = start + weights + st.sample(rng, st.engine_init_s)
         rep.gen += 1
-        run.env.at(ready_t, self._ready, rep, rep.gen)
+        self.env.at(ready_t, self._ready, rep, rep.gen)
 
     def _ready(self, rep: Replica, gen: int) -> None:
         if rep.gen != gen or rep.state != LOADING:
             return
-        if self.run.startup.local_weights_s is not None:
+        if self.ctx.startup.local_weights_s is not None:
             for p in rep.pods:
                 if p.node is not None:
                     p.node.weights_cached = True
         self.make_ready(rep)
-        self.run.log("ready", f"{rep.role.name} replica {rep.rid} after {self.run.env.now - rep.created_at:.0f} s")
-        self.run.router.flush_gateway(rep.role)
-        self.run.accounting.gpu_change()
+        self._log.log("ready", f"{rep.role.name} replica {rep.rid} after {self.env.now - rep.created_at:.0f} s")
+        self._requests.flush_gateway(rep.role)
 
     def make_ready(self, rep: Replica) -> None:
-        run = self.run
         role = rep.role
         rep.state = SERVING
         rep.evicted = False
-        rep.ready_at = run.env.now
+        rep.ready_at = self.env.now
         rep.engine = Engine(
-            run.env, run.setup.replica, run.router, run.itl, prefill=role.does_prefill, decode=role.does_decode,
-            name=f"{role.name}-{rep.rid}",
+            self.env, self.ctx.setup.replica, self._requests, self.itl, prefill=role.does_prefill,
+            decode=role.does_decode, name=f"{role.name}-{rep.rid}",
         )
         self.owner[rep.engine] = rep
-        run.engines_seen.append(rep.engine)
-        rep.duty_mark, rep.duty_mark_t = 0.0, run.env.now
+        self.engines.append(rep.engine)
+        rep.duty_mark, rep.duty_mark_t = 0.0, self.env.now
         rep.counter_samples = deque()  # a new engine: its counters (and their series) start from zero
         role.ready.append(rep)
 
     def evict(self, rep: Replica, reason: LossReason, grace_s: float) -> None:
         """Evict ``rep`` from its node: in-flight requests get ``grace_s`` to finish on the old engine (no new ones),
         waiting ones go back to the router; the replica is pending again at once (its replacement pod)."""
-        run = self.run
-        now = run.env.now
+        now = self.env.now
         role = rep.role
         old = rep.engine
         if old is not None:
@@ -263,10 +212,10 @@ class ReplicaSet:
             waiting = list(old.waiting)
             old.waiting.clear()
             for r in waiting:  # never started: the router sends them elsewhere
-                run.router.route(role, r)
+                self._requests.route(role, r)
             if grace_s > 0 and not old.is_empty():
                 old.draining = True
-                run.env.at(now + grace_s, self._kill, old, reason)
+                self.env.at(now + grace_s, self._kill, old, reason)
             else:
                 self._kill(old, reason)
         if rep.state == DRAINING:
@@ -276,14 +225,12 @@ class ReplicaSet:
         rep.state = PENDING
         rep.evicted = True
         rep.gen += 1
-        if rep not in run.scheduler.pending:
-            run.scheduler.pending.append(rep)
+        self._pending.add(rep)
         self.evictions += 1
 
     def _kill(self, engine: Engine, reason: LossReason) -> None:
-        waiting, running = engine.abort_all(self.run.env.now)
-        router = self.run.router
+        waiting, running = engine.abort_all(self.env.now)
         for r in waiting:
-            router.route(router.first_role, r)
+            self._requests.route_first(r)
         for r in running:
-            router.aborted(r, reason)
+            self._requests.aborted(r, reason)

@@ -1,0 +1,103 @@
+"""Layer 2 in a run: the scheduler that binds the pods of pending replicas, in creation order, to ready nodes.
+
+KAI places a replica's pods all at once (``placement.place_gang``); the default scheduler one by one
+(``placement.place_one``). Binding a pod starts the image pull on a node that has not pulled it yet. A replica whose
+pods are all bound starts loading (``Loader``); pods still unbound are demand for the node provisioner (``NodePool``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gpuscale.sim.context import RunContext
+from gpuscale.sim.events import Environment
+from gpuscale.sim.nodes import Node
+from gpuscale.sim.placement import place_gang, place_one
+from gpuscale.sim.pods import Pod, Replica
+from gpuscale.sim.states import NodeState
+
+
+class NodePool(Protocol):
+    """The node provisioner, as the scheduler sees it."""
+
+    @property
+    def nodes(self) -> list[Node]: ...
+    def demand(self) -> None:
+        """Pods are pending (the provisioner reacts at once or at its next scan)."""
+
+    def demand_met(self) -> None:
+        """No pod is pending any more."""
+
+
+class Loader(Protocol):
+    """The ReplicaSet: a replica whose pods are all bound starts loading."""
+
+    def start_loading(self, rep: Replica) -> None: ...
+
+
+class Scheduler:
+    """Binds pending replicas' pods; ``schedule()`` runs whenever nodes or replicas change."""
+
+    def __init__(self, ctx: RunContext, env: Environment) -> None:
+        self.ctx = ctx
+        self.env = env
+        self.spec = ctx.variant.scheduler
+        self.pending: list[Replica] = []
+        self._pool: NodePool
+        self._loader: Loader
+
+    def connect(self, pool: NodePool, loader: Loader) -> None:
+        self._pool, self._loader = pool, loader
+
+    def add(self, rep: Replica) -> None:
+        """A replica to place (new, or evicted and pending again)."""
+        if rep not in self.pending:
+            self.pending.append(rep)
+
+    def discard(self, rep: Replica) -> None:
+        if rep in self.pending:
+            self.pending.remove(rep)
+
+    def unbound_needs(self) -> list[int]:
+        """GPUs of every pod still waiting for a node (what the provisioner sees, pod by pod)."""
+        return [p.gpus for r in self.pending for p in r.pods if p.node is None]
+
+    def schedule(self) -> None:
+        if not self.pending:
+            self._pool.demand_met()
+            return
+        sched = self.spec
+        ready_nodes = [n for n in self._pool.nodes if n.state == NodeState.READY and not n.cordoned]
+        still: list[Replica] = []
+        for rep in self.pending:
+            unbound = [p for p in rep.pods if p.node is None]
+            if sched.gang:
+                assign = place_gang([p.gpus for p in unbound], ready_nodes, sched.placement)
+                if assign is not None:
+                    for pod, node in zip(unbound, assign, strict=True):
+                        self.bind(pod, node)
+            else:
+                for pod in unbound:
+                    target = place_one(pod.gpus, ready_nodes, sched.placement)
+                    if target is not None:
+                        self.bind(pod, target)
+            if all(p.node is not None for p in rep.pods):
+                self._loader.start_loading(rep)
+            else:
+                still.append(rep)
+        self.pending = still
+        if still:
+            self._pool.demand()
+        else:
+            self._pool.demand_met()
+
+    def bind(self, pod: Pod, node: Node) -> None:
+        now = self.env.now
+        node.free -= pod.gpus
+        node.pods += 1
+        node.last_change = now
+        pod.node = node
+        if node.pull_done_at is None:
+            st = self.ctx.startup
+            node.pull_done_at = now + st.sample(self.ctx.draws(f"pull/{node.nid}"), st.image_pull_s)
+        pod.pull_done_at = max(node.pull_done_at, now)

@@ -1,0 +1,73 @@
+"""Golden results: the JSON of a handful of short runs on the shipped stacks, hashed, so a refactor of the simulator
+that changes any number (an outcome, a latency, a GPU-second, an event) fails here, case by case.
+
+The cases cover what each layer does differently: disaggregated P/D with KV transfers and cache-aware routing,
+aggregated serving under every autoscaler, scale from zero behind the front door (with prewarm), multi-pod gangs on
+a fragmented cluster, spot interruptions, a drift rollout, underutilised consolidation, and the Cluster Autoscaler
+path, and KV preemptions at saturation. Each runs in about two seconds or less.
+
+A change that is meant to move numbers updates ``GOLDEN`` in the same commit and says in its message which numbers
+moved and why (``GPUSCALE_GOLDEN_DUMP=DIR`` writes each case's JSON there, to diff before and after).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuscale.sim.runner import Runner
+from gpuscale.sim.scenarios import build_scenario
+from gpuscale.sim.traffic import TraceTraffic
+from tests.sim.conftest import spec_of, write_prefix_trace
+
+CASES: dict[str, tuple[str, str, float | None, float | None]] = {
+    # id: (stack, scenario, duration_s, spot interruptions per node-hour)
+    "prod-stack-pd": ("prod", "stack", 300.0, None),
+    "staging-stack-aggregated": ("staging", "stack", 300.0, None),
+    "dev-scale-from-zero": ("dev", "scale-from-zero", 3600.0, None),
+    "staging-scale-from-zero": ("staging", "scale-from-zero", 3600.0, None),
+    "prod-peak-hour-preemptions": ("prod", "peak-hour", 600.0, None),
+    "prod-gang-7-of-8": ("prod", "gang-7-of-8", 600.0, None),
+    "dev-stack-spot": ("dev", "stack", 900.0, 6.0),
+    "staging-ami-rollout": ("staging", "ami-rollout", 1800.0, None),
+    "staging-consolidation": ("staging", "consolidation-24x7", 3600.0, None),
+    "prod-2am-huge-prompt": ("prod", "2am-huge-prompt", None, None),
+    "prod-prefix-trace-pd": ("prod", "trace", None, None),
+}
+
+GOLDEN: dict[str, str] = {
+    "dev-scale-from-zero": "8cf9bb98f161036a",
+    "dev-stack-spot": "70618bd1474c4efc",
+    "prod-2am-huge-prompt": "47432951a7965658",
+    "prod-gang-7-of-8": "50123edb32e9514d",
+    "prod-peak-hour-preemptions": "20b931f5dcba98d4",
+    "prod-prefix-trace-pd": "c610848a2ea830c1",
+    "prod-stack-pd": "b36a529bf395f07d",
+    "staging-ami-rollout": "13fadbe826972b4d",
+    "staging-consolidation": "47b1d8eeba464211",
+    "staging-scale-from-zero": "ad4d2189270de089",
+    "staging-stack-aggregated": "9d8dd12c823dc346",
+}
+
+
+def result_json(case: str, tmp_path: Path) -> str:
+    stack, scenario, duration_s, spot = CASES[case]
+    trace = None
+    if scenario == "trace":  # prefix ids: the prefix cache and the P/D router's cache-aware pick
+        trace = TraceTraffic(path=write_prefix_trace(tmp_path / "prefix.csv", groups=40, per_bucket=12))
+    sc = build_scenario(scenario, spec_of(stack), duration_s=duration_s, trace=trace, spot_interruptions_per_node_hour=spot)
+    return json.dumps(Runner(sc, seed=0).run().model_dump(mode="json"), sort_keys=True)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_simulation_results_are_unchanged(case: str, tmp_path: Path) -> None:
+    text = result_json(case, tmp_path)
+    dump = os.environ.get("GPUSCALE_GOLDEN_DUMP")
+    if dump:
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        (Path(dump) / f"{case}.json").write_text(text)
+    assert hashlib.sha256(text.encode()).hexdigest()[:16] == GOLDEN[case], case
