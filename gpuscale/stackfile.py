@@ -77,6 +77,9 @@ class _BoundedComposer(yaml.composer.Composer):
     containing it, more than ``YAML_MAX_VALUES`` nodes and more than ``YAML_MAX_DEPTH`` levels, naming the key and
     line. (PyYAML shares an aliased node instead of copying it, so building the tree is cheap; walking it is not.)"""
 
+    peek_event: typing.Callable[[], Any]
+    check_event: typing.Callable[..., bool]
+
     def __init__(self) -> None:
         super().__init__()
         self._path: list[str | int] = []
@@ -148,7 +151,7 @@ class _BoundedComposer(yaml.composer.Composer):
 
 
 if yaml.__with_libyaml__:
-    _Events: type = yaml.cyaml.CParser  # libyaml's scanner and parser; its C composer is replaced below
+    _Events: type = yaml.cyaml.CParser  # type: ignore[attr-defined] # libyaml's scanner and parser; its C composer is replaced below
 else:  # pragma: no cover - PyYAML built without libyaml
     class _PyEvents(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
         def __init__(self, stream: str) -> None:
@@ -159,12 +162,12 @@ else:  # pragma: no cover - PyYAML built without libyaml
     _Events = _PyEvents
 
 
-class _StackLoader(_BoundedComposer, _Events, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):  # type: ignore[misc,valid-type]
+class _StackLoader(_BoundedComposer, _Events, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):  # type: ignore[misc]
     """Events from libyaml (or PyYAML), the bounded composer, PyYAML's safe constructor. Duplicate keys are found on the
     node tree before construction (PyYAML would keep the last)."""
 
     def __init__(self, text: str) -> None:
-        _Events.__init__(self, text)
+        _Events.__init__(self, text)  # type: ignore[misc]
         yaml.constructor.SafeConstructor.__init__(self)
         yaml.resolver.Resolver.__init__(self)
         _BoundedComposer.__init__(self)
