@@ -255,7 +255,11 @@ def parse_stack_bytes(data: bytes, source: str) -> StackText:
         duplicates = list(_duplicate_keys(node))
         if duplicates:
             raise StackConfigError(source, duplicates)
+        # PyYAML's constructor flattens merge keys (<<) into the mapping nodes themselves; the tree is kept as written
+        written = [(n, list(n.value)) for n in _mappings(node)]
         doc = loader.construct_document(node) if node is not None else None
+        for mapping, value in written:
+            mapping.value = value
         return StackText(text, bom, node, loader.alias_sites, doc)
     except yaml.YAMLError as exc:
         raise StackConfigError(source, [f"not valid YAML: {exc}"]) from None
@@ -263,6 +267,20 @@ def parse_stack_bytes(data: bytes, source: str) -> StackText:
         raise StackConfigError(source, [_problem_at(exc.path, exc.message)]) from None
     finally:
         loader.dispose()
+
+
+def _mappings(node: yaml.Node | None) -> list[yaml.MappingNode]:
+    """Every mapping node of the tree, once each (the tree is bounded by the composer)."""
+    seen: dict[int, yaml.MappingNode] = {}
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.MappingNode) and id(n) not in seen:
+            seen[id(n)] = n
+            stack += [x for pair in n.value for x in pair]
+        elif isinstance(n, yaml.SequenceNode):
+            stack += n.value
+    return list(seen.values())
 
 
 def parse_stack_text(data: bytes, source: str) -> Any:

@@ -167,21 +167,28 @@ def write_bytes(path: Path, data: bytes, option: str) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-        tmp = _create_hidden(target)
-        try:
-            with _removed_on_signal(tmp), tmp.open("wb") as fh:
-                if mode is not None:
-                    os.fchmod(fh.fileno(), mode)
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+        with _signals_raise():
+            # signals wait while the temporary file is created, so none can leave it behind unnamed
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+            tmp = _create_hidden(target)
+            try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+                with tmp.open("wb") as fh:
+                    if mode is not None:
+                        os.fchmod(fh.fileno(), mode)
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
                 os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
         _fsync_dir(target.parent)
     except OSError as exc:
         fail([f"{option} {path}: cannot write it ({exc.strerror or exc})"])
+
+
+_INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 def _create_hidden(target: Path) -> Path:
@@ -198,9 +205,10 @@ def _create_hidden(target: Path) -> Path:
 
 
 @contextmanager
-def _removed_on_signal(tmp: Path) -> Iterator[None]:
-    """While writing, ``SIGTERM`` and ``SIGHUP`` (which would end the process without unwinding) raise instead, so the
-    temporary file is removed; the previous handlers come back afterwards."""
+def _signals_raise() -> Iterator[None]:
+    """While writing, ``SIGTERM`` and ``SIGHUP`` (which would end the process without unwinding) raise
+    ``KeyboardInterrupt`` as Ctrl-C does, so the temporary file is removed; the previous handlers come back afterwards.
+    (Only the main thread may set handlers; elsewhere the signals keep their handlers.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -108,7 +108,7 @@ def tune_command(
     except StackConfigError as exc:
         fail_problems(exc, str(target))
     except WritebackError as exc:
-        fail([f"{target}: cannot write the tuned values: {exc}"])
+        fail([f"cannot write the tuned values: {exc}"], str(target))
     for line in written.warnings:
         warn(line)
     write_bytes(target, written.data, "--stack-file" if stack_file is not None else "--stack")

@@ -250,7 +250,7 @@ def load_trace(path: Path) -> Arrivals:
                     raise TraceError(f"{path}: line {line}: cannot parse {shown!r} ({exc}); {expected}") from None
         except csv.Error as exc:
             raise TraceError(
-                f"{path}: line {rows.line_num + 1}: not a trace row ({exc}; a cell holds at most "
+                f"{path}: line {rows.line_num}: not a trace row ({exc}; a cell holds at most "
                 f"{TRACE_MAX_CELL_CHARS:,} characters)"
             ) from None
         except UnicodeDecodeError:
