@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from gpuscale.problems import NAMESPACE
+from gpuscale.spec.topology import GpuNodePoolSpec
 from gpuscale.stackfile import (
     StackConfigError,
     StackText,
@@ -36,6 +37,8 @@ from gpuscale.tune.params import TuneParams
 _DELETE = object()
 """An edit that removes the key."""
 _MERGE = "tag:yaml.org,2002:merge"
+_DEFAULT_CONSOLIDATE_AFTER = GpuNodePoolSpec.model_fields["consolidate_after"].default
+"""What a pool without ``consolidate_after`` runs with (the spec's default)."""
 
 
 class WritebackError(ValueError):
@@ -205,7 +208,7 @@ class _Editor:
             return
         k, v = found
         if value is not _DELETE and isinstance(v, yaml.ScalarNode):
-            current = self._scalar(v)
+            current = self.scalar(v)
             if current == value and isinstance(current, bool) == isinstance(value, bool):
                 return
         site = self.p.alias_sites.get((id(node), key))
@@ -233,7 +236,9 @@ class _Editor:
             end = self._line_end(max(self._last_end(node, key, v) - 1, k.start_mark.index))
             self.splices.append(_Splice(start, end, _block_text({key: value}, k.start_mark.column, self.dash, self.newline)))
 
-    def _scalar(self, node: yaml.ScalarNode) -> Any:
+    @staticmethod
+    def scalar(node: yaml.ScalarNode) -> Any:
+        """The value a scalar node constructs to (the reader's resolver: ``4`` is an int, ``1h`` a string)."""
         return yaml.safe_load(yaml.serialize(node))
 
     def _delete(self, node: yaml.MappingNode, k: yaml.Node, v: yaml.Node, key: str) -> None:
@@ -376,7 +381,7 @@ def _set_pool(editor: _Editor, config: yaml.MappingNode, model: yaml.MappingNode
     path: tuple[str | int, ...] = ("config", f"{NAMESPACE}:topology", "gpu_pools", index)
     pool = editor.mapping(items[index], path)
     current = _get(pool, "consolidate_after")
-    stated = editor._scalar(current) if isinstance(current, yaml.ScalarNode) else "1h"
+    stated = editor.scalar(current) if isinstance(current, yaml.ScalarNode) else _DEFAULT_CONSOLIDATE_AFTER
     if stated != consolidate_after:
         editor.set(pool, path, "consolidate_after", consolidate_after)
 
@@ -401,7 +406,7 @@ def _same_but_tuned(before: Any, after: Any, model_name: str, roles: dict[str, d
                 entry[key] = value
     auto["tuned_on"] = tuned_on
     pool = next(p for p in config[f"{NAMESPACE}:topology"]["gpu_pools"] if p.get("name") == model.get("node_pool"))
-    if pool.get("consolidate_after", "1h") != consolidate_after:
+    if pool.get("consolidate_after", _DEFAULT_CONSOLIDATE_AFTER) != consolidate_after:
         pool["consolidate_after"] = consolidate_after
     if after != expected:
         raise WritebackError("editing the file in place would change more than the tuned values (a layout the in-place "
