@@ -44,6 +44,9 @@ EXIT_OK = 0
 EXIT_INVALID = 2
 """Invalid input: a stack file, an option, an input or output path. Nothing was written."""
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, ``SIGTERM`` or ``SIGHUP`` while a file was written (the shell's code for an interrupt); nothing was written."""
+
 EXIT_CODES_HELP = "Exit codes: 0 success; 2 invalid input (stack file, option or path), nothing written."
 """The line every command's help ends with (``diff`` and ``synth`` add their own code 1)."""
 
@@ -186,6 +189,9 @@ def write_bytes(path: Path, data: bytes, option: str) -> None:
         _fsync_dir(target.parent)
     except OSError as exc:
         fail([f"{option} {path}: cannot write it ({exc.strerror or exc})"])
+    except KeyboardInterrupt:
+        say(f"interrupted: {path} was not written (nothing changed)", stderr=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 _INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})

@@ -40,7 +40,8 @@ from gpuscale.tune.writeback import WritebackError, check_text, updated
 
 TUNE_EXIT_CODES = (
     "Exit codes: 0 tuned (or nothing to change); 2 invalid input (stack file, option, path or trace), or the stack's "
-    "limits cannot carry the trace (the message says what to raise); nothing written on 2."
+    "limits cannot carry the trace (the message says what to raise); 130 interrupted while writing; nothing written on "
+    "2 or 130."
 )
 
 

@@ -62,7 +62,8 @@ def test_a_failed_or_interrupted_write_leaves_the_old_file_and_no_temporary(
         raise failure
 
     monkeypatch.setattr(os, "fsync", broken)
-    with pytest.raises((typer.Exit, KeyboardInterrupt)):
+    with pytest.raises(typer.Exit) as exit_:
         common.write_bytes(target, b"after\n", "--stack-file")
+    assert exit_.value.exit_code == (common.EXIT_INTERRUPTED if isinstance(failure, KeyboardInterrupt) else common.EXIT_INVALID)
     assert target.read_bytes() == b"before\n"
     assert _hidden(tmp_path) == []
