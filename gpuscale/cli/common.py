@@ -266,6 +266,7 @@ class ProgressLines:
         self.description, self.total = description, total
         self._start = time.monotonic()
         self._last = -math.inf
+        self._done = 0
         self._bar: Progress | None = None
         self._task: TaskID | None = None
 
@@ -294,10 +295,19 @@ class ProgressLines:
             self._last = time.monotonic()
 
     def update(self, done: int, total: int) -> None:
+        self._done, self.total = done, total
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, completed=done, total=total)
             return
         now = time.monotonic()
         if done in (1, total) or now - self._last >= PROGRESS_LINE_S:
             self._line(f"{done}/{total} simulations")
+            self._last = now
+
+    def within(self, fraction: float) -> None:
+        """The simulation running is ``fraction`` done: off a terminal, a line when ``PROGRESS_LINE_S`` have passed
+        since the last one (one simulation of a long trace takes minutes)."""
+        now = time.monotonic()
+        if self._bar is None and now - self._last >= PROGRESS_LINE_S:
+            self._line(f"{self._done}/{self.total} simulations, the current one {fraction:.0%} through")
             self._last = now

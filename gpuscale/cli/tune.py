@@ -85,7 +85,7 @@ def tune_command(
             f" --model {name}" if model is not None else "") + (f" --replay {replay.value}" if replay != Replay.spread else "")
         with ProgressLines(f"tuning {name} on {trace.name} x{compress:g}", max_evals) as progress:
             outcome = tune(spec, name, tr, seed=seed, max_evals=max_evals, tuned_on=cmd, progress=progress.update,
-                           phase=progress.phase)
+                           phase=progress.phase, heartbeat=progress.within)
     except (ScenarioError, TraceError, SizingError) as exc:
         fail([str(exc)])
     _report(outcome, trace.name, compress)

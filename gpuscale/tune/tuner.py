@@ -85,17 +85,18 @@ def tune(
     spec: PlatformSpec, model_name: str, trace: TraceTraffic, *, seed: int = 0, max_evals: int = DEFAULT_MAX_EVALS,
     tuned_on: str | None = None, progress: Callable[[int, int], None] | None = None, search_when_limited: bool = False,
     bench: TraceBench | None = None, ceiling: PolicyResult | None = None, duty: PolicyResult | None = None,
-    phase: Callable[[str], None] | None = None,
+    phase: Callable[[str], None] | None = None, heartbeat: Callable[[float], None] | None = None,
 ) -> TuneOutcome:
     """Tune ``model_name`` of ``spec`` on ``trace``. ``search_when_limited`` searches even when the limits cannot carry
     the trace (the goal benchmark reports both); the CLI refuses instead. ``bench``, ``ceiling`` and ``duty`` reuse runs
     the caller already has (same spec, trace and seed). ``phase`` is told each step before the search (each takes one
-    trace replay), ``progress`` each simulation of the search."""
+    trace replay), ``progress`` each simulation of the search, ``heartbeat`` the fraction done of the simulation running
+    (for a bench built here)."""
     say = phase or (lambda _: None)
     t0 = time.monotonic()
     if bench is None:
         say("reading and replaying the trace")
-        bench = TraceBench(spec, model_name, trace, seed)
+        bench = TraceBench(spec, model_name, trace, seed, heartbeat=heartbeat)
     prof = trace_stats.profile(bench.arrivals, trace.compress)
     if ceiling is None:
         say(f"simulating the ceiling on {len(bench.arrivals):,} requests")
