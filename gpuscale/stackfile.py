@@ -58,8 +58,8 @@ STACK_FILE_MAX_BYTES = 1 * MIB
 YAML_MAX_VALUES = 100_000
 """Most YAML nodes a stack file may hold once every alias is expanded (the shipped ones hold a few hundred). Anchors
 and aliases repeat whole subtrees, so a few lines can stand for 10^9 values ("billion laughs"); every reader after the
-parser (duplicate keys, validation) walks the expanded tree, so the bound is on that tree, as go-yaml bounds its
-alias ratio (gopkg.in/yaml.v3 decode.go, allowedAliasRatio) and libyaml-based loaders bound their nesting."""
+parser (duplicate keys, validation) walks the expanded tree, so the bound is on that tree, as go-yaml bounds the
+share of a document that alias expansion may make (gopkg.in/yaml.v3 v3.0.1 decode.go, allowedAliasRatio)."""
 YAML_MAX_DEPTH = 64
 """Deepest nesting of a stack file, aliases expanded (the shipped ones nest 8 deep)."""
 

@@ -266,7 +266,7 @@ class ProgressLines:
         self.description, self.total = description, total
         self._start = time.monotonic()
         self._last = -math.inf
-        self._done = 0
+        self._doing = "starting"
         self._bar: Progress | None = None
         self._task: TaskID | None = None
 
@@ -288,6 +288,7 @@ class ProgressLines:
         err_console.print(Text(f"{self.description}: {text} ({time.monotonic() - self._start:.0f} s)"), soft_wrap=True)
 
     def phase(self, text: str) -> None:
+        self._doing = text
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, description=f"{self.description}: {text}")
         else:
@@ -295,7 +296,7 @@ class ProgressLines:
             self._last = time.monotonic()
 
     def update(self, done: int, total: int) -> None:
-        self._done, self.total = done, total
+        self._doing = f"simulation {min(done + 1, total)} of {total}"
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, completed=done, total=total)
             return
@@ -309,5 +310,5 @@ class ProgressLines:
         since the last one (one simulation of a long trace takes minutes)."""
         now = time.monotonic()
         if self._bar is None and now - self._last >= PROGRESS_LINE_S:
-            self._line(f"{self._done}/{self.total} simulations, the current one {fraction:.0%} through")
+            self._line(f"{self._doing}: {fraction:.0%} through")
             self._last = now
