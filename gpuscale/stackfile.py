@@ -362,7 +362,10 @@ def load_stack_file(path: Path) -> PlatformSpec:
     raw = read_stack_config(path)
     spec = validate_config(_resolve_trace_paths(raw, path.parent), str(path))
     missing = [
-        Problem(f"models[{i}].workload.trace.path", f"trace file not found: {m.workload.trace.path}")
+        Problem(f"models[{i}].workload.trace.path", (
+            f"{m.workload.trace.path} is not a regular file (a trace is a CSV file)" if m.workload.trace.path.exists()
+            else f"trace file not found: {m.workload.trace.path}"
+        ))
         for i, m in enumerate(spec.models) if m.workload.trace is not None and not m.workload.trace.path.is_file()
     ]
     if missing:

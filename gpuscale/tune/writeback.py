@@ -27,6 +27,7 @@ from gpuscale.spec.topology import GpuNodePoolSpec
 from gpuscale.stackfile import (
     StackConfigError,
     StackText,
+    _config_path,
     _resolve_trace_paths,
     parse_stack_bytes,
     parse_stack_text,
@@ -103,10 +104,8 @@ def _dash_offset(text: str) -> int:
 
 
 def _path_text(path: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out.removeprefix(f"config.{NAMESPACE}:")
+    """A YAML path as refusals write it (``models[1].autoscaling``)."""
+    return _config_path(path)
 
 
 class _Editor:
