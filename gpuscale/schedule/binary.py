@@ -52,7 +52,7 @@ def go_executable() -> str:
     if not go:
         raise GoUnavailableError(GO_INSTALL_HINT)
     if not Path(go).is_file():
-        raise GoUnavailableError(f"GPUSCALE_GO={go} is not a file; {GO_INSTALL_HINT}" if explicit else GO_INSTALL_HINT)
+        raise GoUnavailableError(f"{GO_INSTALL_HINT} (GPUSCALE_GO={go} is not a file)" if explicit else GO_INSTALL_HINT)
     return go
 
 

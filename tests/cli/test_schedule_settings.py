@@ -27,7 +27,7 @@ def test_a_go_that_does_not_answer_times_out(monkeypatch: pytest.MonkeyPatch, tm
 
 def test_a_missing_explicit_go_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GPUSCALE_GO", str(tmp_path / "nope"))
-    with pytest.raises(binary.GoUnavailableError, match=r"GPUSCALE_GO=.*nope is not a file"):
+    with pytest.raises(binary.GoUnavailableError, match=r"Go module proxy \(GPUSCALE_GO=.*nope is not a file\)"):
         binary.go_executable()
 
 
