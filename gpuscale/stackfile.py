@@ -13,13 +13,22 @@ import math
 import types
 import typing
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+import yaml.composer
+import yaml.constructor
+import yaml.cyaml
+import yaml.parser
+import yaml.reader
+import yaml.resolver
+import yaml.scanner
 from pydantic import BaseModel, ValidationError
 
 from gpuscale.feasibility import checked_sizing
+from gpuscale.input_files import MIB, InputFileError, read_bounded
 from gpuscale.platform_checks import platform_problems
 from gpuscale.problems import NAMESPACE, Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
@@ -45,9 +54,124 @@ def stack_file_path(stack: str, root: Path | None = None) -> Path:
     return find_project_root(root) / "stacks" / f"Pulumi.{stack}.yaml"
 
 
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """PyYAML's safe loader (libyaml's when installed); duplicate keys are found on the node tree before construction
-    (PyYAML would keep the last)."""
+STACK_FILE_MAX_BYTES = 1 * MIB
+"""Largest stack file read (the shipped ones are a few KiB); anything larger is refused before it is parsed."""
+YAML_MAX_VALUES = 100_000
+"""Most YAML nodes a stack file may hold once every alias is expanded (the shipped ones hold a few hundred). Anchors
+and aliases repeat whole subtrees, so a few lines can stand for 10^9 values ("billion laughs"); every reader after the
+parser (duplicate keys, validation) walks the expanded tree, so the bound is on that tree, as go-yaml bounds the
+share of a document that alias expansion may make (gopkg.in/yaml.v3 v3.0.1 decode.go, allowedAliasRatio)."""
+YAML_MAX_DEPTH = 64
+"""Deepest nesting of a stack file, aliases expanded (the shipped ones nest 8 deep)."""
+
+
+class _YamlBound(Exception):
+    """Raised while composing: a bound of the node tree is exceeded at ``path`` (the line is in the message)."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path, self.message = path, message
+
+
+class _BoundedComposer(yaml.composer.Composer):
+    """PyYAML's composer, counting the tree as if every alias were expanded: refuses an alias that refers to a node
+    containing it, more than ``YAML_MAX_VALUES`` nodes and more than ``YAML_MAX_DEPTH`` levels, naming the key and
+    line. (PyYAML shares an aliased node instead of copying it, so building the tree is cheap; walking it is not.)"""
+
+    peek_event: typing.Callable[[], Any]
+    check_event: typing.Callable[..., bool]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._path: list[str | int] = []
+        self._values = 0
+        self._heights: dict[int, int] = {}
+        self._sizes: dict[int, int] = {}
+        self._child_height: list[int] = [0]
+        self.alias_sites: dict[tuple[int, str | int], tuple[int, int]] = {}
+        """(id of the containing node, key or index) -> character span of an alias written there."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        step: str | int | None = (
+            index if isinstance(index, int) else _scalar_key(index) if isinstance(index, yaml.Node) else None
+        )
+        if step is not None:
+            self._path.append(step)
+        try:
+            return self._compose(parent, index, step)
+        finally:
+            if step is not None:
+                self._path.pop()
+
+    def _compose(self, parent: yaml.Node | None, index: Any, step: str | int | None) -> yaml.Node:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        depth = len(self._child_height)
+        if self.check_event(yaml.AliasEvent):
+            anchor = event.anchor
+            if parent is not None and step is not None:
+                self.alias_sites[(id(parent), step)] = (event.start_mark.index, event.end_mark.index)
+            target = self.anchors.get(anchor)
+            if target is not None:
+                if id(target) not in self._heights:
+                    raise _YamlBound(tuple(self._path), (
+                        f"alias *{anchor} on line {line} refers to a node that contains it (anchor &{anchor} on line "
+                        f"{target.start_mark.line + 1}): a value cannot contain itself; write it out"
+                    ))
+                self._count(self._sizes[id(target)], line, f"alias *{anchor}")
+                self._deepen(depth - 1 + self._heights[id(target)], line)
+                self._child_height[-1] = max(self._child_height[-1], self._heights[id(target)])
+            return typing.cast(yaml.Node, super().compose_node(parent, index))
+        self._deepen(depth, line)
+        before = self._values
+        self._count(1, line, "this value")
+        self._child_height.append(0)
+        try:
+            node = typing.cast(yaml.Node, super().compose_node(parent, index))
+        finally:
+            height = 1 + self._child_height.pop()
+        self._child_height[-1] = max(self._child_height[-1], height)
+        self._heights[id(node)] = height
+        self._sizes[id(node)] = self._values - before
+        return node
+
+    def _count(self, n: int, line: int, what: str) -> None:
+        self._values += n
+        if self._values > YAML_MAX_VALUES:
+            raise _YamlBound(tuple(self._path), (
+                f"{what} on line {line} takes the file past {YAML_MAX_VALUES:,} values with every alias expanded (a "
+                "stack file holds a few hundred; anchors and aliases repeat whole subtrees): write fewer aliases"
+            ))
+
+    def _deepen(self, depth: int, line: int) -> None:
+        if depth > YAML_MAX_DEPTH:
+            raise _YamlBound(tuple(self._path), (
+                f"nested more than {YAML_MAX_DEPTH} levels deep at line {line} (aliases expanded); a stack file nests "
+                "about 8"
+            ))
+
+
+if yaml.__with_libyaml__:
+    _Events: type = yaml.cyaml.CParser  # type: ignore[attr-defined] # libyaml's scanner and parser; its C composer is replaced below
+else:  # pragma: no cover - PyYAML built without libyaml
+    class _PyEvents(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+        def __init__(self, stream: str) -> None:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+
+    _Events = _PyEvents
+
+
+class _StackLoader(_BoundedComposer, _Events, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):  # type: ignore[misc]
+    """Events from libyaml (or PyYAML), the bounded composer, PyYAML's safe constructor. Duplicate keys are found on the
+    node tree before construction (PyYAML would keep the last)."""
+
+    def __init__(self, text: str) -> None:
+        _Events.__init__(self, text)  # type: ignore[misc]
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        _BoundedComposer.__init__(self)
 
 
 def _scalar_key(node: yaml.Node) -> str | None:
@@ -95,8 +219,21 @@ def _join(parts: list[str | int]) -> str:
     return text
 
 
-def parse_stack_text(data: bytes, source: str) -> Any:
-    """The YAML document in ``data``: UTF-8, one document, every key once; ``StackConfigError`` otherwise."""
+@dataclass(frozen=True)
+class StackText:
+    """A stack file's text as parsed: the node tree (with character positions), where aliases are written, and the
+    document it constructs. What ``gpuscale tune`` edits in place."""
+
+    text: str
+    """The text without a byte-order mark."""
+    bom: bool
+    root: yaml.Node | None
+    alias_sites: dict[tuple[int, str | int], tuple[int, int]]
+    doc: Any
+
+
+def decode_stack_bytes(data: bytes, source: str) -> tuple[str, bool]:
+    """The text of a stack file (UTF-8, an optional byte-order mark) and whether it had the mark."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -106,33 +243,73 @@ def parse_stack_text(data: bytes, source: str) -> Any:
         ]) from None
     if "\0" in text:
         raise StackConfigError(source, ["not a text file (it contains NUL bytes); a stack file is UTF-8 YAML"])
-    loader = _UniqueKeyLoader(text)
+    return text, data.startswith(b"\xef\xbb\xbf")
+
+
+def parse_stack_bytes(data: bytes, source: str) -> StackText:
+    """``data`` parsed: UTF-8, one document, every key once, within the size and alias bounds; ``StackConfigError``
+    otherwise."""
+    text, bom = decode_stack_bytes(data, source)
+    loader = _StackLoader(text)
     try:
         node = loader.get_single_node()
         duplicates = list(_duplicate_keys(node))
         if duplicates:
             raise StackConfigError(source, duplicates)
-        return loader.construct_document(node) if node is not None else None
+        # PyYAML's constructor flattens merge keys (<<) into the mapping nodes themselves; the tree is kept as written
+        written = [(n, list(n.value)) for n in _mappings(node)]
+        doc = loader.construct_document(node) if node is not None else None
+        for mapping, value in written:
+            mapping.value = value
+        return StackText(text, bom, node, loader.alias_sites, doc)
     except yaml.YAMLError as exc:
         raise StackConfigError(source, [f"not valid YAML: {exc}"]) from None
-    except RecursionError:
-        raise StackConfigError(source, ["not a stack file: YAML nested too deeply (or an alias that refers to itself)"]) from None
+    except _YamlBound as exc:
+        raise StackConfigError(source, [_problem_at(exc.path, exc.message)]) from None
     finally:
         loader.dispose()
+
+
+def _mappings(node: yaml.Node | None) -> list[yaml.MappingNode]:
+    """Every mapping node of the tree, once each (the tree is bounded by the composer)."""
+    seen: dict[int, yaml.MappingNode] = {}
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.MappingNode) and id(n) not in seen:
+            seen[id(n)] = n
+            stack += [x for pair in n.value for x in pair]
+        elif isinstance(n, yaml.SequenceNode):
+            stack += n.value
+    return list(seen.values())
+
+
+def parse_stack_text(data: bytes, source: str) -> Any:
+    """The YAML document in ``data`` (see ``parse_stack_bytes``)."""
+    return parse_stack_bytes(data, source).doc
+
+
+def _problem_at(path: tuple[str | int, ...], message: str) -> Problem:
+    """A problem at a YAML path of the file: below ``config: gpuscale:<key>`` as a config path, else named in the text
+    (``config.aws:region``: gpuscale reads no such key, but the file must still be readable)."""
+    parts = list(path)
+    if len(parts) >= 2 and parts[0] == "config" and isinstance(parts[1], str) and parts[1].startswith(f"{NAMESPACE}:"):
+        return Problem(_config_path(path), message)
+    return Problem("", f"{_join(parts)}: {message}" if parts else message)
+
+
+def read_stack_bytes(path: Path) -> bytes:
+    """The bytes of a stack file: a regular file of at most ``STACK_FILE_MAX_BYTES``; ``StackConfigError`` otherwise."""
+    try:
+        return read_bounded(path, STACK_FILE_MAX_BYTES, "a stack file")
+    except InputFileError as exc:
+        raise StackConfigError(str(path), [str(exc)]) from None
 
 
 def read_stack_config(path: Path) -> dict[str, Any]:
     """The ``gpuscale:*`` keys of a Pulumi stack file, without the namespace."""
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise StackConfigError(source, [f"file not found: {path}"]) from None
-    except IsADirectoryError:
-        raise StackConfigError(source, [f"{path} is a directory, not a stack file"]) from None
-    except OSError as exc:
-        raise StackConfigError(source, [f"cannot read {path}: {exc.strerror or exc}"]) from None
-    doc = parse_stack_text(data, source)
+    doc = parse_stack_text(read_stack_bytes(path), source)
     if not isinstance(doc, dict):
         raise StackConfigError(source, [f"expected a mapping with a 'config:' key, got {_kind(doc)}"])
     config = doc.get("config")
@@ -189,7 +366,10 @@ def load_stack_file(path: Path) -> PlatformSpec:
     raw = read_stack_config(path)
     spec = validate_config(_resolve_trace_paths(raw, path.parent), str(path))
     missing = [
-        Problem(f"models[{i}].workload.trace.path", f"trace file not found: {m.workload.trace.path}")
+        Problem(f"models[{i}].workload.trace.path", (
+            f"{m.workload.trace.path} is not a regular file (a trace is a CSV file)" if m.workload.trace.path.exists()
+            else f"trace file not found: {m.workload.trace.path}"
+        ))
         for i, m in enumerate(spec.models) if m.workload.trace is not None and not m.workload.trace.path.is_file()
     ]
     if missing:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
+import signal
+import stat
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +21,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from gpuscale import feasibility
@@ -39,6 +43,9 @@ err_console = _console(stderr=True)
 EXIT_OK = 0
 EXIT_INVALID = 2
 """Invalid input: a stack file, an option, an input or output path. Nothing was written."""
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, ``SIGTERM`` or ``SIGHUP`` while a file was written (the shell's code for an interrupt); nothing was written."""
 
 EXIT_CODES_HELP = "Exit codes: 0 success; 2 invalid input (stack file, option or path), nothing written."
 """The line every command's help ends with (``diff`` and ``synth`` add their own code 1)."""
@@ -136,7 +143,7 @@ def output_path_problem(path: Path, option: str, *, directory: bool = False) -> 
             return f"{option} {path}: is a directory; name the {what} to write"
         if not os.access(path, os.W_OK):
             return f"{option} {path}: not writable"
-        parent = path if directory else path.parent
+        parent = path if directory else Path(os.path.realpath(path)).parent  # a symlink's target is what is written
         if not directory and not os.access(parent, os.W_OK | os.X_OK):
             return f"{option} {path}: its directory {parent} is not writable"
         return None
@@ -157,19 +164,85 @@ def check_outputs(*checks_: tuple[Path | None, str, bool]) -> None:
 
 
 def write_text(path: Path, text: str, option: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (write-then-rename); an OS error exits 2 naming the path."""
+    """Write ``text`` to ``path`` whole or not at all; an OS error exits 2 naming the path (see ``write_bytes``)."""
+    write_bytes(path, text.encode("utf-8"), option)
+
+
+def write_bytes(path: Path, data: bytes, option: str) -> None:
+    """Write ``data`` to ``path`` whole or not at all: a hidden temporary file beside the target, fsynced, renamed over
+    it, and the directory fsynced (so a crash leaves the old file or the new one). Through a symlink the link's target
+    is written and the link kept; an existing file keeps its mode, a new one gets the umask's (0666 & ~umask). The
+    temporary file is removed on every exit path (an error, Ctrl-C, ``SIGTERM``); an OS error exits 2 naming the path."""
+    target = Path(os.path.realpath(path))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        with _signals_raise():
+            # signals wait while the temporary file is created, so none can leave it behind unnamed
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+            tmp = _create_hidden(target)
+            try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+                with tmp.open("wb") as fh:
+                    if mode is not None:
+                        os.fchmod(fh.fileno(), mode)
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        _fsync_dir(target.parent)
     except OSError as exc:
         fail([f"{option} {path}: cannot write it ({exc.strerror or exc})"])
+    except KeyboardInterrupt:
+        say(f"interrupted: {path} was not written (nothing changed)", stderr=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+_INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def _create_hidden(target: Path) -> Path:
+    """A new, empty ``.<name>.<random>`` beside ``target``, created with 0666 so the umask applies (``mkstemp`` would
+    make it 0600, and the rename would give the user's file that mode)."""
+    for _ in range(100):
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"no free temporary name beside {target}")
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """While writing, ``SIGTERM`` and ``SIGHUP`` (which would end the process without unwinding) raise
+    ``KeyboardInterrupt`` as Ctrl-C does, so the temporary file is removed; the previous handlers come back afterwards.
+    (Only the main thread may set handlers; elsewhere the signals keep their handlers.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # --- progress -----------------------------------------------------------------------------------------------------
@@ -186,3 +259,63 @@ def step(doing: str, done: str) -> Iterator[None]:
         err_console.print(Text(f"{doing}..."), soft_wrap=True)
         yield
     err_console.print(Text.assemble(("done", "green"), f": {done} ({time.monotonic() - start:.1f} s)"), soft_wrap=True)
+
+
+PROGRESS_LINE_S = 5.0
+"""Off a terminal, a long loop prints a progress line at most this often (and always its first and last step)."""
+
+
+class ProgressLines:
+    """Progress of a counted loop on stderr: a bar on a terminal; a line every ``PROGRESS_LINE_S`` seconds otherwise,
+    so a CI log shows a long run is alive. ``phase`` names a step before the loop (one line each off a terminal)."""
+
+    def __init__(self, description: str, total: int) -> None:
+        self.description, self.total = description, total
+        self._start = time.monotonic()
+        self._last = -math.inf
+        self._doing = "starting"
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> ProgressLines:
+        if err_console.is_terminal:
+            self._bar = Progress(
+                TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=err_console, transient=True,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.description, total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+    def _line(self, text: str) -> None:
+        err_console.print(Text(f"{self.description}: {text} ({time.monotonic() - self._start:.0f} s)"), soft_wrap=True)
+
+    def phase(self, text: str) -> None:
+        self._doing = text
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, description=f"{self.description}: {text}")
+        else:
+            self._line(text)
+            self._last = time.monotonic()
+
+    def update(self, done: int, total: int) -> None:
+        self._doing = f"simulation {min(done + 1, total)} of {total}"
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=done, total=total)
+            return
+        now = time.monotonic()
+        if done in (1, total) or now - self._last >= PROGRESS_LINE_S:
+            self._line(f"{done}/{total} simulations")
+            self._last = now
+
+    def within(self, fraction: float) -> None:
+        """The simulation running is ``fraction`` done: off a terminal, a line when ``PROGRESS_LINE_S`` have passed
+        since the last one (one simulation of a long trace takes minutes)."""
+        now = time.monotonic()
+        if self._bar is None and now - self._last >= PROGRESS_LINE_S:
+            self._line(f"{self._doing}: {fraction:.0%} through")
+            self._last = now

@@ -26,7 +26,7 @@ from gpuscale.cli.common import (
     write_text,
 )
 from gpuscale.problems import Problems
-from gpuscale.schedule.binary import BuildError, GoUnavailableError, go_executable
+from gpuscale.schedule.binary import BuildError, GoUnavailableError, check_cache_dir, go_executable, go_version
 from gpuscale.schedule.replay import ReplayError
 from gpuscale.schedule.report import ScheduleReport, shorten
 from gpuscale.schedule.snapshot import SnapshotError
@@ -63,9 +63,10 @@ def schedule(
     spec = spec_from_options(stack, stack_file)
     source = source_of(stack, stack_file)
     sizing = checked_sizing(spec, source)
-    try:
-        go_executable()  # say what to install before the synth and the build
-    except GoUnavailableError as exc:
+    try:  # say what to install or change before the synth and the build
+        check_cache_dir()
+        go_version(go_executable())
+    except (GoUnavailableError, BuildError) as exc:
         fail([str(exc)], "gpuscale schedule")
     from gpuscale.cli.synth import print_warnings
     from gpuscale.synth.render import ProgramUnavailableError, synth_spec

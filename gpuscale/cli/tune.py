@@ -6,23 +6,25 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from gpuscale.cli.common import (
     EXIT_INVALID,
+    ProgressLines,
     StackFileOpt,
     StackOpt,
     check_outputs,
     console,
     err_console,
     fail,
+    fail_problems,
     positive_finite,
     say,
     source_of,
     spec_from_options,
-    write_text,
+    warn,
+    write_bytes,
 )
 from gpuscale.cli.simulate import Replay
 from gpuscale.cli.workload import TraceArg
@@ -30,15 +32,16 @@ from gpuscale.sim.metrics import PolicyResult
 from gpuscale.sim.scenarios.base import ScenarioError, pick_model
 from gpuscale.sim.traffic import TraceError, TraceTraffic
 from gpuscale.sizing import SizingError
-from gpuscale.stackfile import StackConfigError, stack_file_path
+from gpuscale.stackfile import StackConfigError, read_stack_bytes, stack_file_path
 from gpuscale.tune.evaluate import gpu_hours_vs_bound, score
 from gpuscale.tune.params import RoleParams
 from gpuscale.tune.tuner import DEFAULT_MAX_EVALS, TuneOutcome, tune
-from gpuscale.tune.writeback import WritebackError, check_text, updated_text
+from gpuscale.tune.writeback import WritebackError, check_text, updated
 
 TUNE_EXIT_CODES = (
     "Exit codes: 0 tuned (or nothing to change); 2 invalid input (stack file, option, path or trace), or the stack's "
-    "limits cannot carry the trace (the message says what to raise); nothing written on 2."
+    "limits cannot carry the trace (the message says what to raise); 130 interrupted while writing; nothing written on "
+    "2 or 130."
 )
 
 
@@ -80,13 +83,9 @@ def tune_command(
         tr = TraceTraffic(path=trace, compress=compress, replay=replay.value)
         cmd = f"gpuscale tune --trace {trace.name} --compress {compress:g} --seed {seed}" + (
             f" --model {name}" if model is not None else "") + (f" --replay {replay.value}" if replay != Replay.spread else "")
-        with Progress(
-            TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=True, disable=not err_console.is_terminal,
-        ) as bar:
-            task = bar.add_task(f"tuning {name} on {trace.name} x{compress:g}", total=max_evals)
-            outcome = tune(spec, name, tr, seed=seed, max_evals=max_evals, tuned_on=cmd,
-                           progress=lambda done, total: bar.update(task, completed=done))
+        with ProgressLines(f"tuning {name} on {trace.name} x{compress:g}", max_evals) as progress:
+            outcome = tune(spec, name, tr, seed=seed, max_evals=max_evals, tuned_on=cmd, progress=progress.update,
+                           phase=progress.phase, heartbeat=progress.within)
     except (ScenarioError, TraceError, SizingError) as exc:
         fail([str(exc)])
     _report(outcome, trace.name, compress)
@@ -104,12 +103,16 @@ def tune_command(
         say(f"the stack's own values are the best found; {target} unchanged")
         return
     try:
-        text = updated_text(target.read_text(encoding="utf-8"), name, outcome.search.best,
-                            keda=model_of_backend(outcome) == "keda", tuned_on=cmd)
-        check_text(text, target)
-    except (WritebackError, StackConfigError, OSError) as exc:
-        fail([f"{target}: cannot write the tuned values ({exc})"])
-    write_text(target, text, "--stack-file" if stack_file is not None else "--stack")
+        written = updated(read_stack_bytes(target), name, outcome.search.best, keda=model_of_backend(outcome) == "keda",
+                          tuned_on=cmd, source=str(target))
+        check_text(written.data, target)
+    except StackConfigError as exc:
+        fail_problems(exc, str(target))
+    except WritebackError as exc:
+        fail([f"cannot write the tuned values: {exc}"], str(target))
+    for line in written.warnings:
+        warn(line)
+    write_bytes(target, written.data, "--stack-file" if stack_file is not None else "--stack")
     say(f"wrote the tuned values into {target}")
 
 

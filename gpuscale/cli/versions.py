@@ -4,6 +4,7 @@ with ``--check-aws``, each AMI alias resolved through SSM the way Karpenter reso
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -13,14 +14,26 @@ import typer
 from rich.table import Table
 
 from gpuscale import versions
-from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, spec_from_options
+from gpuscale.cli.common import StackFileOpt, StackOpt, console, fail, positive_finite, spec_from_options
 
 ParameterGetter = Callable[[str], str | None]
 """SSM parameter name -> its value (an AMI id), ``None`` when the parameter does not exist."""
 
 
 class AwsUnavailableError(RuntimeError):
-    """No way to ask AWS (neither boto3 nor the aws CLI), or no credentials."""
+    """No way to ask AWS (neither boto3 nor the aws CLI), no credentials, or no answer in time."""
+
+
+SSM_TIMEOUT_S = 20.0
+"""Default of ``--aws-timeout-s``: how long one SSM lookup may take (connecting and answering) before it is given up
+(boto3 and the aws CLI would otherwise wait 60 s per attempt and retry)."""
+
+
+def _no_answer(name: str, timeout_s: float) -> AwsUnavailableError:
+    return AwsUnavailableError(
+        f"SSM did not answer for {name} within {timeout_s:g} s (--aws-timeout-s); check the network, the region and "
+        "AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SSM if set"
+    )
 
 
 def ami_ssm_parameter(kubernetes_version: str, release: str, arch: str = "x86_64", variant: str = "nvidia") -> str:
@@ -58,11 +71,20 @@ def pin_rows() -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
-def boto3_getter(region: str) -> ParameterGetter:
+def boto3_getter(region: str, timeout_s: float = SSM_TIMEOUT_S) -> ParameterGetter:
     import boto3  # optional extra: pip install 'gpuscale[aws]'
-    from botocore.exceptions import ClientError, NoCredentialsError
+    from botocore.config import Config
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
 
-    client = boto3.client("ssm", region_name=region)
+    # one attempt, each phase bounded: the whole lookup takes at most about the timeout
+    config = Config(connect_timeout=timeout_s / 2, read_timeout=timeout_s / 2, retries={"total_max_attempts": 1})
+    client = boto3.client("ssm", region_name=region, config=config)
 
     def get(name: str) -> str | None:
         try:
@@ -73,18 +95,33 @@ def boto3_getter(region: str) -> ParameterGetter:
             raise AwsUnavailableError(f"no AWS credentials: {exc}") from None
         except ClientError as exc:
             raise AwsUnavailableError(f"SSM refused {name}: {exc}") from None
+        except (ConnectTimeoutError, ReadTimeoutError):
+            raise _no_answer(name, timeout_s) from None
+        except BotoCoreError as exc:  # no route, DNS, TLS: botocore says which
+            raise AwsUnavailableError(f"cannot reach SSM for {name}: {exc}") from None
 
     return get
 
 
-def cli_getter(region: str, aws: str) -> ParameterGetter:
+def cli_getter(region: str, aws: str, timeout_s: float = SSM_TIMEOUT_S) -> ParameterGetter:
     def get(name: str) -> str | None:
-        done = subprocess.run(
-            [aws, "ssm", "get-parameter", "--name", name, "--region", region, "--output", "json"],
-            capture_output=True, text=True, check=False, timeout=60,
-        )
+        bound = f"{max(int(timeout_s / 2), 1)}"
+        try:
+            done = subprocess.run(
+                [aws, "ssm", "get-parameter", "--name", name, "--region", region, "--output", "json",
+                 "--cli-connect-timeout", bound, "--cli-read-timeout", bound],
+                capture_output=True, text=True, check=False, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                env={**os.environ, "AWS_MAX_ATTEMPTS": "1"},
+            )
+        except subprocess.TimeoutExpired:
+            raise _no_answer(name, timeout_s) from None
+        except OSError as exc:
+            raise AwsUnavailableError(f"cannot run {aws}: {exc.strerror or exc}") from None
         if done.returncode == 0:
-            return str(json.loads(done.stdout)["Parameter"]["Value"])
+            try:
+                return str(json.loads(done.stdout)["Parameter"]["Value"])
+            except (ValueError, KeyError, TypeError):
+                raise AwsUnavailableError(f"{aws} ssm get-parameter {name}: not the JSON the aws CLI writes") from None
         if "ParameterNotFound" in done.stderr:
             return None
         raise AwsUnavailableError(f"aws ssm get-parameter {name}: {done.stderr.strip() or done.returncode}")
@@ -92,16 +129,16 @@ def cli_getter(region: str, aws: str) -> ParameterGetter:
     return get
 
 
-def aws_getter(region: str) -> ParameterGetter:
+def aws_getter(region: str, timeout_s: float = SSM_TIMEOUT_S) -> ParameterGetter:
     """boto3 when installed, else the aws CLI; ``AwsUnavailableError`` when neither is there."""
     try:
-        return boto3_getter(region)
+        return boto3_getter(region, timeout_s)
     except ImportError:
         pass
     aws = shutil.which("aws")
     if aws is None:
         raise AwsUnavailableError("--check-aws needs boto3 (pip install 'gpuscale[aws]') or the aws CLI on PATH")
-    return cli_getter(region, aws)
+    return cli_getter(region, aws, timeout_s)
 
 
 def check_amis(aliases: list[str], kubernetes_versions: list[str], get: ParameterGetter) -> list[tuple[str, str, str, str]]:
@@ -123,6 +160,9 @@ def versions_command(
         "--check-aws", help="Resolve each AMI alias through SSM as Karpenter does (needs AWS credentials).",
     )] = False,
     region: Annotated[str | None, typer.Option("--region", help="Region for --check-aws (default: the stack's).")] = None,
+    aws_timeout_s: Annotated[float, typer.Option(
+        "--aws-timeout-s", help="Seconds each SSM lookup of --check-aws may take.", callback=positive_finite,
+    )] = SSM_TIMEOUT_S,
 ) -> None:
     """Print every pinned chart, image, AMI and Kubernetes version with the upstream release it matches."""
     table = Table(title="Pinned upstream versions")
@@ -146,7 +186,7 @@ def versions_command(
     if region is None:
         fail(["--check-aws needs --region, or --stack/--stack-file to take the stack's region"])
     try:
-        results = check_amis(aliases, k8s_versions, aws_getter(region))
+        results = check_amis(aliases, k8s_versions, aws_getter(region, aws_timeout_s))
     except AwsUnavailableError as exc:
         fail([str(exc)])
     ssm = Table(title=f"AMI aliases resolved through SSM in {region}")

@@ -35,20 +35,62 @@ class BuildError(RuntimeError):
     """``go build`` failed; carries the tail of its output."""
 
 
+GO_ENV_TIMEOUT_S = 60.0
+"""``go env`` answers in well under a second; a program that does not within this is not a usable Go."""
+GO_BUILD_TIMEOUT_S = 3 * 3600.0
+"""The first build took 16-28 minutes on a loaded 2-core machine (README); a build still running after this is stuck."""
+
+
+def _go_setting(go: str) -> str:
+    """Where ``go`` came from, as the user would change it."""
+    return f"GPUSCALE_GO={go}" if os.environ.get("GPUSCALE_GO") else f"`go` on PATH ({go})"
+
+
 def go_executable() -> str:
-    go = os.environ.get("GPUSCALE_GO") or shutil.which("go")
-    if not go or not Path(go).is_file():
+    explicit = os.environ.get("GPUSCALE_GO")
+    go = explicit or shutil.which("go")
+    if not go:
         raise GoUnavailableError(GO_INSTALL_HINT)
+    if not Path(go).is_file():
+        raise GoUnavailableError(f"{GO_INSTALL_HINT} (GPUSCALE_GO={go} is not a file)" if explicit else GO_INSTALL_HINT)
     return go
 
 
 def go_version(go: str) -> str:
+    """``go env GOVERSION GOOS GOARCH`` (the toolchain part of the cache key); ``GoUnavailableError`` when ``go`` does
+    not run, takes longer than ``GO_ENV_TIMEOUT_S`` or does not answer as Go does."""
+    where = _go_setting(go)
     try:
-        out = subprocess.run([go, "env", "GOVERSION", "GOOS", "GOARCH"], capture_output=True, text=True, timeout=60,
-                             check=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GoUnavailableError(f"{go} does not run ({exc}); {GO_INSTALL_HINT}") from None
-    return " ".join(out.stdout.split())
+        out = subprocess.run([go, "env", "GOVERSION", "GOOS", "GOARCH"], capture_output=True, text=True,
+                             timeout=GO_ENV_TIMEOUT_S, check=True, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise GoUnavailableError(f"{where}: `go env` did not answer within {GO_ENV_TIMEOUT_S:g} s; {GO_INSTALL_HINT}") from None
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError) as exc:
+        raise GoUnavailableError(f"{where} does not run as Go ({exc}); {GO_INSTALL_HINT}") from None
+    fields = out.stdout.split()
+    if len(fields) != 3 or not fields[0].startswith("go"):
+        raise GoUnavailableError(
+            f"{where} is not a Go toolchain (`go env GOVERSION GOOS GOARCH` printed {out.stdout.strip()[:80]!r}); "
+            f"{GO_INSTALL_HINT}"
+        )
+    return " ".join(fields)
+
+
+def check_cache_dir() -> None:
+    """``BuildError`` naming the setting when the cache directory exists and is not a writable directory."""
+    root = cache_root()
+    for d in (root, *root.parents):
+        if d.exists():
+            if not d.is_dir() or not os.access(d, os.W_OK | os.X_OK):
+                what = "not a directory" if not d.is_dir() else "not writable"
+                raise BuildError(f"{_cache_setting(root)}: {d} is {what}; point GPUSCALE_CACHE_DIR at a writable directory")
+            return
+
+
+def _cache_setting(root: Path) -> str:
+    if os.environ.get("GPUSCALE_CACHE_DIR"):
+        return f"GPUSCALE_CACHE_DIR={root}"
+    return f"the cache directory {root}"
 
 
 def source_files() -> list[Path]:
@@ -81,6 +123,14 @@ def ensure_binary(*, quiet: bool = False) -> Path:
     binary = target_dir / BINARY_NAME
     if binary.is_file():
         return binary
+    check_cache_dir()
+    try:
+        return _build(go, target_dir, binary, quiet=quiet)
+    except OSError as exc:
+        raise BuildError(f"{_cache_setting(cache_root())}: cannot build into {target_dir} ({exc.strerror or exc})") from None
+
+
+def _build(go: str, target_dir: Path, binary: Path, *, quiet: bool) -> Path:
     target_dir.mkdir(parents=True, exist_ok=True)
     with open(target_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -93,10 +143,17 @@ def ensure_binary(*, quiet: bool = False) -> Path:
             for path in source_files():
                 shutil.copy2(path, Path(work) / path.name)
             env = {**os.environ, "GOFLAGS": f"{os.environ.get('GOFLAGS', '')} -mod=readonly".strip()}
-            proc = subprocess.run([go, "build", "-trimpath", "-o", str(Path(work) / BINARY_NAME), "."], cwd=work,
-                                  env=env, capture_output=True, text=True)
+            try:
+                proc = subprocess.run([go, "build", "-trimpath", "-o", str(Path(work) / BINARY_NAME), "."], cwd=work,
+                                      env=env, capture_output=True, text=True, timeout=GO_BUILD_TIMEOUT_S,
+                                      stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                raise BuildError(f"go build of the KAI replay program ({_go_setting(go)}) did not finish within "
+                                 f"{GO_BUILD_TIMEOUT_S / 3600:g} h") from None
             if proc.returncode != 0:
                 raise BuildError(_build_failure(proc.returncode, proc.stdout + proc.stderr))
+            if not (Path(work) / BINARY_NAME).is_file():
+                raise BuildError(f"{_go_setting(go)}: `go build` exited 0 but wrote no program; is it Go?")
             os.replace(Path(work) / BINARY_NAME, binary)
     return binary
 

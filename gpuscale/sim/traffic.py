@@ -13,7 +13,9 @@ trace is replayed. A trace whose arrivals sit on a coarse grid (e.g. 3 s buckets
 
 from __future__ import annotations
 
+import array
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from gpuscale.spec.base import Spec
+from gpuscale.input_files import MIB, InputFileError, open_bounded
+from gpuscale.spec.base import INT32_MAX, Spec
 from gpuscale.spec.workload import BurstSpec, TokenDistribution
 
 Z99 = 2.3263478740408408
@@ -195,60 +198,137 @@ def _parse_timestamp(value: str) -> np.datetime64:
     return np.datetime64(value.strip().replace(" ", "T"), "ns")
 
 
+TRACE_MAX_BYTES = 256 * MIB
+"""Largest trace file read (about 10^7 requests; the shared Azure traces are under 1 MiB)."""
+TRACE_MAX_SPAN_S = 366 * 86_400.0
+"""Longest trace, first to last arrival (as recorded and as replayed): a year."""
+TRACE_MAX_TOKENS = INT32_MAX
+"""Largest prompt or output token count of a request: the largest ``max_context_tokens`` a stack accepts."""
+TRACE_MAX_CELL_CHARS = 131_072
+"""Longest cell of a trace row (Python's csv default field limit; a prefix_ids cell of 10^4 block ids fits)."""
+REPLAY_MIN_SPAN_S = 10.0
+"""Least replayed span ``--compress`` may leave of a longer trace (a few scrape intervals)."""
+
+
 def load_trace(path: Path) -> Arrivals:
-    """Read a trace in either supported format; arrival times start at 0. Raises ``TraceError``."""
+    """Read a trace in either supported format; arrival times start at 0. Raises ``TraceError``.
+
+    Bounded in time and memory by the file (a regular file of at most ``TRACE_MAX_BYTES``, read in one pass into
+    compact arrays) and in every value by what is physical: token counts within ``TRACE_MAX_TOKENS``, cells within
+    ``TRACE_MAX_CELL_CHARS``, arrivals finite and within ``TRACE_MAX_SPAN_S`` of the first."""
     try:
-        with path.open(newline="") as fh:
-            rows = list(csv.reader(fh))
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a text CSV file") from None
+        raw = open_bounded(path, TRACE_MAX_BYTES, "a trace")
+    except InputFileError as exc:
+        raise TraceError(f"{path}: cannot read the trace ({exc})") from None
     expected = (
         f"expected the header {','.join(NORM_HEADER)} (optionally ,prefix_ids: space-separated KV block ids) "
         f"or {','.join(AZURE_HEADER)}"
     )
-    if not rows:
-        raise TraceError(f"{path}: empty file; {expected}")
-    header = tuple(c.strip() for c in rows[0])
-    if header not in (NORM_HEADER, PREFIX_HEADER, AZURE_HEADER):
-        raise TraceError(f"{path}: unknown header {','.join(header)!r}; {expected}")
-    body = [r for r in rows[1:] if r]
-    if not body:
-        raise TraceError(f"{path}: no requests after the header")
-    width = len(header)
-    times = np.empty(len(body))
-    prompts = np.empty(len(body), dtype=np.int64)
-    outputs = np.empty(len(body), dtype=np.int64)
-    prefixes: list[tuple[int, ...] | None] | None = [] if header == PREFIX_HEADER else None
+    times, prompts, outputs = array.array("d"), array.array("q"), array.array("q")
+    prefixes: list[tuple[int, ...] | None] | None = None
+    header: tuple[str, ...] | None = None
     first: np.datetime64 | None = None
-    for i, row in enumerate(body):
+    line = 1
+    with io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", newline="") as fh:
+        rows = csv.reader(fh)
         try:
-            if len(row) != width:
-                raise ValueError(f"{len(row)} columns, the header has {width}")
-            if header == AZURE_HEADER:
-                ts = _parse_timestamp(row[0])
-                first = ts if first is None else first
-                times[i] = (ts - first) / np.timedelta64(1, "ns") / 1e9
-            else:
-                times[i] = float(row[0])
-            prompts[i] = int(row[1])
-            outputs[i] = int(row[2])
-            if prefixes is not None:
-                ids = tuple(int(x) for x in row[3].split())
-                if any(b < 0 for b in ids):
-                    raise ValueError("prefix ids must be non-negative integers")
-                prefixes.append(ids or None)
-        except ValueError as exc:
-            raise TraceError(f"{path}: line {i + 2}: cannot parse {','.join(row)!r} ({exc}); {expected}") from None
-    if not np.all(np.isfinite(times)) or np.any(prompts < 0) or np.any(outputs < 0):
-        raise TraceError(f"{path}: arrival times must be finite and token counts non-negative")
-    _check_arrival_order(path, times, header == NORM_HEADER)
-    order = np.argsort(times, kind="stable")
-    times = times[order] - times[order][0]
+            for row in rows:
+                line = rows.line_num
+                if header is None:
+                    header = tuple(c.strip() for c in row)
+                    if header not in (NORM_HEADER, PREFIX_HEADER, AZURE_HEADER):
+                        raise TraceError(f"{path}: unknown header {','.join(header)[:200]!r}; {expected}")
+                    prefixes = [] if header == PREFIX_HEADER else None
+                    continue
+                if not row:
+                    continue
+                try:
+                    first = _append_row(row, header, first, times, prompts, outputs, prefixes)
+                except (ValueError, OverflowError) as exc:
+                    cells = ",".join(row)
+                    shown = cells if len(cells) <= 120 else cells[:120] + "..."
+                    raise TraceError(f"{path}: line {line}: cannot parse {shown!r} ({exc}); {expected}") from None
+        except csv.Error as exc:
+            raise TraceError(
+                f"{path}: line {rows.line_num}: not a trace row ({exc}; a cell holds at most "
+                f"{TRACE_MAX_CELL_CHARS:,} characters)"
+            ) from None
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}: not a text CSV file (not UTF-8 after line {line})") from None
+        except InputFileError as exc:
+            raise TraceError(f"{path}: cannot read the trace ({exc})") from None
+        except OSError as exc:
+            raise TraceError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
+    if header is None:
+        raise TraceError(f"{path}: empty file; {expected}")
+    if not times:
+        raise TraceError(f"{path}: no requests after the header")
+    t, order = _checked_times(path, np.frombuffer(times, dtype=float), header == NORM_HEADER)
     pre = tuple(prefixes[int(j)] for j in order) if prefixes is not None else None
+    p, o = np.frombuffer(prompts, dtype=np.int64)[order], np.frombuffer(outputs, dtype=np.int64)[order]
     # a request always has a prompt and yields at least one token (vLLM's minimum)
-    return Arrivals(times, np.maximum(prompts[order], 1), np.maximum(outputs[order], 1), prefixes=pre)
+    return Arrivals(t, np.maximum(p, 1), np.maximum(o, 1), prefixes=pre)
+
+
+def _checked_times(path: Path, t: np.ndarray, relative: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival times from 0 in arrival order, and that order; finite, in order and within ``TRACE_MAX_SPAN_S``."""
+    if not np.all(np.isfinite(t)):
+        i = int(np.argmin(np.isfinite(t)))
+        raise TraceError(f"{path}: line {i + 2}: arrival time {t[i]:g} is not a finite number")
+    _check_arrival_order(path, t, relative)
+    order = np.argsort(t, kind="stable")
+    t = t[order] - t[order][0]
+    if t[-1] > TRACE_MAX_SPAN_S:
+        raise TraceError(
+            f"{path}: the arrivals span {t[-1]:,.0f} s, more than {TRACE_MAX_SPAN_S / 86_400:.0f} days (the longest trace "
+            "gpuscale replays); split the trace or check its time column"
+        )
+    return t, order
+
+
+def _append_row(
+    row: list[str], header: tuple[str, ...], first: np.datetime64 | None, times: array.array[float],
+    prompts: array.array[int], outputs: array.array[int], prefixes: list[tuple[int, ...] | None] | None,
+) -> np.datetime64 | None:
+    """Append one request; returns the first Azure timestamp (the zero of the arrival times)."""
+    if len(row) != len(header):
+        raise ValueError(f"{len(row)} columns, the header has {len(header)}")
+    if header == AZURE_HEADER:
+        ts = _parse_timestamp(row[0])
+        first = ts if first is None else first
+        times.append((ts - first) / np.timedelta64(1, "ns") / 1e9)
+    else:
+        times.append(float(row[0]))
+    prompts.append(_tokens(row[1], header[1]))
+    outputs.append(_tokens(row[2], header[2]))
+    if prefixes is not None:
+        ids = tuple(int(x) for x in row[3].split())
+        if any(not 0 <= b < 2**63 for b in ids):
+            raise ValueError("prefix ids must be integers from 0 to 2^63 - 1")
+        prefixes.append(ids or None)
+    return first
+
+
+def _tokens(cell: str, column: str) -> int:
+    n = int(cell)
+    if not 0 <= n <= TRACE_MAX_TOKENS:
+        raise ValueError(f"{column} {cell.strip()[:40]} is not a token count from 0 to {TRACE_MAX_TOKENS:,}")
+    return n
+
+
+def check_compress(path: Path, span_s: float, compress: float) -> None:
+    """Refuse a ``compress`` that squeezes a trace below ``REPLAY_MIN_SPAN_S`` (or the trace's own span, if shorter)
+    or stretches it beyond ``TRACE_MAX_SPAN_S``: every statistic and the simulation then work on a physical span."""
+    if span_s <= 0:
+        return
+    replayed = span_s / compress
+    least = min(span_s, REPLAY_MIN_SPAN_S)
+    if not least <= replayed <= TRACE_MAX_SPAN_S:
+        raise TraceError(
+            f"{path}: --compress {compress:g} replays the trace's {span_s:,.1f} s in {replayed:.3g} s; use --compress from "
+            f"{span_s / TRACE_MAX_SPAN_S:.3g} to {span_s / least:.3g} (a replay between {least:g} s and "
+            f"{TRACE_MAX_SPAN_S / 86_400:.0f} days)"
+        )
 
 
 def _check_arrival_order(path: Path, times: np.ndarray, relative: bool) -> None:
@@ -286,6 +366,7 @@ def arrival_granularity_s(times: np.ndarray) -> float | None:
 
 def _trace(spec: TraceTraffic, seed: int, duration_s: float | None) -> Arrivals:
     a = load_trace(spec.path)
+    check_compress(spec.path, a.span_s, spec.compress)
     t = a.arrival_s - spec.start_s
     grid = arrival_granularity_s(a.arrival_s)
     if grid is not None and spec.replay == "spread":
@@ -312,6 +393,7 @@ def generate(spec: SyntheticTraffic | TraceTraffic, seed: int, duration_s: float
 def trace_span_s(spec: TraceTraffic) -> float:
     """Compressed length of a trace, its last bucket included (reads the file)."""
     a = load_trace(spec.path)
+    check_compress(spec.path, a.span_s, spec.compress)
     grid = arrival_granularity_s(a.arrival_s) or 0.0
     return max(a.span_s + grid - spec.start_s, 0.0) / spec.compress
 

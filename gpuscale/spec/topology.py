@@ -106,7 +106,8 @@ class DriftWindow(Spec):
     def _fits_period(self) -> DriftWindow:
         seconds = duration_seconds(self.duration)
         if not 1800 <= seconds < self.period_s or seconds % 60:
-            raise ValueError(
+            raise at(  # the value to change is the duration, not the window as a whole
+                "duration",
                 f"duration {self.duration}: use whole minutes, at least 30m and less than "
                 f"{'a week' if self.day else 'a day'} (the rest of the {'week' if self.day else 'day'} freezes drift)"
             )

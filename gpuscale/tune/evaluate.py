@@ -53,8 +53,13 @@ class Goal:
 class TraceBench:
     """The trace replayed on one model of a stack; ``run_*`` simulate one policy each."""
 
-    def __init__(self, spec: PlatformSpec, model_name: str, trace: TraceTraffic, seed: int = 0) -> None:
+    def __init__(
+        self, spec: PlatformSpec, model_name: str, trace: TraceTraffic, seed: int = 0, heartbeat: Progress | None = None,
+    ) -> None:
+        """``heartbeat`` is told the fraction done of every simulation that has no progress of its own (a long trace's
+        runs take minutes; the CLI prints a line every few seconds from it)."""
         sc = build_scenario("trace", spec, model=model_name, trace=trace)
+        self.heartbeat = heartbeat
         self.spec = spec
         self.model_name = model_name
         self.trace = trace
@@ -73,7 +78,7 @@ class TraceBench:
 
     def _run(self, setup: SimSetup, v: Variant, progress: Progress | None = None) -> PolicyResult:
         self.runs += 1
-        r = Simulation(setup, v, self.arrivals, self.seed, self.servable).run(progress)
+        r = Simulation(setup, v, self.arrivals, self.seed, self.servable).run(progress or self.heartbeat)
         lb = self.bound.gpu_hours(r.slo_attainment, node_hold_s(setup, v, r))
         return r.model_copy(update={"lower_bound_gpu_hours": round(lb, 4)})
 

@@ -85,15 +85,25 @@ def tune(
     spec: PlatformSpec, model_name: str, trace: TraceTraffic, *, seed: int = 0, max_evals: int = DEFAULT_MAX_EVALS,
     tuned_on: str | None = None, progress: Callable[[int, int], None] | None = None, search_when_limited: bool = False,
     bench: TraceBench | None = None, ceiling: PolicyResult | None = None, duty: PolicyResult | None = None,
+    phase: Callable[[str], None] | None = None, heartbeat: Callable[[float], None] | None = None,
 ) -> TuneOutcome:
     """Tune ``model_name`` of ``spec`` on ``trace``. ``search_when_limited`` searches even when the limits cannot carry
     the trace (the goal benchmark reports both); the CLI refuses instead. ``bench``, ``ceiling`` and ``duty`` reuse runs
-    the caller already has (same spec, trace and seed)."""
+    the caller already has (same spec, trace and seed). ``phase`` is told each step before the search (each takes one
+    trace replay), ``progress`` each simulation of the search, ``heartbeat`` the fraction done of the simulation running
+    (for a bench built here)."""
+    say = phase or (lambda _: None)
     t0 = time.monotonic()
-    bench = bench if bench is not None else TraceBench(spec, model_name, trace, seed)
+    if bench is None:
+        say("reading and replaying the trace")
+        bench = TraceBench(spec, model_name, trace, seed, heartbeat=heartbeat)
     prof = trace_stats.profile(bench.arrivals, trace.compress)
-    ceiling = ceiling if ceiling is not None else bench.run_ceiling(spec)
-    duty = duty if duty is not None else bench.run_duty_cycle(spec)
+    if ceiling is None:
+        say(f"simulating the ceiling on {len(bench.arrivals):,} requests")
+        ceiling = bench.run_ceiling(spec)
+    if duty is None:
+        say("simulating the duty-cycle HPA")
+        duty = bench.run_duty_cycle(spec)
     goal = Goal.of(ceiling, duty)
     limits = check_limits(bench, spec, ceiling)
     start = current_params(spec, model_name)
@@ -110,6 +120,7 @@ def tune(
         return Score(goal.met(r), r.slo_attainment_servable, r.gpu_hours)
 
     if not limits.carries and not search_when_limited:
+        say("simulating the stack as written")
         before = bench.run_gpuscale(spec, "before")
         return TuneOutcome(model_name, goal, ceiling, duty, limits, before, None, None, None, start, prof,
                            time.monotonic() - t0, bench.runs)
@@ -119,6 +130,7 @@ def tune(
         consolidate_after=consolidate_after_candidates(spec, model_name, size_model(spec, model).cold_start.total_s),
         warm_options=_warm_options(spec, model_name, start, prof), min_floor=_floors(spec, model_name, start),
     )
+    say(f"searching (at most {max_evals} simulations)")
     found = search(start, evaluate, coords, max_evals=max_evals, progress=progress)
     tuned = apply(spec, model_name, found.best, tuned_on=tuned_on)
     return TuneOutcome(

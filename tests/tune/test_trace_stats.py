@@ -77,3 +77,27 @@ def test_days_that_differ_show_no_daily_pattern() -> None:
 def test_an_empty_trace_is_refused() -> None:
     with pytest.raises(ValueError, match="no requests"):
         trace_stats.profile(Arrivals(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
+
+
+def test_the_daily_correlation_is_the_mean_over_every_pair_of_days_computed_linearly() -> None:
+    rng = np.random.default_rng(3)
+    days = rng.random((12, 24)) + np.sin(np.arange(24) / 24 * 2 * np.pi)  # a shared daily shape plus noise
+    pairwise = [np.corrcoef(days[i], days[j])[0, 1] for i in range(12) for j in range(i + 1, 12)]
+    got = trace_stats._mean_pairwise_correlation(days)
+    assert got == pytest.approx(float(np.mean(pairwise)), abs=1e-12)
+    days[5] = 1.0  # a constant day has no correlation
+    assert trace_stats._mean_pairwise_correlation(days) is None
+
+
+def test_the_days_are_counted_over_the_trace_not_the_15_s_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A millisecond of replay compressed 10^9 times is 11.6 trace days; the 15-s window floor times the factor would be
+    173,611 days (whose pairwise correlation never ends)."""
+    seen: list[int] = []
+    real = trace_stats._mean_pairwise_correlation
+    monkeypatch.setattr(trace_stats, "_mean_pairwise_correlation", lambda rows: (seen.append(rows.shape[0]), real(rows))[1])
+    rng = np.random.default_rng(1)
+    hours = np.arange(int(11.6 * 24))
+    per_hour = np.where(hours % 24 >= 9, 40, 4)  # a daily pattern in trace time
+    t_trace = np.concatenate([h * 3600.0 + rng.uniform(0, 3600, n) for h, n in zip(hours, per_hour, strict=True)])
+    prof = trace_stats.profile(arrivals(t_trace / 1e9), compress=1e9)
+    assert seen == [11] and prof.daily_pattern

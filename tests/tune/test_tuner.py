@@ -69,3 +69,20 @@ def test_the_same_seed_gives_the_same_tuning(tmp_path: Path) -> None:
     assert a.search is not None and b.search is not None and a.after is not None and b.after is not None
     assert a.search.best == b.search.best and a.search.history == b.search.history
     assert a.after.model_dump() == b.after.model_dump()
+
+
+def test_progress_reports_each_step_and_simulation_without_changing_the_result(tmp_path: Path) -> None:
+    trace = TraceTraffic(path=write_trace(tmp_path / "steady.csv", steady(7.0, 120.0), 2000, 1))
+    spec = spec_of("tiny-aggregated")
+    phases: list[str] = []
+    done: list[tuple[int, int]] = []
+    beats: list[float] = []
+    watched = tune(spec, "small-8b", trace, max_evals=3, phase=phases.append,
+                   progress=lambda d, t: done.append((d, t)), heartbeat=beats.append)
+    quiet = tune(spec, "small-8b", trace, max_evals=3)
+    assert phases[:3] == ["reading and replaying the trace", "simulating the ceiling on 840 requests",
+                          "simulating the duty-cycle HPA"] and phases[-1].startswith("searching")
+    assert done == [(1, 3), (2, 3), (3, 3)]
+    assert beats and all(0.0 <= f <= 1.0 for f in beats)  # the ceiling and duty-cycle runs report as they go
+    assert watched.after is not None and quiet.after is not None
+    assert watched.after.model_dump() == quiet.after.model_dump() and watched.ceiling.model_dump() == quiet.ceiling.model_dump()
