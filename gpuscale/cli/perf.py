@@ -42,20 +42,28 @@ class Precision(enum.StrEnum):
     fp8 = "fp8"
 
 
-def _architecture_file(path: Path) -> tuple[ModelArchitecture | None, list[str]]:
-    """A ``ModelArchitecture`` from a YAML/JSON file of its fields, or from a Hugging Face config.json."""
-    source = str(path)
+def _read_mapping(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
+    """The file's YAML/JSON document (read strictly: UTF-8, each key once, at most 1 MB), which must be a mapping."""
     try:
         size = path.stat().st_size
         if size > MAX_ARCHITECTURE_FILE_BYTES:
             return None, [f"--model {path}: {size:,} bytes; an architecture file is a few hundred (at most 1 MB)"]
-        doc = parse_stack_text(path.read_bytes(), source)
+        doc = parse_stack_text(path.read_bytes(), str(path))
     except Problems as exc:
-        return None, [f"--model {path}: {p.line()}" for p in exc.problems]
+        # the file's own paths (``layers``), not a stack file's ``gpuscale:`` ones
+        return None, [f"--model {path}: " + (f"{p.path}: {p.message}" if p.path else p.message) for p in exc.problems]
     except OSError as exc:
         return None, [f"--model {path}: cannot read it ({exc.strerror or exc})"]
     if not isinstance(doc, dict):
         return None, [f"--model {path}: expected a mapping of architecture fields, got {type(doc).__name__}"]
+    return doc, []
+
+
+def _architecture_file(path: Path) -> tuple[ModelArchitecture | None, list[str]]:
+    """A ``ModelArchitecture`` from a YAML/JSON file of its fields, or from a Hugging Face config.json."""
+    doc, problems = _read_mapping(path)
+    if doc is None:
+        return None, problems
     if "num_hidden_layers" in doc:  # a Hugging Face config.json
         try:
             doc = from_hf_config(doc)
@@ -67,12 +75,12 @@ def _architecture_file(path: Path) -> tuple[ModelArchitecture | None, list[str]]
         return ModelArchitecture.model_validate(doc, strict=True), []
     except ValidationError as exc:
         valid = ", ".join(ModelArchitecture.model_fields)
-        out = []
-        for err in exc.errors(include_url=False):
-            where = ".".join(str(p) for p in err["loc"]) or "(top)"
-            msg = f"unknown key; valid keys: {valid}" if err["type"] == "extra_forbidden" else err["msg"]
-            out.append(f"--model {path}: {where}: {msg.removeprefix('Value error, ')}")
-        return None, out
+        return None, [
+            f"--model {path}: {'.'.join(str(p) for p in err['loc']) or '(top)'}: "
+            + (f"unknown key; valid keys: {valid}" if err["type"] == "extra_forbidden"
+               else err["msg"].removeprefix("Value error, "))
+            for err in exc.errors(include_url=False)
+        ]
 
 
 def _model(name: str) -> tuple[ModelArchitecture | None, list[str]]:
@@ -156,62 +164,70 @@ def perf_command(
 ) -> None:
     """Simulate one replica of MODEL on GPU under one load (a closed loop of C clients, Poisson arrivals at R per
     second, or everything at once) and print TTFT (mean, p50, p99), ITL and TPOT, throughput and KV capacity."""
-    problems: list[str] = []
-    if sum((concurrency is not None, rate is not None, offline)) != 1:
-        problems.append("pass exactly one of --concurrency C, --rate R, --offline")
-    if rate is not None and rate > MAX_RATE_PER_S:
-        problems.append(f"--rate {rate:g}: at most {MAX_RATE_PER_S:g} requests per second")
-    if requests is not None and concurrency is not None:
-        problems.append("--requests: a closed loop runs 6 requests per client (2 warm-up, 4 measured); not with --concurrency")
+    problems = _load_problems(concurrency, rate, offline, requests)
     if gpu not in GPU_INSTANCE:
         problems.append(f"--gpu {gpu!r}: unknown GPU; valid: {', '.join(GPU_INSTANCE)}")
     arch, found = _model(model)
     problems += found
     if problems or arch is None:
         fail(problems)
-    updates: dict[str, Any] = {}
-    if precision is not None:
-        updates["weight_precision"] = precision.value
-    if kv_cache_precision is not None:
-        updates["kv_cache_precision"] = kv_cache_precision.value
+    updates = {k: v.value for k, v in (("weight_precision", precision), ("kv_cache_precision", kv_cache_precision))
+               if v is not None}
     arch = arch.model_copy(update=updates)
     replica, problems = _replica(arch, gpu, tp, pp)
     if replica is None:
         fail(problems)
-    longest = math.ceil(input_tokens * (1 + replica_load.LENGTH_JITTER)) + math.ceil(output_tokens * (1 + replica_load.LENGTH_JITTER))
+    jitter = 1 + replica_load.LENGTH_JITTER
+    longest = math.ceil(input_tokens * jitter) + math.ceil(output_tokens * jitter)
     if longest > replica.max_request_tokens:
         fail([f"--input-tokens {input_tokens} --output-tokens {output_tokens}: with the +-10% jitter a request reaches "
               f"{longest:,} tokens; this replica accepts at most {replica.max_request_tokens:,} (the model's context "
               f"{arch.max_context_tokens:,} and its KV cache {replica.kv_capacity_tokens:,}, whichever is smaller)"])
     check_outputs((json_out, "--json", False))
-
-    rng = np.random.default_rng([seed, 2])
-    if concurrency is not None:
-        load = f"closed loop of {concurrency} clients"
-        result = replica_load.closed_loop(replica, concurrency, input_tokens, output_tokens, seed=seed)
-    else:
-        n = requests or (DEFAULT_OPEN_LOOP_REQUESTS if rate is not None else
-                         replica_load.offline_requests(replica, input_tokens, output_tokens))
-        prompts = replica_load.jittered(rng, input_tokens, n).tolist()
-        outputs = replica_load.jittered(rng, output_tokens, n).tolist()
-        if rate is not None:
-            load = f"Poisson arrivals at {rate:g}/s ({n} requests)"
-            result = replica_load.open_loop(replica, rate, prompts, outputs, seed=seed)
-        else:
-            load = f"offline ({n} requests at once)"
-            result = replica_load.offline(replica, prompts, outputs)
+    load, result = _run(replica, input_tokens, output_tokens, concurrency, rate, requests, seed)
     fig = result.as_json()
     say(_describe(arch, model, gpu, tp, pp, f"{input_tokens} in / {output_tokens} out (+-10%), {load}"))
-    per_request = (input_tokens + output_tokens)
-    say(f"  KV capacity   {fig['kv_capacity_tokens']:,} tokens ({fig['kv_capacity_tokens'] // per_request:,} requests "
-        "of this size)")
-    say(f"  TTFT          mean {fig['ttft_mean_s'] * 1e3:,.1f} ms, p50 {fig['ttft_p50_s'] * 1e3:,.1f} ms, "
-        f"p99 {fig['ttft_p99_s'] * 1e3:,.1f} ms")
-    say(f"  ITL           mean {fig['itl_mean_s'] * 1e3:,.2f} ms, p50 {fig['itl_p50_s'] * 1e3:,.2f} ms, "
-        f"p99 {fig['itl_p99_s'] * 1e3:,.2f} ms; TPOT mean {fig['tpot_mean_s'] * 1e3:,.2f} ms")
-    say(f"  throughput    {fig['requests_per_s']:,.3f} requests/s, {fig['output_tokens_per_s']:,.1f} output tokens/s")
+    _print(fig, input_tokens + output_tokens)
     if rate is not None and fig["requests_per_s"] < 0.9 * rate:
         warn(f"the replica serves {fig['requests_per_s']:.3g} requests/s, below the offered {rate:g}/s: it is saturated "
              "and TTFT grows with --requests")
     if json_out is not None:
         write_text(json_out, json.dumps(fig, indent=2) + "\n", "--json")
+
+
+def _load_problems(concurrency: int | None, rate: float | None, offline: bool, requests: int | None) -> list[str]:
+    problems = []
+    if sum((concurrency is not None, rate is not None, offline)) != 1:
+        problems.append("pass exactly one of --concurrency C, --rate R, --offline")
+    if rate is not None and rate > MAX_RATE_PER_S:
+        problems.append(f"--rate {rate:g}: at most {MAX_RATE_PER_S:g} requests per second")
+    if requests is not None and concurrency is not None:
+        problems.append("--requests: a closed loop runs 6 requests per client (2 warm-up, 4 measured); not with --concurrency")
+    return problems
+
+
+def _run(replica: ReplicaModel, input_tokens: int, output_tokens: int, concurrency: int | None, rate: float | None,
+         requests: int | None, seed: int) -> tuple[str, replica_load.LoadResult]:
+    """The load the options ask for, described, and what it measured."""
+    if concurrency is not None:
+        return (f"closed loop of {concurrency} clients",
+                replica_load.closed_loop(replica, concurrency, input_tokens, output_tokens, seed=seed))
+    n = requests or (DEFAULT_OPEN_LOOP_REQUESTS if rate is not None else
+                     replica_load.offline_requests(replica, input_tokens, output_tokens))
+    rng = np.random.default_rng([seed, 2])
+    prompts = replica_load.jittered(rng, input_tokens, n).tolist()
+    outputs = replica_load.jittered(rng, output_tokens, n).tolist()
+    if rate is not None:
+        return (f"Poisson arrivals at {rate:g}/s ({n} requests)",
+                replica_load.open_loop(replica, rate, prompts, outputs, seed=seed))
+    return f"offline ({n} requests at once)", replica_load.offline(replica, prompts, outputs)
+
+
+def _print(fig: dict[str, float | int], per_request_tokens: int) -> None:
+    kv = int(fig["kv_capacity_tokens"])
+    say(f"  KV capacity   {kv:,} tokens ({kv // per_request_tokens:,} requests of this size)")
+    say(f"  TTFT          mean {fig['ttft_mean_s'] * 1e3:,.1f} ms, p50 {fig['ttft_p50_s'] * 1e3:,.1f} ms, "
+        f"p99 {fig['ttft_p99_s'] * 1e3:,.1f} ms")
+    say(f"  ITL           mean {fig['itl_mean_s'] * 1e3:,.2f} ms, p50 {fig['itl_p50_s'] * 1e3:,.2f} ms, "
+        f"p99 {fig['itl_p99_s'] * 1e3:,.2f} ms; TPOT mean {fig['tpot_mean_s'] * 1e3:,.2f} ms")
+    say(f"  throughput    {fig['requests_per_s']:,.3f} requests/s, {fig['output_tokens_per_s']:,.1f} output tokens/s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import itertools
 import json
 import math
 import sys
@@ -50,7 +51,7 @@ def _constant_docstrings() -> dict[str, str]:
     """Each module-level constant of gpuscale/perf.py and the docstring under it."""
     body = ast.parse((ROOT / "gpuscale" / "perf.py").read_text()).body
     out = {}
-    for stmt, nxt in zip(body, body[1:], strict=False):
+    for stmt, nxt in itertools.pairwise(body):
         if (isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and isinstance(nxt, ast.Expr)
                 and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
             out[stmt.targets[0].id] = nxt.value.value
