@@ -101,7 +101,7 @@ class Group(TyperGroup):
 app = typer.Typer(
     name="gpuscale",
     help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, tune, plan, schedule.",
-    epilog="Every command takes --stack NAME (stacks/Pulumi.NAME.yaml) or --stack-file PATH. " + EXIT_CODES_HELP,
+    epilog="Every command that reads a stack takes --stack NAME (stacks/Pulumi.NAME.yaml) or --stack-file PATH. " + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -135,3 +135,12 @@ def test_every_catalogue_gpu_has_an_instance_of_that_part() -> None:
         part = CATALOGUE[instance].gpu
         assert part.name.lower() in name.lower().replace("-", "")[: len(part.name)].lower() or name.startswith(part.name)
         assert replica_load.replica_alone(MODELS["llama-3.1-8b"], CATALOGUE[instance], 1).kv_capacity_tokens > 0
+
+
+def test_the_readme_example_is_what_the_command_prints_today() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("$ .venv/bin/gpuscale perf ", 1)[1].split("```", 1)[0]
+    command, shown = block.split("\n", 1)
+    result = runner.invoke(args=["perf", *command.split()])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == shown.strip(), "README's gpuscale perf example is stale"
