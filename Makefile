@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: plan plan-check test validate lint typecheck bench clean
+.PHONY: plan plan-check test validate lint typecheck bench calibrate clean
 
 $(VENV)/.installed: pyproject.toml
 	@echo "first run: creating $(VENV) and installing gpuscale with its dependencies (Pulumi, pydantic, numpy, matplotlib; a few minutes)..."
@@ -65,6 +65,11 @@ typecheck: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python bench/synth_bench.py
 	$(BIN)/python bench/sim_bench.py
+
+# The performance model against published points, fit and held-out sets (seconds); writes bench/results/calibration.json
+# and renders it into docs/simulator.md (Calibration)
+calibrate: $(VENV)/.installed
+	$(BIN)/python bench/calibration.py --json bench/results/calibration.json --docs > /dev/null
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -69,6 +69,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "policy-path": Subcommand("gpuscale.cli.policy", "policy_path", None),
     "schedule": Subcommand("gpuscale.cli.schedule", "schedule", "SCHEDULE_EXIT_CODES"),
     "doctor": Subcommand("gpuscale.cli.doctor", "doctor", "DOCTOR_EXIT_CODES"),
+    "perf": Subcommand("gpuscale.cli.perf", "perf_command"),
 }
 """Every subcommand, in help order. A command's module is imported only when that command runs (or help lists it):
 ``gpuscale diff`` need not load Pulumi, the simulator or matplotlib, which saves about a second per invocation."""
@@ -100,7 +101,7 @@ class Group(TyperGroup):
 app = typer.Typer(
     name="gpuscale",
     help="GPU autoscaling for LLM inference on EKS: validate, synth, diff, simulate, tune, plan, schedule.",
-    epilog="Every command takes --stack NAME (stacks/Pulumi.NAME.yaml) or --stack-file PATH. " + EXIT_CODES_HELP,
+    epilog="Every command that reads a stack takes --stack NAME (stacks/Pulumi.NAME.yaml) or --stack-file PATH. " + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -158,3 +158,12 @@ def instance_type(name: str) -> GpuInstanceType:
         return CATALOGUE[name]
     except KeyError:
         raise KeyError(f"unknown GPU instance type {name!r}; known: {', '.join(sorted(CATALOGUE))}") from None
+
+
+GPU_INSTANCE: Mapping[str, str] = MappingProxyType({
+    "H100-SXM": "p5.48xlarge", "H200": "p5en.48xlarge", "A100-80": "p4de.24xlarge", "A100-40": "p4d.24xlarge",
+    "L40S": "g6e.48xlarge", "L4": "g6.48xlarge", "A10G": "g5.48xlarge",
+})
+"""GPU part names (what ``gpuscale perf --gpu`` takes) and the catalogue's largest instance type carrying each: the one
+a replica of up to its ``gpus_per_node`` GPUs per tensor-parallel group is costed on (a replica's numbers depend on the
+part and on whether its GPUs share NVLink, not on the instance size)."""

@@ -19,7 +19,7 @@ from tests.conftest import REPO
 from tests.specs import small_raw
 
 runner = CliRunner()
-COMMANDS = ("validate", "schema", "synth", "diff", "simulate", "plan", "workload", "tune")
+COMMANDS = ("validate", "schema", "synth", "diff", "simulate", "plan", "workload", "tune", "perf")
 
 
 def help_text(*args: str) -> str:

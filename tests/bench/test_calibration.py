@@ -1,0 +1,87 @@
+"""``bench/calibration.py`` runs (a slice, so it can never crash unnoticed), splits its points by source honestly, and
+``docs/simulator.md`` shows exactly the committed ``bench/results/calibration.json``."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cal() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_calibration", ROOT / "bench" / "calibration.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_calibration"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((ROOT / "bench" / "results" / "calibration.json").read_text())
+    return result
+
+
+def test_a_slice_of_fit_and_validation_sources_runs(cal: ModuleType) -> None:
+    result = cal.evaluate(["vLLM CI", "TensorRT-LLM 0.5.0"])
+    rows = result["rows"]
+    assert {r["source"] for r in rows} == {"vLLM CI", "TensorRT-LLM 0.5.0"}
+    assert result["sets"]["fit"]["points"] == sum(r["set"] == "fit" for r in rows) == 14
+    assert result["sets"]["validation"]["points"] == 3
+    assert all(r["simulated"] > 0 and math.isfinite(r["error"]) for r in rows)
+    # every point is in exactly one regime group and one GPU/TP group of its set
+    assert sum(g["points"] for g in result["by_regime"]) == sum(g["points"] for g in result["by_gpu_tp"]) == len(rows)
+    errs = sorted(abs(r["error"]) for r in rows if r["set"] == "validation")
+    assert result["sets"]["validation"]["median_abs_error"] == pytest.approx(errs[1])
+
+
+def _constant_docstrings() -> dict[str, str]:
+    """Each module-level constant of gpuscale/perf.py and the docstring under it."""
+    body = ast.parse((ROOT / "gpuscale" / "perf.py").read_text()).body
+    out = {}
+    for stmt, nxt in itertools.pairwise(body):
+        if (isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            out[stmt.targets[0].id] = nxt.value.value
+    return out
+
+
+def test_the_split_is_by_source_and_matches_what_the_constants_name(cal: ModuleType) -> None:
+    docs = _constant_docstrings()
+    fit = {n for n, s in cal.SOURCES.items() if s.set == "fit"}
+    assert fit == set(cal.FIT_ANCHORS)
+    keyword = {"NIM 1.8.0": "NIM", "vLLM CI": "vLLM CI", "TensorRT-LLM perf overview": "TensorRT-LLM"}
+    for source, constants in cal.FIT_ANCHORS.items():
+        for c in constants:
+            assert keyword[source] in docs[c], f"{c} does not name {source} as its anchor"
+    # no constant reads a validation source
+    for text in docs.values():
+        for marker in ("Azure", "surajssd", "0.5.0"):
+            assert marker not in text
+
+
+def test_docs_render_the_committed_json(cal: ModuleType, committed: dict[str, Any]) -> None:
+    text = (ROOT / "docs" / "simulator.md").read_text()
+    between = text.split(cal.BEGIN, 1)[1].split(cal.END, 1)[0]
+    assert between == "\n" + cal.markdown(committed), "docs/simulator.md is stale: run make calibrate"
+
+
+def test_committed_json_is_what_the_model_gives_today(cal: ModuleType, committed: dict[str, Any]) -> None:
+    sources = [s for s in cal.ROWS if s != "Splitwise 2023" or cal.SPLITWISE.is_file()]
+    fresh = cal.evaluate(sources)["rows"]
+    old = [r for r in committed["rows"] if r["source"] in sources]
+    assert [(r["source"], r["setup"], r["metric"]) for r in fresh] == [(r["source"], r["setup"], r["metric"]) for r in old]
+    for a, b in zip(fresh, old, strict=True):
+        assert a["simulated"] == pytest.approx(b["simulated"], rel=1e-6), "bench/results/calibration.json is stale: run make calibrate"
