@@ -8,6 +8,7 @@ object's own query, so the alert and the trigger can never disagree.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from gpuscale import sizing as sizing_mod
 from gpuscale.alerts import burn_rate
@@ -52,9 +53,9 @@ class RoleContext:
         """Alert names carry model and role: one alert per model and role in Alertmanager's grouping."""
 
     def rule(self, name: str, *, expr: str, for_s: int, severity: Severity, summary: str, description: str,
-             runbook: str, thresholds: dict[str, float]) -> AlertRule:
+             runbook: str, thresholds: Mapping[str, float]) -> AlertRule:
         return AlertRule(alert=f"{self.prefix}{name}", labels=self.labels, expr=expr, for_s=for_s, severity=severity,
-                         summary=summary, description=description, runbook=runbook, thresholds=thresholds)
+                         summary=summary, description=description, runbook=runbook, thresholds=dict(thresholds))
 
 
 def latency_burn(ctx: RoleContext, histogram: str, target_s: float, target_field: str) -> list[AlertRule]:
