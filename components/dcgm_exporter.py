@@ -47,7 +47,7 @@ class DcgmExporter(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     chart: k8s.helm.v4.Chart
 
-    def __init__(self, name: str, args: DcgmExporterArgs, *, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: DcgmExporterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuscale:index:DcgmExporter", name, None, opts)
         ns, self.chart = namespaced_chart(
             self, name, f"DcgmExporter {name!r}", release=RELEASE, pin=args.chart, namespace=args.namespace,
