@@ -16,6 +16,7 @@ from gpuscale.alerts.rule import AlertRule
 from gpuscale.feasibility import checked_sizing
 from gpuscale.manifests import autoscaling
 from gpuscale.signals import vllm_metrics
+from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.base import duration_seconds
 from gpuscale.spec.platform import PlatformSpec
 from tests.conftest import STACKS
@@ -25,6 +26,13 @@ def alerts(spec: PlatformSpec) -> dict[str, AlertRule]:
     sizing = checked_sizing(spec)
     groups = platform_groups(spec, sizing) + [g for m in spec.models for g in model_groups(spec, sizing, m.name)]
     return {r.alert: r for g in groups for r in g.rules}
+
+
+@pytest.fixture(params=STACKS)
+def stack(request: pytest.FixtureRequest, stack_specs: dict[str, PlatformSpec]) -> tuple[PlatformSpec, PlatformSizing, dict[str, AlertRule]]:
+    """Each shipped stack's spec, its sizing and its alerts by name."""
+    spec = stack_specs[request.param]
+    return spec, checked_sizing(spec), alerts(spec)
 
 
 def only(rules: dict[str, AlertRule], *parts: str) -> list[AlertRule]:
@@ -52,11 +60,8 @@ def test_latency_burn_reads_the_slo(stack_specs: dict[str, PlatformSpec], stack:
             assert {float(x) for x in re.findall(r"\) > ([0-9.e+-]+)", r.expr)} == {round(k * budget, 6) for k in rates}
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_role_alerts_read_the_sizing(stack_specs: dict[str, PlatformSpec], stack: str) -> None:
-    spec = stack_specs[stack]
-    sizing = checked_sizing(spec)
-    rules = alerts(spec)
+def test_role_alerts_read_the_sizing(stack: tuple[PlatformSpec, PlatformSizing, dict[str, AlertRule]]) -> None:
+    spec, sizing, rules = stack
     for model in spec.models:
         ms = sizing.model(model.name)
         for role in model.serving.roles:
@@ -83,11 +88,8 @@ def test_role_alerts_read_the_sizing(stack_specs: dict[str, PlatformSpec], stack
                 assert failing == []  # prometheus-adapter has no per-trigger error counter
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_front_door_alerts_read_the_door_sizing(stack_specs: dict[str, PlatformSpec], stack: str) -> None:
-    spec = stack_specs[stack]
-    sizing = checked_sizing(spec)
-    rules = alerts(spec)
+def test_front_door_alerts_read_the_door_sizing(stack: tuple[PlatformSpec, PlatformSizing, dict[str, AlertRule]]) -> None:
+    spec, sizing, rules = stack
     for model in spec.models:
         door = sizing.model(model.name).front_door
         near = only(rules, "FrontDoorNearQueueBound")
