@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale import labels
+from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
@@ -95,7 +96,8 @@ class InferencePlatform(pulumi.ComponentResource):
     ``<name>-efa-device-plugin`` (when a pool has ``efa: true``),
     ``<name>-prometheus`` (optional), ``<name>-dcgm-exporter`` (GPU health), ``<name>-kai``, ``<name>-queues``,
     ``<name>-topology``, ``<name>-lws`` and
-    ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, and per model
+    ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, ``<name>-alerts``
+    (AlertRules: the PrometheusRules, with the Prometheus stack, whose CRD they need), and per model
     ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
     (FrontDoor) for a model with a front door.
 
@@ -253,6 +255,9 @@ class InferencePlatform(pulumi.ComponentResource):
             )
             for ns in vllm.serving_namespaces(spec)
         }
+        if spec.observability.install_prometheus_stack:  # the PrometheusRule CRD comes with the stack
+            AlertRules(f"{name}-alerts", AlertRulesArgs.from_platform(spec, sizing),
+                       opts=self._on_cluster(*namespaces.values(), *monitoring))
         endpoints: dict[str, pulumi.Output[str]] = {}
         for model in spec.models:
             # plain namespace names (objects built without waiting on an Output), the Namespace as a dependency

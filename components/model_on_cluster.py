@@ -13,6 +13,7 @@ from typing import Any, Literal
 import pulumi
 from pydantic import ValidationError
 
+from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.children import Refused, child_opts
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.inputs import ClusterName, Namespace, PrometheusUrl, QueueName, StrInput
@@ -61,6 +62,9 @@ class ModelOnClusterArgs(Spec):
     """Namespace of the model's objects (must exist; e.g. ``ns.metadata.name``); default ``model.serving.namespace``."""
     cluster_name: ClusterName | None = None
     """EKS cluster, for the Pod Identity role of ``s3://`` weights; without it no AWS resource is created."""
+    alert_rules: bool = True
+    """Create the model's PrometheusRule (``<name>-alerts``: SLO burn, KV, cold start, autoscaler input, replica
+    ceiling, front door); needs prometheus-operator's CRDs on the cluster (kube-prometheus-stack)."""
 
     def platform_spec(self) -> PlatformSpec:
         """The one-model spec sizing reads; ``Refused`` at the path in these args when a value is invalid."""
@@ -102,7 +106,8 @@ def _in_args(problem: Problem) -> Problem:
 class ModelOnCluster(pulumi.ComponentResource):
     """One model on a cluster that already runs KAI (with the ``gpuscale`` Topology), KEDA, the model's GPU pool and
     a Prometheus: ``<name>-queue`` (QueueTree: the team's queue), ``<name>`` (VllmService), ``<name>-door``
-    (FrontDoor, when the model may scale to zero) and ``<name>-<role>`` (RoleAutoscaler per role), each waiting for
+    (FrontDoor, when the model may scale to zero), ``<name>-<role>`` (RoleAutoscaler per role) and ``<name>-alerts``
+    (AlertRules, unless ``alert_rules`` is false), each waiting for
     what it needs. Providers and ``depends_on`` come from ``opts``.
     """
 
@@ -139,6 +144,9 @@ class ModelOnCluster(pulumi.ComponentResource):
                                                  prometheus_url=url),
                 opts=child_opts(self, opts, service.workloads[role]),
             )
+        if args.alert_rules:
+            AlertRules(f"{name}-alerts", AlertRulesArgs.for_model(spec, sizing, model.name, namespace=args.namespace),
+                       opts=child_opts(self, opts, *service.workloads.values()))
         self.queue_name = queues.leaf_queue_names.apply(lambda names: names[0])
         self.workload_names = service.workload_names
         self.register_outputs({"endpoint": self.endpoint, "queue_name": self.queue_name,

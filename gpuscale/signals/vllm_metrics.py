@@ -25,6 +25,19 @@ INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
 """Every inter-token gap (observed each engine iteration)."""
 TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"
 
+TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
+    640.0, 2560.0,
+)
+"""Upper bounds (``le``) of ``vllm:time_to_first_token_seconds`` (``PrometheusStatLogger.__init__`` in
+``vllm/v1/metrics/loggers.py``; the same list in every stored version read, from commit 005a810b on: not re-read in the
+v0.33.0 wheel). An SLO burn rate counts a request good only up to a bucket bound (``gpuscale.alerts.burn_rate``)."""
+ITL_BUCKETS_S: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)
+"""Upper bounds of ``vllm:inter_token_latency_seconds`` (same file and caveat as ``TTFT_BUCKETS_S``)."""
+BUCKETS_S: Mapping[str, tuple[float, ...]] = {TIME_TO_FIRST_TOKEN: TTFT_BUCKETS_S, INTER_TOKEN_LATENCY: ITL_BUCKETS_S}
+
 GAUGES: frozenset[str] = frozenset({QUEUE, RUNNING, KV_CACHE})
 """vLLM gauges an autoscaler may target."""
 COUNTERS: frozenset[str] = frozenset({PROMPT_TOKENS, GENERATION_TOKENS})

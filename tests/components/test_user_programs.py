@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 import gpuscale.components as components
 from gpuscale.components import (
+    AlertRules,
+    AlertRulesArgs,
     FrontDoorArgs,
     GpuNodePool,
     GpuNodePoolArgs,
@@ -299,6 +301,8 @@ def test_the_short_form_emits_what_the_long_form_did_from_fewer_values() -> None
         RoleAutoscaler("llama-8b-aggregated", RoleAutoscalerArgs.from_platform(
             spec, sizing, "llama-8b", "aggregated", namespace="team-b-llm",
             prometheus_url="http://prometheus.monitoring.svc:9090"), opts=pulumi.ResourceOptions(depends_on=[service]))
+        AlertRules("llama-8b-alerts", AlertRulesArgs.for_model(spec, sizing, "llama-8b", namespace="team-b-llm"),
+                   opts=pulumi.ResourceOptions(depends_on=[service]))
 
     def objects(records: Records) -> dict[tuple[str, str], Any]:
         return {(r.type, r.name): r.inputs for r in records if r.custom}
