@@ -27,7 +27,7 @@ from gpuscale.sim.provisioner import NodeLayer
 from gpuscale.sim.replica_set import ReplicaSet
 from gpuscale.sim.router import Router
 from gpuscale.sim.scheduler import Scheduler
-from gpuscale.sim.setup import SimSetup, Variant
+from gpuscale.sim.inputs import SimSetup, Variant
 from gpuscale.sim.states import NodeState
 from gpuscale.sim.traffic import Arrivals
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram

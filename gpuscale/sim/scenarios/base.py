@@ -20,7 +20,7 @@ from gpuscale.sim.metrics import PolicyResult, ScenarioResult
 from gpuscale.sim.placement import KAI
 from gpuscale.sim.policies import DutyCyclePolicy, FixedPolicy, GpuscalePolicy, QueueDepthPolicy
 from gpuscale.sim.replica import replica_model_from_sizing
-from gpuscale.sim.setup import RoleSetup, SimSetup, Variant
+from gpuscale.sim.inputs import RoleSetup, SimSetup, Variant
 from gpuscale.sim.traffic import RatePoint, SyntheticTraffic, TrafficSpec
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import CATALOGUE

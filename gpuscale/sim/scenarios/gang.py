@@ -19,7 +19,7 @@ from gpuscale.sim.scenarios.base import (
     synthetic,
     variant,
 )
-from gpuscale.sim.setup import InitialNode, RoleSetup
+from gpuscale.sim.inputs import InitialNode, RoleSetup
 from gpuscale.sim.traffic import RatePoint
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.spec.model import ModelDeployment

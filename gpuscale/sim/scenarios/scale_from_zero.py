@@ -33,7 +33,7 @@ from gpuscale.sim.scenarios.base import (
     synthetic,
     variant,
 )
-from gpuscale.sim.setup import FrontDoorSim
+from gpuscale.sim.inputs import FrontDoorSim
 from gpuscale.sim.traffic import HugePrompt, RatePoint
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import ModelDeployment, WakeSchedule
