@@ -5,10 +5,10 @@ replacing it would cost. Replacing it costs a cold start (node, image, weights, 
 requests that wait, so a node removed sooner than one cold start after it emptied loses more than it saves whenever
 traffic returns (the rent-or-buy break-even). The hour on top of it covers the dips a cold start does not: lunch, a
 deploy, a retry storm's quiet tail, which the simulator's ``consolidation-24x7`` scenario replays. A pool's cold start
-is the slowest of the models placed on it (``gpuscale.sizing.cold_start``).
+is the slowest of the models placed on it (``gpuscale.sizing.slowest_cold_start`` over ``ModelSizing.cold_start``).
 
 Who knows what: the spec validator (``GpuNodePoolSpec``) has no sizing, so it applies the rule with the cold start
-unknown, which is the 1h floor; the feasibility checks apply it again with every model's cold start. The policy pack
+unknown, which is the 1h floor; the feasibility checks apply it again after sizing, with every model's cold start. The policy pack
 reads a NodePool: its policy, ``consolidateAfter``, the acknowledgement annotation and the cold start gpuscale writes
 as the ``gpuscale.io/cold-start-seconds`` annotation (absent on NodePools gpuscale did not emit: the 1h floor). For a
 stack gpuscale emits, validate and the pack therefore see the same four facts and reach the same verdict.
