@@ -644,7 +644,7 @@ def _role_sizing(
     if stabilization is None:
         # longer than a cold start, within the HPA's own bound (a longer cold start cannot be waited out by it)
         stabilization = min(HPA_STABILIZATION_WINDOW_S.high, max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60)))
-    burst = s.burst_mode if s.burst_mode is not None else True
+    burst = model.autoscaling.resolved_burst_mode(role)
     signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, fractional(1.0))
     return RoleSizing(
         role=role, signals=signals, target_utilisation=util, burst_mode=burst, warm_schedule=list(s.warm_schedule),
@@ -655,7 +655,7 @@ def _role_sizing(
         # behind a front door the door's queue is polled faster (it starts the cold start) and the model sleeps as a whole
         polling_interval_s=min(s.polling_interval_s, model.front_door.poll_s) if model.has_front_door else s.polling_interval_s,
         cooldown_s=model.front_door.idle_window_s if model.has_front_door else s.cooldown_s,
-        activation_threshold=s.activation_threshold if s.activation_threshold is not None else 0.0,
+        activation_threshold=model.autoscaling.resolved_activation_threshold(role),
     )
 
 
@@ -674,7 +674,7 @@ def _signals(
         kv_target=decode_kv_target(model, decode_batch, kv_tokens), kv_ceiling=KV_TARGET_UTILISATION,
     )
     return selection.role_signals(
-        numbers, keda=keda, burst=burst, guard=s.slo_guard if s.slo_guard is not None else keda,
+        numbers, keda=keda, burst=burst, guard=model.autoscaling.resolved_slo_guard(role),
         metric=s.metric, target=s.target,
     )
 

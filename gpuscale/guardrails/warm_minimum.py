@@ -28,6 +28,12 @@ def keeps_warm_minimum(criticality: Criticality, min_replicas: int) -> bool:
     return criticality != "critical" or min_replicas >= CRITICAL_MIN_REPLICAS
 
 
+def serving_replicas(criticality: Criticality) -> int:
+    """Replicas of a component on a model's request path that never scales to zero (the front door's picker): the
+    criticality's warm minimum, at least one. A critical path keeps a second one for the same reason its roles do."""
+    return max(1, DEFAULT_MIN_REPLICAS[criticality])
+
+
 KEDA_DEFAULT_MIN_REPLICA_COUNT = 0
 """What a ScaledObject without ``minReplicaCount`` holds (KEDA v2.20.2 ``keda.sh_scaledobjects.yaml``: ``minReplicaCount``
 >= 0, default 0; ``research/upstream-facts.md`` section 3)."""

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from pydantic import model_validator
 
-from gpuscale import labels, versions
+from gpuscale import labels, upstream_bounds, versions
 from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics
 from gpuscale.guardrails.warm_minimum import Criticality
 from gpuscale.manifests import front_door
@@ -53,8 +53,8 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
 
-KEDA_NAME_LIMIT = 54
-"""KEDA's webhook names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
+KEDA_NAME_LIMIT = upstream_bounds.KEDA_SCALED_OBJECT_NAME_CHARS.high
+"""KEDA names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
 SCALE_UP_PODS_PER_MINUTE = 2
 SCALE_DOWN_PODS_PER_MINUTE = 1
 FALLBACK_FAILURE_THRESHOLD = 3
