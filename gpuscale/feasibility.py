@@ -42,7 +42,7 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
         where = f"models[{names.index(exc.model)}].{exc.path}" if exc.model in names else "models"
         raise Problems([Problem(where, str(exc))]) from None
     answers = {m.model: m.front_door.first_answer for m in sized.models if m.front_door is not None}
-    problems = [*_peak_is_carried(spec, sized), *first_answer_problems(spec, answers), *cross_layer.check_platform(spec, sized)]
+    problems = [*_consolidation(spec, sized), *_peak_is_carried(spec, sized), *first_answer_problems(spec, answers), *cross_layer.check_platform(spec, sized)]
     if problems:
         raise Problems(problems)
     return sized
@@ -103,10 +103,12 @@ def _kv_transfer(spec: PlatformSpec) -> list[Problem]:
         budget = sizing.KV_TRANSFER_TTFT_SHARE * m.slo.ttft_p99_s
         if seconds > budget:
             inst = next(it for it in pool.instances if it.name == shape.instance_type)
+            link_gbps = round(sizing.kv_link_bytes_per_s(pool, shape) * 8 / 1e9, 1)
             problems.append(Problem(f"models[{i}].serving.mode", (
                 f"disaggregated {m.name}: moving the KV cache of a p99 prompt ({m.workload.prompt_tokens.p99:,} tokens x "
                 f"{perf.kv_bytes_per_token(m.architecture):,} B) from prefill to decode takes {seconds:.2f} s at "
-                f"line rate (a {shape.gpus_per_pod}-GPU pod's share of {inst.name}'s {inst.network_gbps:g} Gbit/s), more "
+                f"line rate ({link_gbps:g} Gbit/s: the replica's {shape.gpus} GPU(s) x {inst.name}'s "
+                f"{inst.network_gbps:g} Gbit/s per {inst.gpus_per_node} GPUs), more "
                 f"than {sizing.KV_TRANSFER_TTFT_SHARE:.0%} of the {m.slo.ttft_p99_s:g} s TTFT p99 budget. Serve it "
                 "aggregated (serving.mode: aggregated), or use a pool with more network bandwidth (EFA)"
             )))
@@ -149,21 +151,21 @@ def _placement(spec: PlatformSpec) -> list[Problem]:
                 "over PCIe/network. Use TP <= the domain with pipeline_parallel_size for the rest, or set "
                 "allow_tensor_parallel_over_pcie: true",
             ))
-    return [*problems, *_consolidation(spec)]
+    return problems
 
 
-def _consolidation(spec: PlatformSpec) -> list[Problem]:
-    """The consolidation rule with what the spec alone cannot know: each pool's slowest cold start raises its floor."""
+def _consolidation(spec: PlatformSpec, sized: sizing.PlatformSizing) -> list[Problem]:
+    """The consolidation rule with what the spec alone cannot know: each pool's slowest cold start, as sizing computed
+    it (``ModelSizing.cold_start``), raises its floor. The spec validator already applied it with the 1h floor."""
     problems: list[Problem] = []
     for j, pool in enumerate(spec.topology.gpu_pools):
-        on_pool = [m for m in spec.models if m.node_pool == pool.name]
-        if not on_pool or not all(_shape(spec, spec.models.index(m)) for m in on_pool):
-            continue  # a model without a shape is refused by _placement; its cold start has no instance to time
-        slowest = max(on_pool, key=lambda m: sizing.cold_start(spec, m).total_s)
+        slowest = sizing.slowest_cold_start(spec, sized, pool.name)
+        if slowest is None:
+            continue  # no model on the pool: the spec's 1h floor is all there is
         found = consolidation.breaches(
             consolidation.SPEC, pool=pool.name, policy=pool.consolidation_policy, after=pool.consolidate_after,
-            after_s=pool.consolidate_after_s, cold_start_s=sizing.cold_start(spec, slowest).total_s,
-            cold_start_of=slowest.name, acknowledged=pool.acknowledge_underutilized_consolidation_evicts_inference,
+            after_s=pool.consolidate_after_s, cold_start_s=slowest[1], cold_start_of=slowest[0],
+            acknowledged=pool.acknowledge_underutilized_consolidation_evicts_inference,
         )
         problems.extend(Problem(f"topology.gpu_pools[{j}].{consolidation.SPEC.name(field)}", msg) for field, msg in found)
     return problems

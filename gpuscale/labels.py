@@ -19,6 +19,9 @@ MODEL_LABEL = "gpuscale.io/model"
 """Pod label: the model a pod serves."""
 ROLE_LABEL = "gpuscale.io/role"
 """Pod label: ``aggregated``, ``prefill`` or ``decode``; autoscaler queries and the router select on it."""
+CRITICALITY_LABEL = "gpuscale.io/criticality"
+"""Autoscaler label (ScaledObject or HPA): the model's ``slo.criticality``, so the policy pack can apply the warm
+minimum of a critical SLO (``gpuscale.guardrails.warm_minimum``) to the objects alone."""
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gpuscale"
 

@@ -22,7 +22,17 @@ NAMESPACE = "gpuscale"
 
 
 class Refusal(ValueError):
-    """Bad input, refused: the message says what to change and what would be valid (never a bug of gpuscale's)."""
+    """Bad input, refused: the message says what to change and what would be valid (never a bug of gpuscale's).
+
+    Every stage's own error is a subclass (``SizingError``, ``TraceError``, ``ScenarioError``, the schedule's errors,
+    ...), so a command needs no ``except`` list of its own: ``gpuscale.cli.main.Command`` catches the family."""
+
+    source: str = "gpuscale"
+    """What the refusal is of, as the CLI's ``error: <source>: invalid input`` line names it."""
+
+    def lines(self) -> list[str]:
+        """The refusal's lines, as the CLI prints them below its ``error:`` line."""
+        return [str(self)]
 
 
 @dataclass(frozen=True)

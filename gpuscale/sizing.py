@@ -16,6 +16,7 @@ from gpuscale import perf
 from gpuscale.first_answer import ColdStart, FrontDoorSizing, first_answer, front_door_sizing
 from gpuscale.first_answer import cold_start as stage_cold_start
 from gpuscale.guardrails import warm_minimum
+from gpuscale.problems import Refusal
 from gpuscale.signals import selection
 from gpuscale.signals.base import MEAN_PROMPT_WINDOW_S as MEAN_PROMPT_WINDOW_S  # re-exported: the simulator's windows
 from gpuscale.signals.base import RATE_WINDOW_S as RATE_WINDOW_S
@@ -71,7 +72,7 @@ KV_TRANSFER_TTFT_SHARE = 0.25
 above it the transfer, not the prefill, decides TTFT, and aggregated serving answers sooner."""
 
 
-class SizingError(ValueError):
+class SizingError(Refusal):
     """The model cannot be placed as asked; the message names the numbers and the fix.
 
     ``path`` is the model's field to change, relative to the model (e.g. ``parallelism.tensor_parallel_size``).
@@ -424,11 +425,15 @@ def _instance(pool: GpuNodePoolSpec, shape: ReplicaShape) -> GpuInstanceType:
     raise KeyError(shape.instance_type)
 
 
-def cold_start(spec: PlatformSpec, model: ModelDeployment) -> ColdStart:
-    """Each stage of the model's cold start on a fresh node of its sized instance type (``gpuscale.first_answer``)."""
-    pool = spec.topology.pool(model.node_pool)
-    inst = _instance(pool, replica_shape(model, pool))
-    return stage_cold_start(model, pool, spec.topology.provisioning, inst, weights_gib(model))
+def slowest_cold_start(spec: PlatformSpec, sized: PlatformSizing, pool_name: str) -> tuple[str, float] | None:
+    """The model on the pool whose cold start (``ModelSizing.cold_start``, computed once in sizing) is slowest, and its
+    seconds; None when no model runs there."""
+    on_pool = {m.name for m in spec.models if m.node_pool == pool_name}
+    starts = [(ms.cold_start.total_s, ms.model) for ms in sized.models if ms.model in on_pool]
+    if not starts:
+        return None
+    seconds, name = max(starts)
+    return name, seconds
 
 
 def mean_decode_context(model: ModelDeployment) -> float:
@@ -639,7 +644,7 @@ def _role_sizing(
     if stabilization is None:
         # longer than a cold start, within the HPA's own bound (a longer cold start cannot be waited out by it)
         stabilization = min(HPA_STABILIZATION_WINDOW_S.high, max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60)))
-    burst = s.burst_mode if s.burst_mode is not None else True
+    burst = model.autoscaling.resolved_burst_mode(role)
     signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, fractional(1.0))
     return RoleSizing(
         role=role, signals=signals, target_utilisation=util, burst_mode=burst, warm_schedule=list(s.warm_schedule),
@@ -650,7 +655,7 @@ def _role_sizing(
         # behind a front door the door's queue is polled faster (it starts the cold start) and the model sleeps as a whole
         polling_interval_s=min(s.polling_interval_s, model.front_door.poll_s) if model.has_front_door else s.polling_interval_s,
         cooldown_s=model.front_door.idle_window_s if model.has_front_door else s.cooldown_s,
-        activation_threshold=s.activation_threshold if s.activation_threshold is not None else 0.0,
+        activation_threshold=model.autoscaling.resolved_activation_threshold(role),
     )
 
 
@@ -669,7 +674,7 @@ def _signals(
         kv_target=decode_kv_target(model, decode_batch, kv_tokens), kv_ceiling=KV_TARGET_UTILISATION,
     )
     return selection.role_signals(
-        numbers, keda=keda, burst=burst, guard=s.slo_guard if s.slo_guard is not None else keda,
+        numbers, keda=keda, burst=burst, guard=model.autoscaling.resolved_slo_guard(role),
         metric=s.metric, target=s.target,
     )
 
@@ -766,13 +771,18 @@ def size_model(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     return next(ms for ms in size_models(spec, models) if ms.model == model.name)
 
 
+def kv_link_bytes_per_s(pool: GpuNodePoolSpec, shape: ReplicaShape) -> float:
+    """Line rate of the sized replica's KV link on its instance type (``perf.kv_link_bytes_per_s``)."""
+    inst = _instance(pool, shape)
+    return perf.kv_link_bytes_per_s(inst.network_gbps, inst.gpus_per_node, shape.gpus)
+
+
 def kv_transfer_s(model: ModelDeployment, pool: GpuNodePoolSpec, shape: ReplicaShape) -> float:
     """Seconds to move the KV cache of a p99 prompt between a prefill and a decode replica: its bytes over the replica's
     share of the network (``perf.kv_link_bytes_per_s``, which the simulator's transfers use too). Line rate, so a lower
     bound."""
-    inst = _instance(pool, shape)
     kv_bytes = model.workload.prompt_tokens.p99 * perf.kv_bytes_per_token(model.architecture)
-    bytes_per_s = perf.kv_link_bytes_per_s(inst.network_gbps, inst.gpus_per_node, shape.gpus)
+    bytes_per_s = kv_link_bytes_per_s(pool, shape)
     return round(kv_bytes / bytes_per_s, 4) if bytes_per_s > 0 else math.inf
 
 

@@ -93,8 +93,10 @@ DNS1123_SUBDOMAIN_CHARS = Bound(
     "a DNS-1123 subdomain (most object names)", 1, 253,
     "k8s.io/apimachinery pkg/util/validation/validation.go DNS1123SubdomainMaxLength = 253",
 )
+KEDA_HPA_NAME_PREFIX = "keda-hpa-"
+"""What KEDA v2.20.2 puts before a ScaledObject's name to name the HPA it creates."""
 KEDA_SCALED_OBJECT_NAME_CHARS = Bound(
-    "a ScaledObject name", 1, 54,
+    "a ScaledObject name", 1, DNS1123_LABEL_CHARS.high - len(KEDA_HPA_NAME_PREFIX),
     "KEDA v2.20.2 names the HPA it creates keda-hpa-<name>, a DNS label of at most 63 characters "
     "(gpuscale.manifests.autoscaling.KEDA_NAME_LIMIT)",
 )

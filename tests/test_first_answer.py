@@ -11,6 +11,7 @@ from gpuscale import sizing
 from gpuscale.feasibility import checked_sizing
 from gpuscale.first_answer import (
     HOLD_LIMIT_MAX_S,
+    ColdStart,
     FirstAnswer,
     cold_start,
     fastest_cold_start,
@@ -29,6 +30,7 @@ from gpuscale.spec.cold_start import (
     VLLM_IMAGE_GIB,
     engine_start_s,
 )
+from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.platform import PlatformSpec
 from tests.specs import LLAMA_70B_FP8, model, small_raw, small_spec
 
@@ -38,6 +40,12 @@ G6E, P5 = CATALOGUE["g6e.xlarge"], CATALOGUE["p5.48xlarge"]
 def zero(timeout: float = 600, **extra: Any) -> dict[str, Any]:
     slo = {"ttft_p99_s": 2.0, "itl_p99_s": 0.05, "request_timeout_s": timeout, "criticality": "best_effort"}
     return model(criticality="best_effort", slo=slo, **extra)
+
+
+def sized_cold_start(spec: PlatformSpec, model: ModelDeployment) -> ColdStart:
+    """The cold start sizing computed for ``model`` (one of the spec's, or a changed copy of one), as every reader gets it."""
+    models = [model if m.name == model.name else m for m in spec.models]
+    return sizing.size_platform(spec.model_copy(update={"models": models})).model(model.name).cold_start
 
 
 def test_a_plain_pull_is_the_download_at_the_nodes_bandwidth_then_the_extraction() -> None:
@@ -83,7 +91,7 @@ def test_only_a_node_cache_of_downloaded_weights_reloads_locally() -> None:
     hub = zero(weights={"uri": "hf://meta-llama/Llama-3.1-8B-Instruct"})
     cached = small_spec(models=[{**hub, "cold_start": {"weights_cache": "node-nvme"}}])
     plain = small_spec(models=[hub])
-    c_cached, c_plain = (sizing.cold_start(s, s.models[0]) for s in (cached, plain))
+    c_cached, c_plain = (sized_cold_start(s, s.models[0]) for s in (cached, plain))
     assert c_plain.weights_cached_s is None and c_cached.weights_source == "hub-download"
     assert c_cached.weights_cached_s is not None and c_cached.weights_cached_s < c_cached.weights_s
     assert c_cached.total_s == c_plain.total_s  # a fresh node downloads either way: the first answer is the same
@@ -107,16 +115,16 @@ def test_the_stage_to_speed_up_is_the_longest_one_with_a_faster_choice() -> None
                                             "image_snapshot_id": "snap-0123456789abcdef0"})
     spec = PlatformSpec.model_validate(raw)
     m, pool = spec.models[0], spec.topology.gpu_pools[0]
-    c = sizing.cold_start(spec, m)
+    c = sized_cold_start(spec, m)
     fa = first_answer(m, pool, spec.topology.provisioning, c)
     # node provisioning is longest but already Karpenter; the snapshot leaves no faster pull: the engine is next
     assert c.node_s > c.engine_init_s > c.image_pull_s
     assert fa.slowest_stage == "engine_start" and "compile-cache" in fa.speed_up
     cached = m.model_copy(update={"cold_start": m.cold_start.model_copy(update={"engine_start": "compile-cache"})})
-    fa2 = first_answer(cached, pool, spec.topology.provisioning, sizing.cold_start(spec, cached))
+    fa2 = first_answer(cached, pool, spec.topology.provisioning, sized_cold_start(spec, cached))
     assert fa2.slowest_stage == "detection" and "poll_s" in fa2.speed_up  # what is left: a faster poll of the door
     fastest = cached.model_copy(update={"front_door": cached.front_door.model_copy(update={"poll_s": 1})})
-    fa3 = first_answer(fastest, pool, spec.topology.provisioning, sizing.cold_start(spec, fastest))
+    fa3 = first_answer(fastest, pool, spec.topology.provisioning, sized_cold_start(spec, fastest))
     assert fa3.speed_up == "every stage already has its fastest choice" and fa3.slowest_stage == "node"
 
 
@@ -202,7 +210,7 @@ def test_a_70b_engine_start_is_four_times_an_8b_one() -> None:
     raw["models"][0] = model("m70b", arch=LLAMA_70B_FP8, queue="chat", pool="h100", criticality="best_effort",
                              slo={"ttft_p99_s": 2.0, "itl_p99_s": 0.05, "request_timeout_s": 900, "criticality": "best_effort"})
     spec = PlatformSpec.model_validate(raw)
-    c = sizing.cold_start(spec, spec.models[0])
-    small = sizing.cold_start(small_spec(), small_spec().models[0])
+    c = sized_cold_start(spec, spec.models[0])
+    small = sized_cold_start(small_spec(), small_spec().models[0])
     assert c.engine_init_s == engine_start_s(70.55, "cold") > c.weights_s
     assert 3.5 < c.engine_init_s / small.engine_init_s < 4  # perf-model.md 4.3: ~40 s for 8B, ~150 s for 70B, cold

@@ -25,7 +25,7 @@ import pytest
 from pydantic import BaseModel
 
 from gpuscale import sizing
-from gpuscale.guardrails import consolidation
+from gpuscale.guardrails import consolidation, warm_minimum
 from gpuscale.manifests import autoscaling, karpenter
 from gpuscale.policy import rules
 from gpuscale.spec.platform import PlatformSpec
@@ -203,6 +203,27 @@ def hpa_cases() -> list[Case]:
     return cases
 
 
+def all_autoscalers(_: PlatformSpec, spec: PlatformSpec) -> Resources:
+    """Every role's autoscaler as ``RoleAutoscaler`` builds it, labelled with the model's criticality."""
+    return autoscalers(spec)
+
+
+def warm_minimum_cases() -> list[Case]:
+    """prod's critical llama-70b: a role's warm minimum a replica below, at and above the floor, and the same
+    one-replica minimum accepted by both once the SLO is no longer critical."""
+    rule = "critical-warm-minimum"
+    cases = [
+        Case(rule, "prod", ((f"models[0].autoscaling.{role}.min_replicas", n),),
+             (f"models[0].autoscaling.{role}.min_replicas",), all_autoscalers)
+        for role in ("prefill", "decode")
+        for n in (warm_minimum.CRITICAL_MIN_REPLICAS - 1, warm_minimum.CRITICAL_MIN_REPLICAS,
+                  warm_minimum.CRITICAL_MIN_REPLICAS + 1)
+    ]
+    relaxed = (("models[0].slo.criticality", "standard"), ("models[0].autoscaling.decode.min_replicas", 1))
+    cases.append(Case(rule, "prod", relaxed, ("models[0].autoscaling.decode.min_replicas",), all_autoscalers))
+    return cases
+
+
 def ami_cases() -> list[Case]:
     path = f"{POOL}.ami_alias"
     return [
@@ -214,7 +235,7 @@ def ami_cases() -> list[Case]:
               nodeclasses)]
 
 
-CASES = [*consolidation_cases(), *cold_start_cases(), *metric_cases(), *hpa_cases(), *ami_cases()]
+CASES = [*consolidation_cases(), *cold_start_cases(), *metric_cases(), *hpa_cases(), *warm_minimum_cases(), *ami_cases()]
 
 
 def validate_verdict(case: Case) -> list[str]:
@@ -256,7 +277,8 @@ def test_every_rule_is_seen_refused_and_accepted() -> None:
     for case in CASES:
         seen.setdefault(case.rule, set()).add(bool(pack_verdict(case)))
     assert seen == {rule: {True, False} for rule in
-                    ("gpu-nodepool-consolidation", "autoscaler-metric", "hpa-min-replicas", "prod-ami-pinned")}
+                    ("gpu-nodepool-consolidation", "autoscaler-metric", "hpa-min-replicas", "critical-warm-minimum",
+                     "prod-ami-pinned")}
 
 
 def test_dev_with_30m_is_refused_by_the_rule_the_pack_applies() -> None:
@@ -283,6 +305,7 @@ def test_the_builders_emit_what_synth_emits(stack_synths: dict[str, SynthResult]
     assert recorded[rules.EC2NODECLASS]["spec"]["amiSelectorTerms"] == nodeclass["spec"]["amiSelectorTerms"]
     assert recorded[rules.EC2NODECLASS]["spec"]["tags"] == nodeclass["spec"]["tags"]  # the stage tag included
     assert recorded[rules.SCALEDOBJECT]["spec"]["triggers"] == scaler["spec"]["triggers"]
+    assert recorded[rules.SCALEDOBJECT]["metadata"]["labels"] == scaler["metadata"]["labels"]  # the criticality label
     # and the pack finds nothing in the whole synth of every shipped stack
     for name, result in stack_synths.items():
         rows = [(r["type"], r["inputs"]) for r in result.resources]

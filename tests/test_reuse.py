@@ -141,6 +141,7 @@ def test_the_wheel_serves_the_examples_and_the_policy_pack(venv: Path, tmp_path:
     assert result["policies"] == sorted([
         "gpu-nodepool-consolidation", "autoscaler-metric", "autoscaler-role-scope", "gang-scheduling-multi-pod-gpu",
         "prod-ami-pinned", "one-autoscaler-per-workload", "hpa-min-replicas", "gpu-nodepool-patch-consolidation",
+        "critical-warm-minimum",
     ])
     path = path.strip()
     assert path.startswith(str(venv)) and Path(path, "__main__.py").is_file()

@@ -88,7 +88,7 @@ def fail_refusal(exc: Refusal) -> NoReturn:
     """Any refusal of bad input (the one family every command's errors belong to): its problems, exit 2."""
     if isinstance(exc, Problems):
         fail_problems(exc)
-    fail([str(exc)])
+    fail(exc.lines(), exc.source)
 
 
 def checked_sizing(spec: PlatformSpec, source: str = "gpuscale") -> PlatformSizing:

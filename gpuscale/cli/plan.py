@@ -23,16 +23,15 @@ from gpuscale.cli.common import (
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import (
     Evidence,
-    EvidenceError,
     ScheduleEvidence,
     manifests_from_synth_dir,
     node_manifests,
     run_simulations,
     schedule_evidence,
 )
-from gpuscale.plan.goal_table import GoalTableError, load_goal_table
+from gpuscale.plan.goal_table import load_goal_table
 from gpuscale.plan.render import DEFAULT_OUT, render_plan
-from gpuscale.sim import ScenarioError, ScenarioResult
+from gpuscale.sim import ScenarioResult
 from gpuscale.sim.scenarios import plan_runs, plan_scenarios
 
 COMMITTED_PLAN_STACK = "dev"
@@ -97,10 +96,7 @@ def plan(
     if synth_dir is not None and not (synth_dir / "manifests").is_dir():
         fail([f"--synth {synth_dir}: not a `gpuscale synth` output (no manifests/ folder)"])
     sizing = checked_sizing(spec, source_of(stack, stack_file))
-    try:
-        goals = load_goal_table(goal_table) if goal_table is not None else None
-    except GoalTableError as exc:
-        fail([str(exc)])
+    goals = load_goal_table(goal_table) if goal_table is not None else None  # a GoalTableError is a Refusal: exit 2
     try:
         objects, charts = _manifests(spec, name, synth_dir)
         simulate = _Simulations()
@@ -112,8 +108,6 @@ def plan(
             for model, stem in plan_runs(spec, scenario):
                 if (scenario, model) not in simulate.ran and sim_dir is not None:
                     say(f"reused {sim_dir / f'{stem}.json'}", stderr=True)
-    except (ScenarioError, EvidenceError) as exc:
-        fail([str(exc)])
     except OSError as exc:
         fail([f"--out {target}: cannot write the plan's images ({exc.strerror or exc})"])
     scheduled = ScheduleEvidence()

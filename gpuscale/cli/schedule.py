@@ -26,10 +26,8 @@ from gpuscale.cli.common import (
     write_text,
 )
 from gpuscale.problems import Problems
-from gpuscale.schedule.binary import BuildError, GoUnavailableError, check_cache_dir, go_executable, go_version
-from gpuscale.schedule.replay import ReplayError
+from gpuscale.schedule.binary import check_cache_dir, go_executable, go_version
 from gpuscale.schedule.report import ScheduleReport, shorten
-from gpuscale.schedule.snapshot import SnapshotError
 from gpuscale.schedule.stack import schedule_level
 
 EXIT_MUST_BIND = 1
@@ -63,11 +61,9 @@ def schedule(
     spec = spec_from_options(stack, stack_file)
     source = source_of(stack, stack_file)
     sizing = checked_sizing(spec, source)
-    try:  # say what to install or change before the synth and the build
-        check_cache_dir()
-        go_version(go_executable())
-    except (GoUnavailableError, BuildError) as exc:
-        fail([str(exc)], "gpuscale schedule")
+    # say what to install or change before the synth and the build (a ScheduleRefusal: exit 2, cli.main.Command)
+    check_cache_dir()
+    go_version(go_executable())
     from gpuscale.cli.synth import print_warnings
     from gpuscale.synth.render import ProgramUnavailableError, synth_spec
 
@@ -81,12 +77,9 @@ def schedule(
         fail_problems(exc, source)
     print_warnings(result)
     objects = [obj for _, obj in result.kubernetes_objects()]
-    try:
-        with step(f"scheduling {name} at {replicas} replicas with the KAI Scheduler (its first build takes minutes)",
-                  "scheduled"):
-            scheduled = schedule_level(spec, sizing, objects, result.charts(), replicas)
-    except (GoUnavailableError, BuildError, ReplayError, SnapshotError) as exc:
-        fail(str(exc).splitlines(), "gpuscale schedule")
+    with step(f"scheduling {name} at {replicas} replicas with the KAI Scheduler (its first build takes minutes)",
+              "scheduled"):
+        scheduled = schedule_level(spec, sizing, objects, result.charts(), replicas)
     report = scheduled.report
     _print(report, name, replicas)
     if json_out is not None:

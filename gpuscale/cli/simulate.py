@@ -27,7 +27,7 @@ from gpuscale.cli.common import (
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import ScenarioError, build_scenario, plan_runs, plan_scenarios, scenario_names
-from gpuscale.sim.traffic import TraceError, TraceTraffic
+from gpuscale.sim.traffic import TraceTraffic
 from gpuscale.sizing import SizingError
 
 POLICIES_HELP = (
@@ -120,15 +120,12 @@ def simulate(
     check_outputs((json_out, "--json", False), (plot, "--plot", True))
     spec = spec_from_options(stack, stack_file)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
-    try:
-        tr = TraceTraffic(path=trace, compress=compress, replay=replay.value) if trace is not None else None
-        sc = build_scenario(
-            scenario or "stack", spec, model=model, duration_s=duration_s, trace=tr, spot_interruptions_per_node_hour=spot_rate,
-        )
-        runner = Runner(sc, seed=seed, policies=chosen)
-        result = _run(runner)
-    except (ScenarioError, TraceError, SizingError) as exc:
-        fail([str(exc)])
+    # a ScenarioError, TraceError or SizingError is a Refusal: the command ends with it, exit 2 (cli.main.Command)
+    tr = TraceTraffic(path=trace, compress=compress, replay=replay.value) if trace is not None else None
+    sc = build_scenario(
+        scenario or "stack", spec, model=model, duration_s=duration_s, trace=tr, spot_interruptions_per_node_hour=spot_rate,
+    )
+    result = _run(Runner(sc, seed=seed, policies=chosen))
     _report(result, json_out, plot)
 
 

@@ -29,9 +29,8 @@ from gpuscale.cli.common import (
 from gpuscale.cli.simulate import Replay
 from gpuscale.cli.workload import TraceArg
 from gpuscale.sim.metrics import PolicyResult
-from gpuscale.sim.scenarios.base import ScenarioError, pick_model
-from gpuscale.sim.traffic import TraceError, TraceTraffic
-from gpuscale.sizing import SizingError
+from gpuscale.sim.scenarios.base import pick_model
+from gpuscale.sim.traffic import TraceTraffic
 from gpuscale.stackfile import StackConfigError, read_stack_bytes, stack_file_path
 from gpuscale.tune.evaluate import gpu_hours_vs_bound, score
 from gpuscale.tune.params import RoleParams
@@ -78,16 +77,14 @@ def tune_command(
     if not dry_run:
         check_outputs((target, "--stack-file" if stack_file is not None else "--stack", False))
     spec = spec_from_options(stack, stack_file)
-    try:
-        name = pick_model(spec, model).name
-        tr = TraceTraffic(path=trace, compress=compress, replay=replay.value)
-        cmd = f"gpuscale tune --trace {trace.name} --compress {compress:g} --seed {seed}" + (
-            f" --model {name}" if model is not None else "") + (f" --replay {replay.value}" if replay != Replay.spread else "")
-        with ProgressLines(f"tuning {name} on {trace.name} x{compress:g}", max_evals) as progress:
-            outcome = tune(spec, name, tr, seed=seed, max_evals=max_evals, tuned_on=cmd, progress=progress.update,
-                           phase=progress.phase, heartbeat=progress.within)
-    except (ScenarioError, TraceError, SizingError) as exc:
-        fail([str(exc)])
+    # a ScenarioError, TraceError or SizingError is a Refusal: the command ends with it, exit 2 (cli.main.Command)
+    name = pick_model(spec, model).name
+    tr = TraceTraffic(path=trace, compress=compress, replay=replay.value)
+    cmd = f"gpuscale tune --trace {trace.name} --compress {compress:g} --seed {seed}" + (
+        f" --model {name}" if model is not None else "") + (f" --replay {replay.value}" if replay != Replay.spread else "")
+    with ProgressLines(f"tuning {name} on {trace.name} x{compress:g}", max_evals) as progress:
+        outcome = tune(spec, name, tr, seed=seed, max_evals=max_evals, tuned_on=cmd, progress=progress.update,
+                       phase=progress.phase, heartbeat=progress.within)
     _report(outcome, trace.name, compress)
     if not outcome.limits.carries:
         err_console.print(Text.assemble(("error", "bold red"), f": {source_of(stack, stack_file)}: the limits cannot carry the trace"))

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from gpuscale.cli.common import fail, positive_finite
 from gpuscale.cli.simulate import Replay
 from gpuscale.sim import traffic
-from gpuscale.sim.traffic import TraceError, TraceTraffic
+from gpuscale.sim.traffic import TraceTraffic
 from gpuscale.spec.workload import WorkloadSpec
 from gpuscale.tune import trace_stats
 
@@ -71,11 +72,12 @@ def workload(
 ) -> None:
     """Derive the workload section (base/peak rps, peak hours, prompt and output sizes, bursts) from a trace and print
     it as stack-file YAML, to paste under a model."""
+    # a TraceError (an unreadable trace, one without requests) is a Refusal: exit 2 (cli.main.Command)
+    spec = TraceTraffic(path=trace, compress=compress, replay=replay.value)
+    arrivals = traffic.generate(spec, seed, None)
+    prof = trace_stats.profile(arrivals, compress)
     try:
-        spec = TraceTraffic(path=trace, compress=compress, replay=replay.value)
-        arrivals = traffic.generate(spec, seed, None)
-        prof = trace_stats.profile(arrivals, compress)
         w = trace_stats.workload_of(prof)
-    except (TraceError, ValueError) as exc:
+    except ValidationError as exc:  # statistics the workload section cannot hold (it bounds every field)
         fail([str(exc)])
     sys.stdout.write(workload_yaml(w, prof, trace.name))

@@ -5,10 +5,10 @@ replacing it would cost. Replacing it costs a cold start (node, image, weights, 
 requests that wait, so a node removed sooner than one cold start after it emptied loses more than it saves whenever
 traffic returns (the rent-or-buy break-even). The hour on top of it covers the dips a cold start does not: lunch, a
 deploy, a retry storm's quiet tail, which the simulator's ``consolidation-24x7`` scenario replays. A pool's cold start
-is the slowest of the models placed on it (``gpuscale.sizing.cold_start``).
+is the slowest of the models placed on it (``gpuscale.sizing.slowest_cold_start`` over ``ModelSizing.cold_start``).
 
 Who knows what: the spec validator (``GpuNodePoolSpec``) has no sizing, so it applies the rule with the cold start
-unknown, which is the 1h floor; the feasibility checks apply it again with every model's cold start. The policy pack
+unknown, which is the 1h floor; the feasibility checks apply it again after sizing, with every model's cold start. The policy pack
 reads a NodePool: its policy, ``consolidateAfter``, the acknowledgement annotation and the cold start gpuscale writes
 as the ``gpuscale.io/cold-start-seconds`` annotation (absent on NodePools gpuscale did not emit: the 1h floor). For a
 stack gpuscale emits, validate and the pack therefore see the same four facts and reach the same verdict.
@@ -16,6 +16,7 @@ stack gpuscale emits, validate and the pack therefore see the same four facts an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,7 +68,8 @@ def floor_s(cold_start_s: float | None) -> float:
 def floor_text(cold_start_s: float | None) -> str:
     """The floor as advice: ``1h``, or the cold start rounded up to whole minutes when it is longer."""
     floor = floor_s(cold_start_s)
-    return MIN_CONSOLIDATE_AFTER if floor == MIN_CONSOLIDATE_AFTER_S else f"{-(-int(floor) // 60)}m"
+    # whole minutes rounded up from the exact floor (a 3600.5 s cold start needs 61m: 60m would be refused again)
+    return MIN_CONSOLIDATE_AFTER if floor == MIN_CONSOLIDATE_AFTER_S else f"{math.ceil(floor / 60)}m"
 
 
 def breaches(
@@ -83,17 +85,21 @@ def breaches(
         return []
     out: list[tuple[BreachField, str]] = []
     floor = floor_text(cold_start_s)
+    keeps_floor = after_s is not None and after_s >= floor_s(cold_start_s)
     if policy != GPU_POOL_CONSOLIDATION_POLICY:
+        # name the floor only where the pool's own consolidate_after does not keep it (never "use 1h" to a 2h pool)
+        fix = GPU_POOL_CONSOLIDATION_POLICY + ("" if keeps_floor else f" with {surface.after}: {floor}")
         out.append(("policy", (
             f"GPU pool {pool}: {surface.policy} {policy} lets Karpenter evict in-flight inference to repack nodes "
             f"(every evicted replica drops its requests and reloads the model, minutes). Use "
-            f"{GPU_POOL_CONSOLIDATION_POLICY} with {surface.after}: {floor}, or {surface.override} to accept it"
+            f"{fix}, or {surface.override} to accept it"
         )))
     if after_s is None:
         out.append(("after", f"GPU pool {pool}: {surface.after} {after!r} is not a Karpenter duration (e.g. 1h, 90m, Never)"))
     elif after_s < floor_s(cold_start_s):
         longer = cold_start_s is not None and cold_start_s > MIN_CONSOLIDATE_AFTER_S
-        why = f"the cold start of {cold_start_of or 'its slowest model'} ({cold_start_s:.0f} s)" if longer else "1h"
+        why = (f"the cold start of {cold_start_of or 'its slowest model'} ({math.ceil(cold_start_s or 0.0)} s)"
+               if longer else MIN_CONSOLIDATE_AFTER)
         out.append(("after", (
             f"GPU pool {pool}: {surface.after} {after} is shorter than {why}; a GPU node emptied by a brief dip is "
             "gone when traffic returns, and the next replica pays a full cold start (node + image + weights + "

@@ -36,8 +36,9 @@ from urllib.parse import urlsplit
 
 from pydantic import model_validator
 
-from gpuscale import labels, versions
+from gpuscale import labels, upstream_bounds, versions
 from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics
+from gpuscale.guardrails.warm_minimum import Criticality
 from gpuscale.manifests import front_door
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.vllm import WorkloadRef, common_labels, selector_labels, workload_name, workload_ref
@@ -52,8 +53,8 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.model import Role, WakeSchedule
 from gpuscale.spec.platform import PlatformSpec
 
-KEDA_NAME_LIMIT = 54
-"""KEDA's webhook names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
+KEDA_NAME_LIMIT = upstream_bounds.KEDA_SCALED_OBJECT_NAME_CHARS.high
+"""KEDA names the generated HPA ``keda-hpa-<name>`` (<= 63 characters), so a ScaledObject name <= 54."""
 SCALE_UP_PODS_PER_MINUTE = 2
 SCALE_DOWN_PODS_PER_MINUTE = 1
 FALLBACK_FAILURE_THRESHOLD = 3
@@ -89,6 +90,8 @@ class AutoscalerSettings(Spec):
     """Namespace of the model's workloads."""
     role: Role
     """The single role this autoscaler owns."""
+    criticality: Criticality
+    """The model's ``slo.criticality``, labelled on the object (``gpuscale.io/criticality``) for the policy pack."""
     backend: Literal["keda", "hpa"] = "keda"
     """KEDA ScaledObject (default) or an autoscaling/v2 HPA on prometheus-adapter custom metrics."""
     paused: bool = False
@@ -126,6 +129,7 @@ class AutoscalerSettings(Spec):
             model=model.name,
             namespace=model.serving.namespace,
             role=role,
+            criticality=model.slo.criticality,
             backend=model.autoscaling.backend,
             paused=model.autoscaling.paused,
             scaling=ms.role(role),
@@ -281,7 +285,10 @@ def _meta(args: AutoscalerSettings, name: str) -> dict[str, Any]:
     return {
         "name": name,
         "namespace": args.namespace,
-        "labels": {**common_labels(args.model, args.role), **selector_labels(args.model, args.role)},
+        "labels": {
+            **common_labels(args.model, args.role), **selector_labels(args.model, args.role),
+            labels.CRITICALITY_LABEL: args.criticality,
+        },
     }
 
 

@@ -38,6 +38,7 @@ import yaml
 
 from gpuscale import labels, versions
 from gpuscale.first_answer import EXT_PROC_MARGIN_S
+from gpuscale.guardrails import warm_minimum
 from gpuscale.manifests import entry_point
 from gpuscale.manifests.namespaces import WorkloadNamespace
 from gpuscale.manifests.router import router_selector
@@ -116,7 +117,7 @@ class FrontDoorSettings(Spec):
             retry_after_s=door.retry_after_s, retry_after_saturated_s=door.retry_after_saturated_s, poll_s=door.poll_s,
             max_concurrency=max(concurrency, 1),
             # a critical path keeps a second picker: a lost entry point is worse than lost prefix affinity
-            replicas=2 if model.slo.criticality == "critical" else 1,
+            replicas=warm_minimum.serving_replicas(model.slo.criticality),
         )
 
 

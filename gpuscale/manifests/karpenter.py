@@ -75,9 +75,8 @@ IMDS_OPTIONS: dict[str, Any] = {
 def longest_cold_start_s(spec: PlatformSpec, pool_name: str) -> float:
     """The slowest cold start (node + GPU ready + image + weights + engine) among the pool's models, as sizing computed
     it for each model's sized shape (``ModelSizing.cold_start``); 0 if none."""
-    on_pool = {m.name for m in spec.models if m.node_pool == pool_name}
-    starts = [ms.cold_start.total_s for ms in sizing.size_platform(spec).models if ms.model in on_pool]
-    return max(starts, default=0.0)
+    slowest = sizing.slowest_cold_start(spec, sizing.size_platform(spec), pool_name)
+    return slowest[1] if slowest is not None else 0.0
 
 
 def gpu_node_limits(pool: GpuNodePoolSpec) -> dict[str, Any]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from gpuscale import labels
+from gpuscale.doctor import signals as doctor_signals
+from gpuscale.doctor.dump import KUBECTL_COMMAND
 from gpuscale.first_answer import fastest_cold_start
 from gpuscale.guardrails import consolidation, warm_minimum
 from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
-from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing
+from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing, slowest_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
@@ -37,6 +39,9 @@ class PoolRow(Spec):
     """EFA devices per node (``-`` off EFA pools)."""
     kai_topology: str
     """The KAI Topology the pool's workloads name (its level set)."""
+    gpu_usage_query: str
+    gpu_limit_query: str
+    """Karpenter's GPU usage and limit gauges of the pool (``gpuscale.doctor.signals``, as ``gpuscale doctor`` says)."""
     network_layers_note: str = ""
     """Set when the pool mixes instance types with different EC2 network layers: which layers its Topology keeps."""
 
@@ -214,6 +219,8 @@ class PlanContext(Spec):
     namespaces: list[str]
     leaf_queues: list[str]
     prometheus_url: str
+    dump_command: str
+    """The cluster dump ``gpuscale doctor`` reads (``gpuscale.doctor.dump``)."""
 
 
 def _fmt_quota(v: float) -> str:
@@ -251,6 +258,8 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
             placement=f"cluster placement group in {topo.pool_zones(p.name)[0]}" if p.cluster_placement else "all zones",
             efa=str(min(i.efa_interfaces for i in p.instances)) if p.efa else "-",
             kai_topology=topology_name(spec, p.name),
+            gpu_usage_query=doctor_signals.nodepool_gpu(doctor_signals.KARPENTER_NODEPOOL_USAGE, p.name),
+            gpu_limit_query=doctor_signals.nodepool_gpu(doctor_signals.KARPENTER_NODEPOOL_LIMIT, p.name),
             network_layers_note=" ".join(karpenter.network_layer_warnings(p)),
         )
         for p in topo.gpu_pools
@@ -372,6 +381,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         topology_levels=[f"{lv.node_label}" + (f" ({lv.alias})" if lv.alias else "") for lv in topo.levels],
         sizing=sizing.models, gangs=gangs, trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist,
         namespaces=sorted({m.serving.namespace for m in spec.models}), leaf_queues=spec.leaf_queue_names(), prometheus_url=spec.observability.prometheus_url,
+        dump_command=KUBECTL_COMMAND,
     )
 
 
@@ -419,4 +429,5 @@ def _checklist(spec: PlatformSpec, sizing: PlatformSizing, gangs: list[GangRow])
 
 def _pool_cold_start_s(sizing: PlatformSizing, spec: PlatformSpec, pool: str) -> float:
     """The slowest sized cold start among the pool's models (what sets its consolidation floor); 0 without models."""
-    return max((sizing.model(m.name).cold_start.total_s for m in spec.models if m.node_pool == pool), default=0.0)
+    slowest = slowest_cold_start(spec, sizing, pool)
+    return slowest[1] if slowest is not None else 0.0

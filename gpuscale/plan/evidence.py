@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpuscale.plan.goal_table import GoalTable
+from gpuscale.problems import Refusal
 from gpuscale.schedule.report import ScheduleReport, shorten
 from gpuscale.sim import PolicyResult, ScenarioResult
 from gpuscale.sim.plots import write_plots
@@ -20,7 +21,7 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 
 
-class EvidenceError(ValueError):
+class EvidenceError(Refusal):
     """An earlier run's output (``--synth`` manifests, ``--sim-dir`` results) that cannot be read; names the file."""
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gpuscale.problems import Refusal
+
 
 class _Row(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -101,7 +103,7 @@ def summarise(cells: list[GoalCell], policy: str) -> GoalSummary:
     )
 
 
-class GoalTableError(ValueError):
+class GoalTableError(Refusal):
     """The goal-table JSON cannot be read; names the file and what is wrong."""
 
 

@@ -18,6 +18,7 @@ from gpuscale.policy.rules import (
     autoscaler_role_scope,
     autoscaler_target,
     check_resources,
+    critical_warm_minimum,
     gang_scheduling,
     gpu_nodepool_consolidation,
     hpa_min_replicas,
@@ -27,7 +28,7 @@ from gpuscale.policy.rules import (
 
 __all__ = [
     "RESOURCE_RULES", "STACK_RULES", "StackViolation", "ami_pinned", "autoscaler_metric", "autoscaler_role_scope",
-    "autoscaler_target", "check_resources", "gang_scheduling", "gpu_nodepool_consolidation", "hpa_min_replicas",
+    "autoscaler_target", "check_resources", "critical_warm_minimum", "gang_scheduling", "gpu_nodepool_consolidation", "hpa_min_replicas",
     "nodepool_patches", "nodepool_selects_gpus", "one_autoscaler_per_workload", "pack_dir", "requirement_admits_gpus",
     "requirements_admit_gpus",
 ]

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscale import labels
-from gpuscale.guardrails import autoscaler_backend, autoscaler_metrics, autoscaler_scope, consolidation, production
+from gpuscale.guardrails import (
+    autoscaler_backend,
+    autoscaler_metrics,
+    autoscaler_scope,
+    consolidation,
+    production,
+    warm_minimum,
+)
 from gpuscale.policy.gpu_nodepool import nodepool_selects_gpus as nodepool_selects_gpus  # synth.diff reads it here
 from gpuscale.spec.base import parse_duration
 
@@ -143,6 +150,26 @@ def hpa_min_replicas(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     return [autoscaler_backend.hpa_min_replicas_message(f"HorizontalPodAutoscaler {name}: minReplicas {low:g}")]
 
 
+def critical_warm_minimum(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """An autoscaler labelled ``gpuscale.io/criticality: critical`` holds the critical warm minimum
+    (``gpuscale.guardrails.warm_minimum``); one without the label (not emitted by gpuscale) has no criticality to judge."""
+    if resource_type not in AUTOSCALER_TYPES:
+        return []
+    meta = _map(props.get("metadata"))
+    criticality = _map(meta.get("labels")).get(labels.CRITICALITY_LABEL)
+    if not isinstance(criticality, str):
+        return []
+    spec = _map(props.get("spec"))
+    if resource_type == SCALEDOBJECT:
+        kind, low = "ScaledObject", spec.get("minReplicaCount", warm_minimum.KEDA_DEFAULT_MIN_REPLICA_COUNT)
+    else:  # the HPA API's default minReplicas is 1
+        kind, low = "HorizontalPodAutoscaler", spec.get("minReplicas", autoscaler_backend.HPA_MIN_REPLICAS)
+    if not isinstance(low, int | float) or isinstance(low, bool):
+        return []
+    breach = warm_minimum.autoscaler_breach(f"{kind} {meta.get('name', '?')}", criticality, low)
+    return [breach] if breach else []
+
+
 def autoscaler_role_scope(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """No autoscaler whose query or selector spans prefill and decode: they saturate on different signals."""
     if resource_type not in AUTOSCALER_TYPES:
@@ -256,6 +283,7 @@ RESOURCE_RULES = {
     "gpu-nodepool-consolidation": gpu_nodepool_consolidation,
     "autoscaler-metric": autoscaler_metric,
     "hpa-min-replicas": hpa_min_replicas,
+    "critical-warm-minimum": critical_warm_minimum,
     "autoscaler-role-scope": autoscaler_role_scope,
     "gang-scheduling-multi-pod-gpu": gang_scheduling,
 }

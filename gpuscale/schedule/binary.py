@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gpuscale.schedule.errors import ScheduleRefusal
+
 SOURCE_DIR = Path(__file__).resolve().parent / "kai"
 SOURCE_GLOBS = ("*.go", "go.mod", "go.sum")
 BINARY_NAME = "kai-schedule"
@@ -27,11 +29,11 @@ GO_INSTALL_HINT = (
 )
 
 
-class GoUnavailableError(RuntimeError):
+class GoUnavailableError(ScheduleRefusal):
     """No Go toolchain: says what to install."""
 
 
-class BuildError(RuntimeError):
+class BuildError(ScheduleRefusal):
     """``go build`` failed; carries the tail of its output."""
 
 

@@ -11,12 +11,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuscale.schedule.binary import ensure_binary
+from gpuscale.schedule.errors import ScheduleRefusal
 from gpuscale.schedule.snapshot import Snapshot, SnapshotError
 
 REPLAY_TIMEOUT_S = 600
 
 
-class ReplayError(RuntimeError):
+class ReplayError(ScheduleRefusal):
     """The scheduler run itself failed (not the input)."""
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from gpuscale import labels
 from gpuscale.schedule import chart, nodes, workloads
+from gpuscale.schedule.errors import ScheduleRefusal
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.model import Role
 from gpuscale.spec.platform import PlatformSpec
@@ -26,7 +27,7 @@ KAI_CHART_NAME = "kai-scheduler"
 MAX_SESSIONS_PER_WAVE = 8
 
 
-class SnapshotError(ValueError):
+class SnapshotError(ScheduleRefusal):
     """The synth output cannot be replayed (names what is missing or unsupported)."""
 
 

@@ -10,8 +10,8 @@ import random
 from dataclasses import dataclass
 from typing import Protocol
 
+from gpuscale.sim.inputs import SimSetup, Variant
 from gpuscale.sim.nodes import StartupSpec
-from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.traffic import Arrivals
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import deque
 
+from gpuscale.sim.inputs import RoleSetup
 from gpuscale.sim.nodes import UNWATCHED, Node, StateWatch, Watched
 from gpuscale.sim.policies import RoleObservation
-from gpuscale.sim.setup import RoleSetup
 from gpuscale.sim.states import ReplicaState
 from gpuscale.sim.vllm_engine import Engine, Request
 

@@ -13,9 +13,9 @@ import numpy as np
 from gpuscale.sim import metrics as M
 from gpuscale.sim import traffic
 from gpuscale.sim.bounds import LowerBound
+from gpuscale.sim.inputs import SimSetup, Variant
 from gpuscale.sim.replica import servable_mask
 from gpuscale.sim.scenarios import Scenario, ScenarioError, build_scenario, findings
-from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.simulation import Simulation
 from gpuscale.spec.platform import PlatformSpec
 

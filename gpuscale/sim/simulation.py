@@ -20,6 +20,7 @@ from gpuscale.sim import metrics as M
 from gpuscale.sim.accounting import EventLog, GpuLedger, RequestLedger, RoleRecord, RunRecord, gpu_states, policy_result
 from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import PRIORITY_CONTROL, Environment
+from gpuscale.sim.inputs import SimSetup, Variant
 from gpuscale.sim.placement import place_gang
 from gpuscale.sim.pods import CounterSample, Replica
 from gpuscale.sim.policies import Controller, ControllerContext, RoleObservation, build_controller
@@ -27,7 +28,6 @@ from gpuscale.sim.provisioner import NodeLayer
 from gpuscale.sim.replica_set import ReplicaSet
 from gpuscale.sim.router import Router
 from gpuscale.sim.scheduler import Scheduler
-from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.states import NodeState
 from gpuscale.sim.traffic import Arrivals
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from gpuscale.input_files import MIB, InputFileError, open_bounded
+from gpuscale.problems import Refusal
 from gpuscale.spec.base import INT32_MAX, Spec
 from gpuscale.spec.workload import BurstSpec, TokenDistribution
 
@@ -37,7 +38,7 @@ BUCKET_MIN_S = 0.1
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
-class TraceError(ValueError):
+class TraceError(Refusal):
     """A trace file that cannot be read; the message names the file, the line and the expected format."""
 
 

@@ -4,8 +4,8 @@ A replica that starts from zero waits through: node provisioning (``topology.pro
 the vLLM image pull (``gpu_pools[].image_pull``), the weight load (``models[].weights``: S3 streaming, a shared file
 system, the hub, optionally cached on the node's NVMe) and the engine start (``models[].cold_start.engine_start``:
 torch.compile and CUDA-graph capture, or a compile cache). Each choice here has its default timing next to it, with
-the measurement it comes from (``research/perf-model.md`` section 4 unless stated); ``gpuscale.sizing.cold_start``
-turns them into seconds per model and ``gpuscale.manifests.cold_start`` emits what each choice needs.
+the measurement it comes from (``research/perf-model.md`` section 4 unless stated); ``gpuscale.first_answer.cold_start``
+turns them into seconds per model (once, in sizing: ``ModelSizing.cold_start``) and ``gpuscale.manifests.cold_start`` emits what each choice needs.
 """
 
 from __future__ import annotations

@@ -241,6 +241,12 @@ class RoleScalingSpec(Spec):
         return self
 
 
+DEFAULT_BURST_MODE = True
+"""``burst_mode`` when unset."""
+DEFAULT_ACTIVATION_THRESHOLD = 0.0
+"""``activation_threshold`` when unset."""
+
+
 class AutoscalingSpec(Spec):
     """How replicas scale: one autoscaler per role, never one over prefill and decode together."""
 
@@ -262,6 +268,24 @@ class AutoscalingSpec(Spec):
 
     def role(self, role: Role) -> RoleScalingSpec:
         return {"aggregated": self.aggregated, "prefill": self.prefill, "decode": self.decode}[role]
+
+    # The defaults of a role's optional settings, resolved here once (as Ray Serve's schema does), for sizing, the
+    # validators and the tuner alike. The warm minimum's default depends on the SLO: ``guardrails.warm_minimum``.
+
+    def resolved_burst_mode(self, role: Role) -> bool:
+        """``burst_mode`` as written, else on."""
+        explicit = self.role(role).burst_mode
+        return DEFAULT_BURST_MODE if explicit is None else explicit
+
+    def resolved_slo_guard(self, role: Role) -> bool:
+        """``slo_guard`` as written, else on with backend keda (an HPA cannot read the latency ratio)."""
+        explicit = self.role(role).slo_guard
+        return self.backend == "keda" if explicit is None else explicit
+
+    def resolved_activation_threshold(self, role: Role) -> float:
+        """``activation_threshold`` as written, else 0 (any waiting request activates a role at zero)."""
+        explicit = self.role(role).activation_threshold
+        return DEFAULT_ACTIVATION_THRESHOLD if explicit is None else explicit
 
 
 class ServingSpec(Spec):
@@ -430,7 +454,7 @@ class ModelDeployment(Spec):
             spec = a.role(role)
             found = autoscaler_backend.hpa_breaches(
                 role, backend=a.backend, min_replicas=warm_minimum.warm_minimum(self.slo.criticality, spec.min_replicas),
-                implicit_zero=spec.min_replicas is None, paused=a.paused and i == 0, slo_guard=bool(spec.slo_guard), warm_schedule=bool(spec.warm_schedule),
+                implicit_zero=spec.min_replicas is None, paused=a.paused and i == 0, slo_guard=a.resolved_slo_guard(role), warm_schedule=bool(spec.warm_schedule),
             )
             problems.extend((f"autoscaling.{field}", message) for field, message in found)
         if problems:

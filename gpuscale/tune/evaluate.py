@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from gpuscale import sizing as sizing_mod
 from gpuscale.sim import traffic
+from gpuscale.sim.inputs import SimSetup, Variant
 from gpuscale.sim.metrics import PolicyResult
 from gpuscale.sim.placement import KAI
 from gpuscale.sim.policies import DutyCyclePolicy, FixedPolicy, GpuscalePolicy
 from gpuscale.sim.runner import lower_bound_of, node_hold_s, servable_of
 from gpuscale.sim.scenarios import build_scenario
 from gpuscale.sim.scenarios.base import ceiling_counts, ceiling_variant, make_setup, variant
-from gpuscale.sim.setup import SimSetup, Variant
 from gpuscale.sim.simulation import Simulation
 from gpuscale.sim.traffic import TraceTraffic
 from gpuscale.spec.platform import PlatformSpec

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale.sim.traffic import Arrivals
+from gpuscale.sim.traffic import Arrivals, TraceError
 from gpuscale.spec.model import WakeSchedule
 from gpuscale.spec.workload import BurstSpec, TokenDistribution, WorkloadSpec
 
@@ -156,7 +156,7 @@ def profile(arrivals: Arrivals, compress: float = 1.0) -> TraceProfile:
     """Measure a replayed trace (``arrivals`` as the simulator generates them, compressed ``compress`` times)."""
     t = arrivals.arrival_s
     if len(arrivals) == 0:
-        raise ValueError("the trace has no requests")
+        raise TraceError("the trace has no requests")
     span = max(float(t[-1]), BURST_WINDOW_S)
     rates = _window_rates(t, span, min(RATE_WINDOW_S, span))
     base, peak = float(np.percentile(rates, 10)), float(rates.max())

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from gpuscale.problems import NAMESPACE
+from gpuscale.problems import NAMESPACE, Refusal
 from gpuscale.spec.topology import GpuNodePoolSpec
 from gpuscale.stackfile import (
     StackConfigError,
@@ -42,7 +42,7 @@ _DEFAULT_CONSOLIDATE_AFTER = GpuNodePoolSpec.model_fields["consolidate_after"].d
 """What a pool without ``consolidate_after`` runs with (the spec's default)."""
 
 
-class WritebackError(ValueError):
+class WritebackError(Refusal):
     """The stack file does not have the shape the tuned values go into (names the path)."""
 
 

@@ -339,6 +339,19 @@ def test_args_refuse_a_foreign_role_or_target(prod_spec: PlatformSpec) -> None:
 # ---------------------------------------------------------------- HPA backend (staging)
 
 
+def test_every_autoscaler_carries_its_models_criticality(stack_specs: dict[str, PlatformSpec]) -> None:
+    """The label the policy pack's warm-minimum rule reads, on ScaledObjects and HPAs alike (prod's critical
+    llama-70b, standard search-8b; staging's HPA)."""
+    seen: dict[str, set[str]] = {}
+    for stack, a in all_role_args(stack_specs):
+        spec = stack_specs[stack]
+        body = au.autoscaler_body(a)
+        criticality = next(m for m in spec.models if m.name == a.model).slo.criticality
+        assert body["metadata"]["labels"][labels.CRITICALITY_LABEL] == criticality
+        seen.setdefault(body["kind"], set()).add(criticality)
+    assert "critical" in seen["ScaledObject"] and "HorizontalPodAutoscaler" in seen
+
+
 def test_staging_uses_an_hpa_on_adapter_metrics(stack_specs: dict[str, PlatformSpec]) -> None:
     spec = stack_specs["staging"]
     a = role_args(spec, "llama-70b", "aggregated")

@@ -12,6 +12,7 @@ from syrupy.assertion import SnapshotAssertion
 from typer.testing import CliRunner
 
 from gpuscale.cli import app
+from gpuscale.doctor.dump import KUBECTL_COMMAND
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import COLUMNS, Evidence, node_manifests, run_simulations
 from gpuscale.plan.render import DEFAULT_OUT, TEMPLATE, environment, render_plan
@@ -72,6 +73,21 @@ def test_every_section_is_there(rendered: dict[str, tuple[str, Evidence]], stack
     positions = [text.index(h) for h in HEADINGS]
     assert positions == sorted(positions)
     assert "```mermaid" in text and "PASS" in text
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_troubleshooting_starts_with_the_doctor(stack_specs: dict[str, PlatformSpec],
+                                                rendered: dict[str, tuple[str, Evidence]], stack: str) -> None:
+    """The dump the doctor reads, the doctor over it and its exit codes come first; the manual steps confirm."""
+    text, _ = rendered[stack]
+    section = text[text.index(HEADINGS[8]):text.index(HEADINGS[9])]
+    first_block = section[section.index("```sh\n") + 6:section.index("\n```", section.index("```sh\n"))]
+    assert first_block.splitlines() == [KUBECTL_COMMAND, f"gpuscale doctor --dump dump.json --stack {stack}"]
+    assert section.index("Exit 0: nothing is stuck") < section.index("1. **KAI (scheduling)")
+    # Karpenter v1.14.1 labels the resource as its name (nvidia.com/gpu), as the doctor's confirm queries do
+    for pool in stack_specs[stack].topology.gpu_pools:
+        assert f'karpenter_nodepools_usage{{nodepool="{pool.name}",resource_type="nvidia.com/gpu"}}' in section
+    assert "nvidia_com_gpu" not in text
 
 
 @pytest.mark.parametrize("stack", STACKS)

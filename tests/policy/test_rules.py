@@ -218,6 +218,31 @@ def test_hpa_metrics() -> None:
     assert "vllm:gpu_cache_usage_perc" in removed
 
 
+def _labelled(body: dict[str, Any], criticality: str | None, **spec: Any) -> dict[str, Any]:
+    out = copy.deepcopy(body)
+    out["metadata"]["labels"] = {} if criticality is None else {labels.CRITICALITY_LABEL: criticality}
+    out["spec"] = {k: v for k, v in out["spec"].items() if k not in ("minReplicas", "minReplicaCount")} | spec
+    return out
+
+
+def test_a_critical_autoscaler_keeps_two_replicas_and_the_apis_defaults_count(
+    compliant: dict[str, tuple[str, dict[str, Any]]],
+) -> None:
+    so_type, so = compliant[PREFILL_SO_KEY]
+    hpa_type = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
+    [low] = rules.critical_warm_minimum(so_type, _labelled(so, "critical", minReplicaCount=1))
+    assert low.startswith("ScaledObject ") and "1 minimum replicas on a critical SLO" in low
+    assert rules.critical_warm_minimum(so_type, _labelled(so, "critical", minReplicaCount=2)) == []
+    assert rules.critical_warm_minimum(so_type, _labelled(so, "critical", minReplicaCount=3)) == []
+    # unset: KEDA holds 0, the HPA API 1; both are below a critical floor of 2
+    assert len(rules.critical_warm_minimum(so_type, _labelled(so, "critical"))) == 1
+    assert len(rules.critical_warm_minimum(hpa_type, _labelled(hpa("vllm_num_requests_waiting"), "critical"))) == 1
+    # not critical, or no label (an object gpuscale did not emit): nothing to judge
+    assert rules.critical_warm_minimum(so_type, _labelled(so, "standard", minReplicaCount=1)) == []
+    assert rules.critical_warm_minimum(so_type, _labelled(so, None, minReplicaCount=0)) == []
+    assert rules.critical_warm_minimum(NODEPOOL_KEY.split("::")[0], _labelled(so, "critical", minReplicaCount=0)) == []
+
+
 def test_an_autoscaler_spanning_prefill_and_decode_is_refused(compliant: dict[str, tuple[str, dict[str, Any]]]) -> None:
     query = 'sum(vllm:num_requests_waiting{gpuscale_io_model="llama",gpuscale_io_role=~"prefill|decode"})'
     [msg] = rules.autoscaler_role_scope(*scaled_object_with(compliant, query))

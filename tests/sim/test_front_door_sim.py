@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from gpuscale import sizing
+from gpuscale.sim.inputs import FrontDoorSim
 from gpuscale.sim.metrics import PolicyResult, ScenarioResult
 from gpuscale.sim.policies import GpuscalePolicy, WakeWindow
 from gpuscale.sim.runner import Runner, servable_of
 from gpuscale.sim.scenarios import REGISTRY, build_scenario, plan_runs
 from gpuscale.sim.scenarios.base import make_setup, variant
 from gpuscale.sim.scenarios.scale_from_zero import FIRST_LABEL, at_zero
-from gpuscale.sim.setup import FrontDoorSim
 from gpuscale.sim.simulation import Simulation
 from gpuscale.sim.traffic import HugePrompt, RatePoint, SyntheticTraffic, generate
 from gpuscale.spec.platform import PlatformSpec

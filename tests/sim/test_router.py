@@ -12,11 +12,11 @@ import numpy as np
 from gpuscale.sim.accounting import RequestLedger
 from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import Environment
+from gpuscale.sim.inputs import FrontDoorSim
 from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.router import SAMPLE_POOL_MAX, Router, two_at_random
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import build_scenario
-from gpuscale.sim.setup import FrontDoorSim
 from gpuscale.sim.states import LossReason, Outcome, RequestFlag
 from gpuscale.sim.traffic import Arrivals, TraceTraffic
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram

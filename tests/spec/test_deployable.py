@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gpuscale import feasibility, sizing
+from gpuscale import feasibility, perf, sizing
 from gpuscale.manifests import kai_wiring, karpenter
 from gpuscale.plan.context import build_context
 from gpuscale.plan.evidence import Evidence
@@ -218,6 +218,15 @@ def test_pd_whose_kv_transfer_eats_the_ttft_budget_is_refused() -> None:
     lines = problems(raw)
     assert any(line.startswith("gpuscale:models[0].serving.mode: disaggregated m8b: moving the KV cache of a p99 prompt")
                and "more than 25% of the 2 s TTFT p99 budget" in line for line in lines)
+    # the rate it names is the replica's share perf gives the simulator too: replica GPUs / node GPUs x the NIC
+    spec = PlatformSpec.model_validate(raw)
+    pool = spec.topology.gpu_pools[0]
+    shape = sizing.replica_shape(spec.models[0], pool)
+    inst = next(it for it in pool.instances if it.name == shape.instance_type)
+    gbps = round(perf.kv_link_bytes_per_s(inst.network_gbps, inst.gpus_per_node, shape.gpus) * 8 / 1e9, 1)
+    assert gbps == round(inst.network_gbps * shape.gpus / inst.gpus_per_node, 1)
+    assert any(f"at line rate ({gbps:g} Gbit/s: the replica's {shape.gpus} GPU(s) x {inst.name}'s "
+               f"{inst.network_gbps:g} Gbit/s per {inst.gpus_per_node} GPUs)" in line for line in lines)
 
 
 def test_pd_on_efa_class_networking_keeps_the_transfer_small() -> None:

@@ -32,6 +32,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from gpuscale import labels
+from gpuscale.guardrails.warm_minimum import CRITICAL_MIN_REPLICAS
 from gpuscale.policy import rules
 
 PACK_NAME = "gpuscale"
@@ -89,6 +91,12 @@ POLICIES: list[Policy] = [
         "hpa-min-replicas",
         "An HPA holds at least one replica (HPAScaleToZero is an alpha gate, off on EKS); scale to zero needs KEDA.",
         rules.hpa_min_replicas,
+    ),
+    resource_policy(
+        "critical-warm-minimum",
+        f"An autoscaler labelled {labels.CRITICALITY_LABEL}: critical keeps at least {CRITICAL_MIN_REPLICAS} replicas "
+        "(minReplicaCount / minReplicas), so a node drift or spot reclaim never leaves a critical role without a serving replica.",
+        rules.critical_warm_minimum,
     ),
     resource_policy(
         "autoscaler-role-scope",

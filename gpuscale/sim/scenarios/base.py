@@ -15,12 +15,13 @@ from typing import Literal
 from pydantic import Field
 
 from gpuscale import sizing as sizing_mod
+from gpuscale.problems import Refusal
 from gpuscale.sim import nodes as N
+from gpuscale.sim.inputs import RoleSetup, SimSetup, Variant
 from gpuscale.sim.metrics import PolicyResult, ScenarioResult
 from gpuscale.sim.placement import KAI
 from gpuscale.sim.policies import DutyCyclePolicy, FixedPolicy, GpuscalePolicy, QueueDepthPolicy
 from gpuscale.sim.replica import replica_model_from_sizing
-from gpuscale.sim.setup import RoleSetup, SimSetup, Variant
 from gpuscale.sim.traffic import RatePoint, SyntheticTraffic, TrafficSpec
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import CATALOGUE
@@ -33,7 +34,7 @@ CEILING = "ceiling"
 """Name of the reference variant with every replica ready all the time."""
 
 
-class ScenarioError(ValueError):
+class ScenarioError(Refusal):
     """A scenario that cannot be built as asked; the message lists the valid choices."""
 
 

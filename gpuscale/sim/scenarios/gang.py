@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpuscale import sizing as sizing_mod
+from gpuscale.sim.inputs import InitialNode, RoleSetup
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.placement import DEFAULT, KAI
 from gpuscale.sim.policies import FixedPolicy
@@ -19,7 +20,6 @@ from gpuscale.sim.scenarios.base import (
     synthetic,
     variant,
 )
-from gpuscale.sim.setup import InitialNode, RoleSetup
 from gpuscale.sim.traffic import RatePoint
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.spec.model import ModelDeployment

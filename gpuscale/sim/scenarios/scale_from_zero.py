@@ -21,6 +21,7 @@ from pydantic import Field
 from gpuscale import sizing as sizing_mod
 from gpuscale.first_answer import fastest_cold_start
 from gpuscale.sim import nodes as N
+from gpuscale.sim.inputs import FrontDoorSim
 from gpuscale.sim.metrics import PolicyResult, ScenarioResult
 from gpuscale.sim.policies import GpuscalePolicy, WakeWindow
 from gpuscale.sim.scenarios.base import (
@@ -33,7 +34,6 @@ from gpuscale.sim.scenarios.base import (
     synthetic,
     variant,
 )
-from gpuscale.sim.setup import FrontDoorSim
 from gpuscale.sim.traffic import HugePrompt, RatePoint
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import ModelDeployment, WakeSchedule
