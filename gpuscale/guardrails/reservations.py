@@ -16,7 +16,7 @@ type and end date from EC2, not from the NodeClass:
   ``karpenter.sh/capacity-type: on-demand`` (``website/content/en/docs/tasks/odcrs.md``, "Expiration").
 
 Both need the ``ReservedCapacity`` feature gate, on by default in v1.14.1 (``charts/karpenter/values.yaml``
-``featureGates.reservedCapacity: true``), and a NodePool that allows ``karpenter.sh/capacity-type: reserved``.
+``settings.featureGates.reservedCapacity: true``), and a NodePool that allows ``karpenter.sh/capacity-type: reserved``.
 
 So a block is usable from its start until ``drain_at`` (end - 40 min). The refusals, both at the block's ``end_utc``:
 

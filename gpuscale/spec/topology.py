@@ -6,7 +6,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from gpuscale import labels, versions
 from gpuscale.guardrails import consolidation, reservations
@@ -163,6 +163,12 @@ _RESERVATION_ID = re.compile(r"cr-[0-9a-z]+")
 """EC2NodeClass ``capacityReservationSelectorTerms[].id`` pattern (Karpenter v1.14.1 ``pkg/apis/v1/ec2nodeclass.go``)."""
 
 
+def _reservation_id(value: str) -> str:
+    if not _RESERVATION_ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a capacity reservation id (expected cr- and lowercase letters or digits)")
+    return value
+
+
 def _utc(value: object) -> object:
     # a YAML timestamp arrives as a datetime, the same value through Pulumi's JSON config as a string
     if isinstance(value, str):
@@ -183,7 +189,7 @@ class CapacityReservationSpec(Spec):
     """An EC2 capacity reservation Karpenter may launch the pool's nodes into (selected by id; Karpenter reads its type
     and end from EC2). A Capacity Block states its start and end so gpuscale can check and plan them."""
 
-    id: str
+    id: Annotated[str, AfterValidator(_reservation_id)]
     """The reservation id, ``cr-...``."""
     type: reservations.ReservationType = "odcr"
     """``odcr`` (On-Demand Capacity Reservation) or ``capacity-block`` (EC2 Capacity Block for ML)."""
@@ -191,13 +197,6 @@ class CapacityReservationSpec(Spec):
     """A Capacity Block's start, UTC (``2026-12-01T11:30:00Z``); Karpenter launches into it only once it is active."""
     end_utc: UtcDateTime | None = None
     """A Capacity Block's end, UTC; Karpenter drains its nodes 40 minutes before (``gpuscale.guardrails.reservations``)."""
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, value: str) -> str:
-        if not _RESERVATION_ID.fullmatch(value):
-            raise ValueError(f"{value!r} is not a capacity reservation id (expected cr- and lowercase letters or digits)")
-        return value
 
     @model_validator(mode="after")
     def _dates(self) -> CapacityReservationSpec:
@@ -276,7 +275,7 @@ class GpuNodePoolSpec(Spec):
     @field_validator("capacity_reservation_ids")
     @classmethod
     def _reservation_ids(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if not re.fullmatch(r"cr-[0-9a-z]+", i)]
+        bad = [i for i in ids if not _RESERVATION_ID.fullmatch(i)]
         if bad:
             raise ValueError(f"not capacity reservation ids: {bad} (expected cr-...)")
         dupes = sorted({i for i in ids if ids.count(i) > 1})

@@ -13,7 +13,7 @@ from gpuscale.plan.context import build_context
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.topology import CapacityReservationSpec
-from gpuscale.stackfile import StackConfigError, read_stack_config, load_stack_file, validate_config
+from gpuscale.stackfile import StackConfigError, load_stack_file, read_stack_config, validate_config
 from tests.conftest import stack_path
 
 START = datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
