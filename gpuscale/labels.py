@@ -44,6 +44,10 @@ KAI_QUEUE_LABEL = "kai.scheduler/queue"
 KAI_TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
 KAI_TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/topology-required-placement"
 KAI_TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+KAI_PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+"""Minimal pending time (a Go duration) before a PodGroup may evict others by preempt, reclaim or consolidation; read
+from the owners first, then the pod (KAI v0.17.0 ``pkg/podgrouper/podgrouper/plugins/constants/constants.go``,
+``defaultgrouper/default_grouper.go`` ``calcPodGroupPreemptionDelay``)."""
 KAI_INFERENCE_PRIORITY_CLASS = "inference"
 """KAI default PriorityClass (125): non-preemptible, runs in quota only."""
 KAI_TRAIN_PRIORITY_CLASS = "train"

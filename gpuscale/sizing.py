@@ -215,6 +215,9 @@ class ModelSizing(Spec):
     kv_transfer_p99_s: float = 0.0
     """Disaggregated serving: seconds to move the KV cache of a p99 prompt from a prefill to a decode pod at the pods'
     share of the instance's network bandwidth (a lower bound: line rate); 0 when aggregated."""
+    preemption_delay_s: int
+    """KAI ``kai.scheduler/preemption-delay`` on every workload of the model: how long a pending gang waits for
+    Karpenter's new node before it may evict anyone's pods (``preemption_delay_s``)."""
     rollout_deadline_s: int
     """How long a rollout may take before it counts as failed (Deployment ``progressDeadlineSeconds``, Pulumi's
     create/update timeout): twice a full cold start, at least 10 minutes, since a new pod may need a new node."""
@@ -467,6 +470,18 @@ def max_num_seqs(model: ModelDeployment, instance: GpuInstanceType) -> int:
 
 def max_num_batched_tokens(instance: GpuInstanceType) -> int:
     return LARGE_MAX_NUM_BATCHED_TOKENS if instance.gpu.name in LARGE_SCHEDULER_GPUS else DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+
+def preemption_delay_s(cold: ColdStart) -> int:
+    """KAI's preemption delay for a workload whose pending pod needs a new node: the provisioner's slowest node launch
+    plus the device plugin's GPU registration, rounded up to a whole second.
+
+    KAI v0.17.0 counts the window while the PodGroup is pending (``pkg/apis/scheduling/v2alpha2/podgroup_types.go``
+    ``PreemptionDelay``: "the minimal time the PodGroup must be pending ... before it may trigger eviction"); a pod stops
+    pending when KAI binds it, which needs the node Ready and ``nvidia.com/gpu`` allocatable. Image pull, weights and
+    engine start happen after the bind, so they are not part of the wait: adding them would only delay the eviction a
+    gang that really has no node coming needs."""
+    return math.ceil(cold.node_s + cold.gpu_ready_s)
 
 
 def rollout_deadline_s(cold: ColdStart) -> int:
@@ -723,6 +738,7 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
         max_num_seqs=max_num_seqs(model, inst),
         max_num_batched_tokens=max_num_batched_tokens(inst),
         kv_transfer_p99_s=kv_transfer_s(model, pool, shape) if model.serving.mode == "disaggregated" else 0.0,
+        preemption_delay_s=preemption_delay_s(cold),
         rollout_deadline_s=rollout_deadline_s(cold),
         roles=roles,
         usd_per_gpu_hour=round(inst.usd_per_gpu_hour, 4),

@@ -133,6 +133,16 @@ def kai_prometheus_url(spec: PlatformSpec) -> str | None:
     return obs.prometheus_url if obs.install_prometheus_stack else None
 
 
+def go_duration(seconds: int) -> str:
+    """``time.Duration.String()`` of whole seconds (``1m30s``, ``1h0m0s``): how a ``metav1.Duration`` such as
+    ``PodGroup.spec.preemptionDelay`` reads back from the API server."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
 def expected_podgroup(
     spec: PlatformSpec, model: ModelDeployment, role: Role, shape: ReplicaShape, *,
     workload_name: str | None = None, group_index: int = 0,
@@ -151,6 +161,8 @@ def expected_podgroup(
         "queue": wiring.queue,
         "priorityClassName": wiring.priority_class_name,
         "preemptibility": wiring.preemptibility,
+        # the podgrouper parses the workload's kai.scheduler/preemption-delay into the spec (default_grouper.go)
+        "preemptionDelay": go_duration(wiring.preemption_delay_s),
     }
     if wiring.topology_required_level or wiring.topology_preferred_level:
         constraint = {"topology": wiring.topology or TOPOLOGY_NAME}

@@ -16,6 +16,12 @@ How KAI v0.17.0 reads them (podgrouper plugins ``defaultgrouper``, ``deployment`
 - **topology**: the PodGroup's ``topologyConstraint`` comes from the ``kai.scheduler/topology*`` annotations of the
   TOP OWNER only; annotations on a pod template are not read for it. They are mirrored on the pod template, where
   they are harmless and visible in ``kubectl describe pod``.
+- **preemption delay**: the ``kai.scheduler/preemption-delay`` annotation (a Go duration), owners first, then the pod
+  (``defaultgrouper/default_grouper.go`` ``calcPodGroupPreemptionDelay``, which the deployment and leaderworkerset
+  groupers call). Every workload carries it: any pending gang may trigger an eviction (an inference pod preempts
+  ``train`` pods of its queue; a queue below its quota reclaims GPUs other queues borrowed), and each should first give
+  Karpenter the sized node time (``sizing.preemption_delay_s``) to bring a new node. It never slows placement into free
+  capacity, and it re-arms after the PodGroup is itself evicted.
 - **gang**: a Deployment gets one PodGroup per pod (minMember 1: a single-pod replica is never split). A LeaderWorkerSet
   gets one PodGroup per group (= one replica), ``<base>-group-<i>``, with minMember = ``leaderWorkerTemplate.size``
   under ``startupPolicy: LeaderCreated``. ``LeaderReady`` would hand the leader to KAI alone first (minMember 1) and
@@ -40,7 +46,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gpuscale import labels
-from gpuscale.sizing import ReplicaShape
+from gpuscale.sizing import ReplicaShape, cold_start, preemption_delay_s
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec
@@ -72,13 +78,18 @@ class KaiPodWiring(Spec):
     pod_labels: dict[str, str]
     """Labels for the pod template: queue, preemptibility, model and role (the affinity terms select on the last two)."""
     pod_annotations: dict[str, str]
-    """Annotations for the pod template: the topology placement, mirrored from ``workload_annotations``."""
+    """Annotations for the pod template: the topology placement and preemption delay, mirrored from
+    ``workload_annotations``."""
     workload_labels: dict[str, str]
     """Labels for the Deployment/LeaderWorkerSet object (the podgrouper reads queue and preemptibility from the owner)."""
     affinity: dict[str, Any] | None = None
     """Pod ``spec.affinity``: the gang's zone co-location (multi-pod) and the preferred prefill/decode proximity."""
     workload_annotations: dict[str, str] = Field(default_factory=dict)
-    """Annotations for the Deployment/LeaderWorkerSet object: the topology placement KAI copies into the PodGroup."""
+    """Annotations for the Deployment/LeaderWorkerSet object: the topology placement and preemption delay KAI copies
+    into the PodGroup."""
+    preemption_delay_s: int = 0
+    """``PodGroup.spec.preemptionDelay`` in seconds: how long a pending replica waits for a new node before it may
+    evict other pods (the model's sized node time)."""
     preemptibility: Preemptibility = "non-preemptible"
     """``PodGroup.spec.preemptibility``: non-preemptible workloads run in their queue's quota only."""
     topology_required_level: str | None = None
@@ -153,16 +164,19 @@ def kai_pod_wiring(spec: PlatformSpec, model: ModelDeployment, role: Role, shape
         topology[labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION] = required
     if preferred:
         topology[labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION] = preferred
+    delay_s = preemption_delay_s(cold_start(spec, model))
+    annotations = {**topology, labels.KAI_PREEMPTION_DELAY_ANNOTATION: f"{delay_s}s"}  # a Go duration, as KAI parses it
     return KaiPodWiring(
         scheduler_name=labels.KAI_SCHEDULER_NAME,
         queue=leaf.name,
         priority_class_name=labels.KAI_TRAIN_PRIORITY_CLASS if leaf.preemptible else labels.KAI_INFERENCE_PRIORITY_CLASS,
         gang_min_member=shape.pods,
         pod_labels={**owner_labels, labels.MODEL_LABEL: model.name, labels.ROLE_LABEL: role},
-        pod_annotations=dict(topology),
+        pod_annotations=dict(annotations),
         workload_labels=owner_labels,
         affinity=_affinity(spec, model, role, shape),
-        workload_annotations=topology,
+        workload_annotations=annotations,
+        preemption_delay_s=delay_s,
         preemptibility=preemptibility,
         topology_required_level=required,
         topology_preferred_level=preferred,

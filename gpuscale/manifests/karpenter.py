@@ -280,8 +280,11 @@ def ec2nodeclass_body(
     if pool.cluster_placement:
         # Karpenter v1.11+ resolves the group by name (needs ec2:DescribePlacementGroups, in the controller policy)
         spec["placementGroupSelector"] = {"name": placement_group_name(cluster_name, pool)}
-    if pool.capacity_reservation_ids:
-        spec["capacityReservationSelectorTerms"] = [{"id": cr} for cr in pool.capacity_reservation_ids]
+    if pool.reservations:
+        # one id term per reservation, ODCR or Capacity Block alike: Karpenter v1.14.1 reads the type and end date from
+        # EC2 (pkg/apis/v1/ec2nodeclass_status.go CapacityReservationFromEC2), launches only into active ones and
+        # drains a block's nodes 40 min before its end (gpuscale.guardrails.reservations); the NodeClass has no date field
+        spec["capacityReservationSelectorTerms"] = [{"id": r.id} for r in pool.reservations]
     spec = cold_start.apply_image_pull(pool, spec)  # SOCI parallel pull, or the image pre-pulled on a snapshot
     return {
         "apiVersion": EC2NODECLASS_API,
@@ -304,10 +307,16 @@ def disruption_warnings(pool: GpuNodePoolSpec, cold_start_s: float) -> list[str]
 
 def capacity_warnings(pool: GpuNodePoolSpec) -> list[str]:
     """Settings that are valid but cannot take effect."""
-    if "reserved" in pool.capacity_types and not pool.capacity_reservation_ids:
+    if "reserved" in pool.capacity_types and not pool.reservations:
         return [
-            f"GPU pool {pool.name}: capacity type 'reserved' without capacity_reservation_ids; Karpenter only "
-            "launches into reservations its EC2NodeClass selects, so this pool gets on-demand/spot capacity only"
+            f"GPU pool {pool.name}: capacity type 'reserved' without capacity_reservation_ids or capacity_reservations; "
+            "Karpenter only launches into reservations its EC2NodeClass selects, so this pool gets on-demand/spot "
+            "capacity only"
+        ]
+    if pool.reservations and "reserved" not in pool.capacity_types:
+        return [
+            f"GPU pool {pool.name}: capacity reservations {[r.id for r in pool.reservations]} are selected but "
+            "capacity_types has no 'reserved', so Karpenter never launches into them; add reserved to capacity_types"
         ]
     return []
 

@@ -7,12 +7,14 @@ from gpuscale.doctor import signals as doctor_signals
 from gpuscale.doctor.dump import KUBECTL_COMMAND
 from gpuscale.first_answer import fastest_cold_start
 from gpuscale.guardrails import consolidation, warm_minimum
+from gpuscale.guardrails import reservations as reservation_rules
 from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing, slowest_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
+from gpuscale.spec.topology import GpuNodePoolSpec
 
 
 class PoolRow(Spec):
@@ -93,6 +95,51 @@ class QueueRow(Spec):
     models: str
 
 
+class ReservationRow(Spec):
+    """One capacity reservation of a GPU pool, with its window and what happens at its end."""
+
+    pool: str
+    id: str
+    type: str
+    start: str
+    """``-`` for an ODCR (no window Karpenter acts on)."""
+    end: str
+    drain_from: str
+    """When Karpenter deletes the block's nodes (``guardrails.reservations.drain_at``); ``-`` for an ODCR."""
+    reclaim_from: str
+    """When EC2 starts reclaiming the block's instances (``guardrails.reservations.reclaim_at``); ``-`` for an ODCR."""
+    usable_hours: str
+    """Start to drain, hours; ``-`` for an ODCR."""
+    after_end: str
+    """Where the pool's new nodes come from once the reservation is gone."""
+
+
+def _fallback(pool: GpuNodePoolSpec, leaving: str) -> str:
+    others = [f"ODCR {r.id}" for r in pool.reservations if r.type == "odcr" and r.id != leaving]
+    if any(r.type == "capacity-block" and r.id != leaving for r in pool.reservations):
+        others.append("its other Capacity Blocks while they are active")
+    others += [t for t in pool.capacity_types if t != "reserved"]
+    return "new nodes from " + ", ".join(others) if others else "the pool launches no new node"
+
+
+def _reservation_rows(pool: GpuNodePoolSpec) -> list[ReservationRow]:
+    rows = []
+    for r in pool.reservations:
+        if r.type == "capacity-block" and r.start_utc is not None and r.end_utc is not None:
+            rows.append(ReservationRow(
+                pool=pool.name, id=r.id, type=r.type, start=f"{r.start_utc:%Y-%m-%d %H:%M}", end=f"{r.end_utc:%Y-%m-%d %H:%M}",
+                drain_from=f"{reservation_rules.drain_at(r.end_utc):%Y-%m-%d %H:%M}",
+                reclaim_from=f"{reservation_rules.reclaim_at(r.end_utc):%Y-%m-%d %H:%M}",
+                usable_hours=f"{reservation_rules.usable_hours(r.start_utc, r.end_utc):.1f}", after_end=_fallback(pool, r.id),
+            ))
+        else:
+            rows.append(ReservationRow(
+                pool=pool.name, id=r.id, type=r.type, start="-", end="-", drain_from="-", reclaim_from="-", usable_hours="-",
+                after_end="running nodes stay (billed on demand); " + _fallback(pool, r.id),
+            ))
+    return rows
+
+
 class GangRow(Spec):
     model: str
     role: str
@@ -103,6 +150,8 @@ class GangRow(Spec):
     required_placement: str
     preferred_placement: str
     priority_class: str
+    preemption_delay: str
+    """The ``kai.scheduler/preemption-delay`` value the workload carries (the model's sized node time)."""
 
 
 class RoleRow(Spec):
@@ -211,6 +260,10 @@ class PlanContext(Spec):
     topology_levels: list[str]
     sizing: list[ModelSizing]
     gangs: list[GangRow]
+    reservations: list[ReservationRow]
+    """Every GPU pool's capacity reservations (empty when none selects any)."""
+    reservation_drain_lead_min: int = reservation_rules.DRAIN_LEAD_S // 60
+    reservation_reclaim_lead_min: int = reservation_rules.EC2_RECLAIM_LEAD_S // 60
     trap: TrapRow
     roles: list[RoleRow]
     cold_starts: list[ColdStartRow]
@@ -316,6 +369,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
                 required_placement=wiring.pod_annotations.get(labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION, "-"),
                 preferred_placement=wiring.pod_annotations.get(labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION, "-"),
                 priority_class=wiring.priority_class_name,
+                preemption_delay=wiring.workload_annotations[labels.KAI_PREEMPTION_DELAY_ANNOTATION],
             ))
             metric = " + ".join(x.label for x in r.signals)
             target = " / ".join(f"{x.target:g}" for x in r.signals)
@@ -379,7 +433,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         node_ready_s=f"{prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g}", pools=pools, models=models, slos=slos,
         workloads=workloads, queues=queues, queue_mermaid="\n".join(mermaid),
         topology_levels=[f"{lv.node_label}" + (f" ({lv.alias})" if lv.alias else "") for lv in topo.levels],
-        sizing=sizing.models, gangs=gangs, trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist,
+        sizing=sizing.models, gangs=gangs, reservations=[row for p in topo.gpu_pools for row in _reservation_rows(p)], trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist,
         namespaces=sorted({m.serving.namespace for m in spec.models}), leaf_queues=spec.leaf_queue_names(), prometheus_url=spec.observability.prometheus_url,
         dump_command=KUBECTL_COMMAND,
     )

@@ -6,7 +6,7 @@ from collections import Counter
 
 from pydantic import Field, model_validator
 
-from gpuscale.guardrails import production
+from gpuscale.guardrails import production, reservations, warm_minimum
 from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
@@ -83,6 +83,33 @@ class PlatformSpec(Spec):
             problem = zone_problem(zone, self.environment.aws_region)
             if problem:
                 problems.append((f"topology.zones[{j}]", problem))
+        if problems:
+            raise Problems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_block_windows(self) -> PlatformSpec:
+        # the two refusals of gpuscale.guardrails.reservations, at the end_utc of the block that causes them
+        problems: list[tuple[str, str]] = []
+        for j, pool in enumerate(self.topology.gpu_pools):
+            blocks = pool.capacity_blocks
+            if not blocks:
+                continue
+            on_pool = [m for m in self.models if m.node_pool == pool.name]
+            peaks = [(m.name, m.workload.peak_hours_per_day) for m in on_pool]
+            for k, block in blocks:
+                assert block.start_utc is not None and block.end_utc is not None  # a block's dates are required
+                breach = reservations.short_block_breach(pool.name, block.id, block.start_utc, block.end_utc, peaks)
+                if breach:
+                    problems.append((f"topology.gpu_pools[{j}].capacity_reservations[{k}].end_utc", breach))
+            if pool.launches_only_reserved_blocks:
+                k, last = max(blocks, key=lambda kb: (kb[1].end_utc, kb[0]))
+                assert last.end_utc is not None
+                warm = [(m.name, r, warm_minimum.warm_minimum(m.slo.criticality, m.autoscaling.role(r).min_replicas))
+                        for m in on_pool for r in m.serving.roles]
+                breach = reservations.warm_minimum_outlives_breach(pool.name, last.id, last.end_utc, warm)
+                if breach:
+                    problems.append((f"topology.gpu_pools[{j}].capacity_reservations[{k}].end_utc", breach))
         if problems:
             raise Problems(problems)
         return self

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from gpuscale import labels, versions
-from gpuscale.guardrails import consolidation
+from gpuscale.guardrails import consolidation, reservations
 from gpuscale.problems import Problems, at
 from gpuscale.spec.base import (
     CronSchedule,
@@ -158,6 +159,63 @@ class DriftWindow(Spec):
             return None
 
 
+_RESERVATION_ID = re.compile(r"cr-[0-9a-z]+")
+"""EC2NodeClass ``capacityReservationSelectorTerms[].id`` pattern (Karpenter v1.14.1 ``pkg/apis/v1/ec2nodeclass.go``)."""
+
+
+def _reservation_id(value: str) -> str:
+    if not _RESERVATION_ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a capacity reservation id (expected cr- and lowercase letters or digits)")
+    return value
+
+
+def _utc(value: object) -> object:
+    # a YAML timestamp arrives as a datetime, the same value through Pulumi's JSON config as a string
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO 8601 date and time; write it in UTC, e.g. 2026-12-01T11:30:00Z") from None
+    if isinstance(value, datetime) and (value.tzinfo is None or value.utcoffset() != timedelta(0)):
+        raise ValueError(f"{value.isoformat()} is not in UTC: write the time with a Z, e.g. 2026-12-01T11:30:00Z")
+    return value
+
+
+UtcDateTime = Annotated[datetime, BeforeValidator(_utc)]
+"""An ISO 8601 date and time in UTC (``2026-12-01T11:30:00Z``), from YAML or a JSON string."""
+
+
+class CapacityReservationSpec(Spec):
+    """An EC2 capacity reservation Karpenter may launch the pool's nodes into (selected by id; Karpenter reads its type
+    and end from EC2). A Capacity Block states its start and end so gpuscale can check and plan them."""
+
+    id: Annotated[str, AfterValidator(_reservation_id)]
+    """The reservation id, ``cr-...``."""
+    type: reservations.ReservationType = "odcr"
+    """``odcr`` (On-Demand Capacity Reservation) or ``capacity-block`` (EC2 Capacity Block for ML)."""
+    start_utc: UtcDateTime | None = None
+    """A Capacity Block's start, UTC (``2026-12-01T11:30:00Z``); Karpenter launches into it only once it is active."""
+    end_utc: UtcDateTime | None = None
+    """A Capacity Block's end, UTC; Karpenter drains its nodes 40 minutes before (``gpuscale.guardrails.reservations``)."""
+
+    @model_validator(mode="after")
+    def _dates(self) -> CapacityReservationSpec:
+        if self.type == "odcr":
+            for field in ("start_utc", "end_utc"):
+                if getattr(self, field) is not None:
+                    raise at(field, f"{field} is only for type: capacity-block; an ODCR has no window Karpenter acts on "
+                             "(its instances keep running when it ends). Remove it, or set type: capacity-block")
+            return self
+        missing = [f for f in ("start_utc", "end_utc") if getattr(self, f) is None]
+        if missing:
+            raise at(missing[0], f"a capacity-block needs start_utc and end_utc (UTC, as EC2 lists the block) so gpuscale "
+                     f"can check its window and plan its end; {' and '.join(missing)} missing")
+        assert self.start_utc is not None and self.end_utc is not None
+        if self.end_utc <= self.start_utc:
+            raise at("end_utc", f"end_utc {self.end_utc:%Y-%m-%dT%H:%MZ} is not after start_utc {self.start_utc:%Y-%m-%dT%H:%MZ}")
+        return self
+
+
 class GpuNodePoolSpec(Spec):
     """A Karpenter NodePool + EC2NodeClass for GPU nodes. Safe disruption is the default."""
 
@@ -201,7 +259,11 @@ class GpuNodePoolSpec(Spec):
     labels: Labels = {}
     """Extra node labels (valid Kubernetes label keys and values)."""
     capacity_reservation_ids: list[str] = Field(default=[], max_length=30)
-    """EC2 capacity reservations (``cr-...``) Karpenter may launch into; needed for ``capacity_types: [reserved]``."""
+    """EC2 On-Demand Capacity Reservations (``cr-...``) Karpenter may launch into: the short form of
+    ``capacity_reservations`` entries of type ``odcr`` (kept for existing stack files)."""
+    capacity_reservations: list[CapacityReservationSpec] = Field(default=[], max_length=30)
+    """EC2 capacity reservations Karpenter may launch into (ODCRs and Capacity Blocks, with their dates); needed for
+    ``capacity_types: [reserved]``."""
     image_pull: ImagePull = "registry"
     """How a fresh node gets the vLLM image: ``registry`` (plain pull), ``soci-parallel`` (SOCI parallel pull and
     unpack; AL2023 AMIs from v20250813) or ``snapshot`` (pre-pulled on a Bottlerocket data volume from
@@ -213,13 +275,40 @@ class GpuNodePoolSpec(Spec):
     @field_validator("capacity_reservation_ids")
     @classmethod
     def _reservation_ids(cls, ids: list[str]) -> list[str]:
-        bad = [i for i in ids if not re.fullmatch(r"cr-[0-9a-z]+", i)]
+        bad = [i for i in ids if not _RESERVATION_ID.fullmatch(i)]
         if bad:
             raise ValueError(f"not capacity reservation ids: {bad} (expected cr-...)")
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"capacity reservation ids listed twice: {dupes}")
         return ids
+
+    @property
+    def reservations(self) -> list[CapacityReservationSpec]:
+        """Every reservation of the pool: ``capacity_reservation_ids`` as ODCRs, then ``capacity_reservations``."""
+        return [CapacityReservationSpec(id=i) for i in self.capacity_reservation_ids] + list(self.capacity_reservations)
+
+    @property
+    def capacity_blocks(self) -> list[tuple[int, CapacityReservationSpec]]:
+        """``(index in capacity_reservations, block)`` of each Capacity Block."""
+        return [(k, r) for k, r in enumerate(self.capacity_reservations) if r.type == "capacity-block"]
+
+    @property
+    def launches_only_reserved_blocks(self) -> bool:
+        """Whether the pool can launch nothing once its Capacity Blocks end: reserved capacity only, and no ODCR."""
+        return (set(self.capacity_types) == {"reserved"} and bool(self.reservations)
+                and all(r.type == "capacity-block" for r in self.reservations))
+
+    @model_validator(mode="after")
+    def _reservations_once(self) -> GpuNodePoolSpec:
+        ids = [r.id for r in self.reservations]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise at("capacity_reservations", f"capacity reservations listed twice (in capacity_reservation_ids or "
+                     f"capacity_reservations): {dupes}")
+        if len(ids) > 30:
+            raise at("capacity_reservations", f"{len(ids)} capacity reservations; at most 30 in all")
+        return self
 
     @field_validator("labels")
     @classmethod
@@ -273,9 +362,9 @@ class GpuNodePoolSpec(Spec):
     @model_validator(mode="after")
     def _capacity(self) -> GpuNodePoolSpec:
         # reserved beside on-demand/spot without ids only falls back (manifests.karpenter warns); alone it launches nothing
-        if self.capacity_types == ["reserved"] * len(self.capacity_types) and not self.capacity_reservation_ids:
+        if self.capacity_types == ["reserved"] * len(self.capacity_types) and not self.reservations:
             raise at("capacity_types",
-                "capacity_types is only reserved but capacity_reservation_ids is empty: Karpenter only launches reserved "
+                "capacity_types is only reserved but capacity_reservations (or capacity_reservation_ids) is empty: Karpenter only launches reserved "
                 "capacity into the reservations the EC2NodeClass selects, so this pool could never launch a node. List "
                 "them (cr-...) or add on-demand"
             )

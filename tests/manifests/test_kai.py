@@ -10,6 +10,7 @@ from gpuscale import labels, sizing, versions
 from gpuscale.manifests.kai import (
     MB_PER_GIB,
     expected_podgroup,
+    go_duration,
     kai_chart_values,
     kai_prometheus_url,
     queue_bodies,
@@ -190,3 +191,18 @@ def test_the_schema_check_bites(prod_spec: PlatformSpec) -> None:
     queue = queue_bodies(prod_spec.teams)[0]
     queue["spec"]["resources"]["gpu"]["guaranteed"] = 1
     assert validate_object(queue)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(0, "0s"), (45, "45s"), (90, "1m30s"), (600, "10m0s"), (3723, "1h2m3s")])
+def test_go_duration_reads_as_time_duration_string(seconds: int, text: str) -> None:
+    assert go_duration(seconds) == text
+
+
+def test_podgroup_carries_the_sized_preemption_delay_as_the_api_server_returns_it(prod_spec: PlatformSpec) -> None:
+    for model in prod_spec.models:
+        shape = sizing.replica_shape(model, prod_spec.topology.pool(model.node_pool))
+        delay_s = sizing.size_model(prod_spec, model).preemption_delay_s
+        for role in model.serving.roles:
+            pg = expected_podgroup(prod_spec, model, role, shape)  # type: ignore[arg-type]
+            assert pg["spec"]["preemptionDelay"] == go_duration(delay_s)
+            assert pg["metadata"]["annotations"][labels.KAI_PREEMPTION_DELAY_ANNOTATION] == f"{delay_s}s"

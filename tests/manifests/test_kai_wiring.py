@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import pytest
@@ -49,6 +50,11 @@ def wiring(spec: PlatformSpec, model: ModelDeployment, role: str) -> KaiPodWirin
     return kai_pod_wiring(spec, model, role, shape)  # type: ignore[arg-type]
 
 
+def delay(spec: PlatformSpec, model: ModelDeployment) -> dict[str, str]:
+    """The preemption-delay annotation every workload of ``model`` carries beside its topology annotations."""
+    return {labels.KAI_PREEMPTION_DELAY_ANNOTATION: f"{sizing.preemption_delay_s(sizing.cold_start(spec, model))}s"}
+
+
 def test_prod_decode_is_routed_to_kai_in_its_leaf_queue(prod_spec: PlatformSpec) -> None:
     w = wiring(prod_spec, prod_spec.models[0], "decode")
     assert w.scheduler_name == "kai-scheduler"
@@ -66,7 +72,8 @@ def test_single_node_replica_is_not_split_and_stays_on_one_node(prod_spec: Platf
     w = wiring(prod_spec, prod_spec.models[0], "prefill")
     assert w.gang_min_member == 1 and w.lws_startup_policy is None
     assert w.topology_required_level == labels.HOSTNAME_LABEL and w.topology_preferred_level is None
-    expected = {labels.KAI_TOPOLOGY_ANNOTATION: TOPOLOGY_NAME, labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION: labels.HOSTNAME_LABEL}
+    expected = {labels.KAI_TOPOLOGY_ANNOTATION: TOPOLOGY_NAME, labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION: labels.HOSTNAME_LABEL,
+                **delay(prod_spec, prod_spec.models[0])}
     # the podgrouper reads the PodGroup's topology from the owner (Deployment), the pod carries a mirror
     assert w.workload_annotations == expected and w.pod_annotations == expected
 
@@ -122,6 +129,7 @@ def test_multi_node_replica_is_zone_bound_and_prefers_one_rack() -> None:
         labels.KAI_TOPOLOGY_ANNOTATION: TOPOLOGY_NAME,
         labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION: labels.ZONE_LABEL,
         labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION: LAYER3,
+        **delay(spec, spec.models[1]),
     }
     assert w.affinity is not None
     (term,) = w.affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -153,7 +161,7 @@ def test_placement_only_names_levels_of_the_topology(raw_stack) -> None:  # type
     assert (multi.topology_required_level, multi.topology_preferred_level) == (labels.ZONE_LABEL, None)
     single = wiring(spec, spec.models[0], "prefill")
     # no hostname level: no KAI topology constraint at all (a missing level would leave the PodGroup unschedulable)
-    assert single.workload_annotations == {} and single.topology_required_level is None
+    assert single.workload_annotations == delay(spec, spec.models[0]) and single.topology_required_level is None
     # without a network level, prefill/decode proximity falls back to the zone alone
     assert single.affinity is not None
     terms = single.affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
@@ -193,3 +201,30 @@ def test_wiring_lands_in_valid_pod_and_leaderworkerset_fields(prod_spec: Platfor
         },
     }
     assert_valid(*pods, lws)
+
+
+def test_every_workload_waits_the_sized_node_time_before_it_may_evict(prod_spec: PlatformSpec) -> None:
+    plat = sizing.size_platform(prod_spec)
+    for model in prod_spec.models:
+        ms = plat.model(model.name)
+        cold = ms.cold_start
+        # the pending time ends at the bind: node Ready plus the GPUs registered, not the image or the weights
+        assert ms.preemption_delay_s == math.ceil(cold.node_s + cold.gpu_ready_s)
+        assert cold.image_pull_s > 0 and ms.preemption_delay_s < cold.node_s + cold.gpu_ready_s + cold.image_pull_s
+        for role in model.serving.roles:
+            w = wiring(prod_spec, model, role)
+            value = f"{ms.preemption_delay_s}s"  # a Go duration (KAI ParsePreemptionDelay: time.ParseDuration)
+            assert w.workload_annotations[labels.KAI_PREEMPTION_DELAY_ANNOTATION] == value
+            assert w.pod_annotations[labels.KAI_PREEMPTION_DELAY_ANNOTATION] == value
+            assert w.preemption_delay_s == ms.preemption_delay_s
+
+
+def test_the_preemption_delay_follows_the_provisioning_latency(prod_spec: PlatformSpec) -> None:
+    raw = read_stack_config(stack_path("prod"))
+    raw["topology"]["provisioning"] = {"node_ready_s": [30.0, 300.0], "gpu_ready_s": 42.5}
+    slow = validate_config(raw, "slow")
+    model = slow.models[1]
+    cold = sizing.cold_start(slow, model)
+    assert (cold.node_s, cold.gpu_ready_s) == (300.0, 42.5)
+    w = wiring(slow, model, model.serving.roles[0])
+    assert w.workload_annotations[labels.KAI_PREEMPTION_DELAY_ANNOTATION] == "343s"  # ceil(300 + 42.5)

@@ -394,3 +394,25 @@ def test_the_pool_cold_start_is_the_sized_one(prod_spec: PlatformSpec) -> None:
     for pool in prod_spec.topology.gpu_pools:
         on_pool = [sized.model(m.name).cold_start.total_s for m in prod_spec.models if m.node_pool == pool.name]
         assert karpenter.longest_cold_start_s(prod_spec, pool.name) == max(on_pool)
+
+
+@requires_shared
+def test_odcrs_and_capacity_blocks_are_selected_by_id_in_one_valid_nodeclass() -> None:
+    # Karpenter v1.14.1 learns a reservation's type and end from EC2; the NodeClass term is the id for both kinds
+    pool = gpu_pool(
+        capacity_types=["reserved", "on-demand"], capacity_reservation_ids=["cr-0odcr"],
+        capacity_reservations=[
+            {"id": "cr-0odcr2"},
+            {"id": "cr-0block", "type": "capacity-block", "start_utc": "2026-12-01T11:30:00Z", "end_utc": "2026-12-08T11:30:00Z"},
+        ],
+    )
+    nc = karpenter.ec2nodeclass_body(pool, cluster_name="c", node_role_name="r", root_volume_gib=100, tags={})
+    assert nc["spec"]["capacityReservationSelectorTerms"] == [{"id": "cr-0odcr"}, {"id": "cr-0odcr2"}, {"id": "cr-0block"}]
+    assert karpenter.capacity_warnings(pool) == []
+    assert_valid(nc)
+
+
+def test_reservations_without_the_reserved_capacity_type_are_warned() -> None:
+    pool = gpu_pool(capacity_types=["on-demand"], capacity_reservations=[{"id": "cr-0a"}])
+    (warning,) = karpenter.capacity_warnings(pool)
+    assert "['cr-0a']" in warning and "no 'reserved'" in warning

@@ -156,3 +156,20 @@ def test_the_go_module_pins_the_same_kai_release_as_the_chart() -> None:
     assert f'const kaiVersion = "{versions.KAI_SCHEDULER.version}"' in (SOURCE_DIR / "main.go").read_text()
     sums = (SOURCE_DIR / "go.sum").read_text()
     assert f"{module} {versions.KAI_SCHEDULER.version} h1:" in sums  # builds never trust the network for KAI's hash
+
+
+def test_every_replayed_pod_and_its_workload_carry_the_sized_preemption_delay(fixture_snapshot: dict[str, Any]) -> None:
+    s = synthesized("fixture")
+    pods = [p for wave in fixture_snapshot["waves"] for p in wave]
+    assert pods
+    # an LWS worker is owned through its StatefulSet by the leader pod: follow pods as well as owners
+    owners = {o["metadata"]["uid"]: o for o in [*fixture_snapshot["owners"], *pods]}
+    for pod in pods:
+        expected = f"{s.sizing.model(pod['metadata']['labels'][labels.MODEL_LABEL]).preemption_delay_s}s"
+        assert pod["metadata"]["annotations"][labels.KAI_PREEMPTION_DELAY_ANNOTATION] == expected
+        # KAI reads the owners first: the chain's top (Deployment or LeaderWorkerSet) must carry the same value
+        owner = owners[pod["metadata"]["ownerReferences"][0]["uid"]]
+        while owner["metadata"].get("ownerReferences"):
+            owner = owners[owner["metadata"]["ownerReferences"][0]["uid"]]
+        assert owner["kind"] in ("Deployment", "LeaderWorkerSet")
+        assert owner["metadata"]["annotations"][labels.KAI_PREEMPTION_DELAY_ANNOTATION] == expected

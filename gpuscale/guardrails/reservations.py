@@ -1,0 +1,92 @@
+"""Capacity reservations with dates: what Karpenter v1.14.1 does at a Capacity Block's end, and the two refusals.
+
+Karpenter v1.14.1 selects reservations by id (EC2NodeClass ``capacityReservationSelectorTerms``) and learns each one's
+type and end date from EC2, not from the NodeClass:
+
+- it launches only into reservations EC2 reports ``active`` (``pkg/providers/capacityreservation/types.go``, the
+  ``state`` filter of DescribeCapacityReservations), so a block selected before its start is simply not used until it
+  starts;
+- a ``capacity-block`` reservation turns ``expiring`` ``DRAIN_LEAD_S`` (40 minutes) before its end
+  (``pkg/apis/v1/ec2nodeclass_status.go`` ``capacityReservationExpirationPeriod``), and the
+  ``capacityreservation.expiration`` controller then deletes every NodeClaim in it, draining the nodes ahead of EC2,
+  which reclaims the instances from ``EC2_RECLAIM_LEAD_S`` (30 minutes) before the end
+  (``pkg/controllers/capacityreservation/expiration/controller.go``: "40 minutes before the capacity-block's end time,
+  10 minutes before EC2 begins reclaiming");
+- ODCRs have no such window: an instance whose ODCR expires keeps running and Karpenter relabels it
+  ``karpenter.sh/capacity-type: on-demand`` (``website/content/en/docs/tasks/odcrs.md``, "Expiration").
+
+Both need the ``ReservedCapacity`` feature gate, on by default in v1.14.1 (``charts/karpenter/values.yaml``
+``settings.featureGates.reservedCapacity: true``), and a NodePool that allows ``karpenter.sh/capacity-type: reserved``.
+
+So a block is usable from its start until ``drain_at`` (end - 40 min). The refusals, both at the block's ``end_utc``:
+
+1. **ends before the peak is over**: the spec gives peak load as hours per day (``workload.peak_hours_per_day``), not
+   as a time of day, so a block is refused when its usable window (start to ``drain_at``) is shorter than the longest
+   daily peak of the models on the pool: its nodes are drained before one peak has run its course.
+2. **the warm minimum depends on it past its end**: a pool that may launch only ``reserved`` capacity and whose
+   reservations are all Capacity Blocks can launch nothing after the last block's ``drain_at``; a model on it whose
+   warm minimum is above zero (it must run at every hour) then has no node to run on. A pool with an ODCR, or with
+   ``on-demand``/``spot`` beside ``reserved``, falls back and is not refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Literal
+
+ReservationType = Literal["odcr", "capacity-block"]
+"""``odcr``: an On-Demand Capacity Reservation (no end Karpenter acts on); ``capacity-block``: an EC2 Capacity Block
+for ML (fixed start and end; Karpenter's ``karpenter.k8s.aws/capacity-reservation-type: capacity-block``)."""
+
+DRAIN_LEAD_S = 40 * 60
+"""Karpenter v1.14.1 drains a Capacity Block's nodes this long before its end (``capacityReservationExpirationPeriod``)."""
+EC2_RECLAIM_LEAD_S = 30 * 60
+"""EC2 starts reclaiming a Capacity Block's instances this long before its end (10 minutes after Karpenter's drain)."""
+
+
+def drain_at(end: datetime) -> datetime:
+    """When Karpenter starts deleting the nodes of a Capacity Block ending at ``end``."""
+    return end - timedelta(seconds=DRAIN_LEAD_S)
+
+
+def reclaim_at(end: datetime) -> datetime:
+    """When EC2 starts reclaiming the instances of a Capacity Block ending at ``end``."""
+    return end - timedelta(seconds=EC2_RECLAIM_LEAD_S)
+
+
+def usable_hours(start: datetime, end: datetime) -> float:
+    """Hours a Capacity Block's nodes can serve: from its start to Karpenter's drain."""
+    return (drain_at(end) - start).total_seconds() / 3600.0
+
+
+def short_block_breach(pool: str, block: str, start: datetime, end: datetime, peaks: Sequence[tuple[str, float]]) -> str | None:
+    """Why a Capacity Block of ``pool`` ends before the peak it carries is over, or None. ``peaks`` are the
+    ``(model, peak_hours_per_day)`` of the models on the pool."""
+    if not peaks:
+        return None
+    model, peak_h = max(peaks, key=lambda p: p[1])
+    usable = usable_hours(start, end)
+    if usable >= peak_h:
+        return None
+    return (
+        f"GPU pool {pool}: Capacity Block {block} serves {usable:.2f} h (from {start:%Y-%m-%dT%H:%MZ} until Karpenter drains "
+        f"its nodes {DRAIN_LEAD_S // 60} min before its end at {end:%Y-%m-%dT%H:%MZ}), less than the {peak_h:g} h daily "
+        f"peak of {model}: its nodes go before one peak is over. Buy a block that ends at least {peak_h:g} h "
+        f"+ {DRAIN_LEAD_S // 60} min after its start, or serve that peak on on-demand capacity"
+    )
+
+
+def warm_minimum_outlives_breach(pool: str, block: str, end: datetime, warm: Sequence[tuple[str, str, int]]) -> str | None:
+    """Why the warm minimum of a reserved-only, blocks-only pool depends on its last block past its end, or None.
+    ``warm`` is ``(model, role, warm minimum)`` of each role on the pool; ``block`` is the last block to end."""
+    kept = [(m, r, n) for m, r, n in warm if n > 0]
+    if not kept:
+        return None
+    roles = ", ".join(f"{m} {r} (min {n})" for m, r, n in kept)
+    return (
+        f"GPU pool {pool} may only launch reserved capacity and all its reservations are Capacity Blocks: after "
+        f"{drain_at(end):%Y-%m-%dT%H:%MZ}, when Karpenter drains the last one ({block}, ends {end:%Y-%m-%dT%H:%MZ}), it can "
+        f"launch no node, yet {roles} must keep warm replicas at every hour. Add on-demand to capacity_types (the pool "
+        "falls back to it when the block ends), add an ODCR, or set those roles' min_replicas: 0"
+    )
