@@ -472,6 +472,13 @@ def max_num_batched_tokens(instance: GpuInstanceType) -> int:
     return LARGE_MAX_NUM_BATCHED_TOKENS if instance.gpu.name in LARGE_SCHEDULER_GPUS else DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 
+def replica_cold_start(spec: PlatformSpec, model: ModelDeployment, shape: ReplicaShape) -> ColdStart:
+    """Each stage of the cold start of one replica of ``model`` in ``shape`` on a fresh node of its pool: the one
+    definition ``ModelSizing.cold_start`` holds and builders that have only the shape read."""
+    pool = spec.topology.pool(model.node_pool)
+    return stage_cold_start(model, pool, spec.topology.provisioning, _instance(pool, shape), weights_gib(model))
+
+
 def preemption_delay_s(cold: ColdStart) -> int:
     """KAI's preemption delay for a workload whose pending pod needs a new node: the provisioner's slowest node launch
     plus the device plugin's GPU registration, rounded up to a whole second.
@@ -706,7 +713,7 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     ctx = mean_decode_context(model)
     step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
     decode_tps = round(batch / step, 1) if batch else 0.0
-    cold = stage_cold_start(model, pool, spec.topology.provisioning, inst, weights_gib(model))
+    cold = replica_cold_start(spec, model, shape)
     coef = signal_coefficients(model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens)
     roles: list[RoleSizing] = []
     role_names = model.serving.roles

@@ -46,7 +46,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gpuscale import labels
-from gpuscale.sizing import ReplicaShape, cold_start, preemption_delay_s
+from gpuscale.sizing import ReplicaShape, preemption_delay_s, replica_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import ModelDeployment, Role
 from gpuscale.spec.platform import PlatformSpec
@@ -164,7 +164,7 @@ def kai_pod_wiring(spec: PlatformSpec, model: ModelDeployment, role: Role, shape
         topology[labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION] = required
     if preferred:
         topology[labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION] = preferred
-    delay_s = preemption_delay_s(cold_start(spec, model))
+    delay_s = preemption_delay_s(replica_cold_start(spec, model, shape))
     annotations = {**topology, labels.KAI_PREEMPTION_DELAY_ANNOTATION: f"{delay_s}s"}  # a Go duration, as KAI parses it
     return KaiPodWiring(
         scheduler_name=labels.KAI_SCHEDULER_NAME,

@@ -52,7 +52,7 @@ def wiring(spec: PlatformSpec, model: ModelDeployment, role: str) -> KaiPodWirin
 
 def delay(spec: PlatformSpec, model: ModelDeployment) -> dict[str, str]:
     """The preemption-delay annotation every workload of ``model`` carries beside its topology annotations."""
-    return {labels.KAI_PREEMPTION_DELAY_ANNOTATION: f"{sizing.preemption_delay_s(sizing.cold_start(spec, model))}s"}
+    return {labels.KAI_PREEMPTION_DELAY_ANNOTATION: f"{sizing.size_platform(spec).model(model.name).preemption_delay_s}s"}
 
 
 def test_prod_decode_is_routed_to_kai_in_its_leaf_queue(prod_spec: PlatformSpec) -> None:
@@ -224,7 +224,7 @@ def test_the_preemption_delay_follows_the_provisioning_latency(prod_spec: Platfo
     raw["topology"]["provisioning"] = {"node_ready_s": [30.0, 300.0], "gpu_ready_s": 42.5}
     slow = validate_config(raw, "slow")
     model = slow.models[1]
-    cold = sizing.cold_start(slow, model)
+    cold = sizing.size_platform(slow).model(model.name).cold_start
     assert (cold.node_s, cold.gpu_ready_s) == (300.0, 42.5)
     w = wiring(slow, model, model.serving.roles[0])
     assert w.workload_annotations[labels.KAI_PREEMPTION_DELAY_ANNOTATION] == "343s"  # ceil(300 + 42.5)
