@@ -24,6 +24,7 @@ from gpuscale.cli.common import (
     spec_from_options,
     write_text,
 )
+from gpuscale.sim.best_fixed import BEST_FIXED
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import ScenarioError, build_scenario, plan_runs, plan_scenarios, scenario_names
@@ -177,7 +178,7 @@ def _report(result: ScenarioResult, json_out: Path | None, plot: Path | None) ->
 
 
 def _run(runner: Runner) -> ScenarioResult:
-    names = [v.name for v in runner.variants]
+    names = [v.name for v in runner.variants] + ([BEST_FIXED] if runner.best_fixed else [])
     with Progress(
         TextColumn("{task.description}", markup=False), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
         console=console, transient=True, disable=not console.is_terminal,

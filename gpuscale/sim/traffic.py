@@ -357,8 +357,8 @@ def arrival_granularity_s(times: np.ndarray) -> float | None:
     few milliseconds of jitter), fewer groups than requests (several requests share a bucket), and every group's first
     timestamp sits within ``BUCKET_JITTER_S`` of a whole multiple of one grid step of at least ``BUCKET_MIN_S`` (and at
     least ``BUCKET_GRID_PER_JITTER`` jitters, so dense exact arrivals are not taken for a grid). The step is fitted to
-    every gap between groups (each gap a whole number of steps: empty buckets allowed), not read off the smallest gap,
-    which jitter shortens. Sorted input; O(n).
+    every group (each gap a whole number of steps: empty buckets allowed) and rounded to the millisecond, not read off
+    the smallest gap, which jitter shortens. Sorted input; O(n).
     """
     if times.size < 2:
         return None
@@ -374,9 +374,11 @@ def arrival_granularity_s(times: np.ndarray) -> float | None:
     steps = np.rint(between / g0)
     if np.any(steps < 1) or np.any(np.abs(between - steps * g0) > 0.5 * g0):
         return None
-    # least squares step through every gap, then the residual of each group's first timestamp from the fitted grid
-    g = float(between.sum() / steps.sum())
+    # least-squares grid through every group's first timestamp (its index counted in whole steps), then each one's
+    # residual from it; the step is a logger's setting, kept to the millisecond
     k = np.concatenate(([0.0], np.cumsum(steps)))
+    kc = k - k.mean()
+    g = round(float(np.dot(kc, anchors - anchors.mean()) / np.dot(kc, kc)), 3)
     resid = anchors - anchors[0] - k * g
     resid -= np.median(resid)
     if g < BUCKET_MIN_S or float(np.max(np.abs(resid))) > BUCKET_JITTER_S:
@@ -385,7 +387,7 @@ def arrival_granularity_s(times: np.ndarray) -> float | None:
     ends = np.append(starts[1:] - 1, times.size - 1)
     if float(np.max(times[ends] - anchors)) > BUCKET_JITTER_S:
         return None
-    return round(g, 6)
+    return g
 
 
 def bucket_starts_s(times: np.ndarray, grid_s: float) -> np.ndarray:
