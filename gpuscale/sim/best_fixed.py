@@ -35,47 +35,51 @@ def meets_goal(r: PolicyResult, ceiling: PolicyResult) -> bool:
     return r.slo_attainment_servable >= ceiling.slo_attainment_servable - ATTAINMENT_GOAL_POINTS - 1e-9
 
 
-def search(run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult) -> tuple[Counts, PolicyResult, int]:
-    """The cheapest (GPU-hours, then fewest replicas) constant counts meeting the goal, its result, and how many runs
-    the search made. ``ceiling`` is the result at ``ceiling_counts`` (reused, not run again)."""
-    done: dict[tuple[int, ...], PolicyResult] = {tuple(ceiling_counts.values()): ceiling}
-    roles = list(ceiling_counts)
-    runs = 0
+class _Search:
+    """Memoised runs of the fixed policy and the bisections over them."""
 
-    def result(counts: Counts) -> PolicyResult:
-        nonlocal runs
-        key = tuple(counts[r] for r in roles)
-        if key not in done:
-            runs += 1
-            done[key] = run(counts)
-        return done[key]
+    def __init__(self, run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult) -> None:
+        self.run, self.ceiling, self.roles = run, ceiling, list(ceiling_counts)
+        self.done: dict[tuple[int, ...], PolicyResult] = {tuple(ceiling_counts[r] for r in self.roles): ceiling}
+        self.runs = 0
 
-    def ok(counts: Counts) -> bool:
-        return meets_goal(result(counts), ceiling)
+    def result(self, counts: Counts) -> PolicyResult:
+        key = tuple(counts[r] for r in self.roles)
+        if key not in self.done:
+            self.runs += 1
+            self.done[key] = self.run(counts)
+        return self.done[key]
 
-    def smallest(role: str, fixed: Counts, lo: int, hi: int) -> int:
-        """Smallest count of ``role`` in [lo, hi] meeting the goal with the others at ``fixed`` (hi is known to)."""
+    def ok(self, counts: Counts) -> bool:
+        return meets_goal(self.result(counts), self.ceiling)
+
+    def smallest(self, role: str, fixed: Counts, lo: int, hi: int) -> int:
+        """Smallest count of ``role`` in [lo, hi] meeting the goal with the others at ``fixed`` (hi is taken to)."""
         while lo < hi:
             mid = (lo + hi) // 2
-            if ok({**fixed, role: mid}):
+            if self.ok({**fixed, role: mid}):
                 hi = mid
             else:
                 lo = mid + 1
         return hi
 
-    floor = {r: smallest(r, ceiling_counts, 1, ceiling_counts[r]) for r in roles}
+
+def search(run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult) -> tuple[Counts, PolicyResult, int]:
+    """The cheapest (GPU-hours, then fewest replicas) constant counts meeting the goal, its result, and how many runs
+    the search made. ``ceiling`` is the result at ``ceiling_counts`` (reused, not run again)."""
+    sr = _Search(run, ceiling_counts, ceiling)
+    floor = {r: sr.smallest(r, ceiling_counts, 1, ceiling_counts[r]) for r in sr.roles}
+    if len(sr.roles) == 1:
+        return floor, sr.result(floor), sr.runs
     best = dict(ceiling_counts)
-    if len(roles) == 1:
-        best = floor
-    else:
-        first, rest = roles[0], roles[1:]
-        for n in range(floor[first], min(floor[first] + EXTRA_STEPS, ceiling_counts[first]) + 1):
-            counts = {**ceiling_counts, first: n}
-            for r in rest:  # the others one after another, each down to its smallest with the rest as found
-                counts[r] = smallest(r, counts, floor[r], ceiling_counts[r])
-            if ok(counts) and _cost(result(counts), counts) < _cost(result(best), best):
-                best = counts
-    return best, result(best), runs
+    first, rest = sr.roles[0], sr.roles[1:]
+    for n in range(floor[first], min(floor[first] + EXTRA_STEPS, ceiling_counts[first]) + 1):
+        counts = {**ceiling_counts, first: n}
+        for r in rest:  # the others one after another, each down to its smallest with the rest as found
+            counts[r] = sr.smallest(r, counts, floor[r], ceiling_counts[r])
+        if sr.ok(counts) and _cost(sr.result(counts), counts) < _cost(sr.result(best), best):
+            best = counts
+    return best, sr.result(best), sr.runs
 
 
 def _cost(r: PolicyResult, counts: Counts) -> tuple[float, int]:
