@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from bench import long_prompt_trace  # noqa: E402
 from gpuscale.plan.goal_table import load_goal_table  # noqa: E402
 from gpuscale.plan.render import goal_table_markdown  # noqa: E402
+from gpuscale.sim.best_fixed import ATTAINMENT_GOAL_POINTS  # noqa: E402
 from gpuscale.sim.metrics import PolicyResult  # noqa: E402
 from gpuscale.sim.scenarios import primary_model  # noqa: E402
 from gpuscale.sim.traffic import TraceTraffic, generate  # noqa: E402
@@ -53,7 +54,8 @@ from gpuscale.tune.tuner import tune  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces"
 TUNED_KEYS = ("target_utilisation", "burst_mode", "slo_guard", "scale_down_stabilization_s", "warm_schedule", "metric", "target")
-ATTAINMENT_POINTS = 0.01
+ATTAINMENT_POINTS = ATTAINMENT_GOAL_POINTS
+"""The attainment goal is the one the best fixed allocation is searched against (one rule, one place)."""
 GPU_HOURS_FACTOR = 1.15
 MISSES_SHARE = 0.1
 

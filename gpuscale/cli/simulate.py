@@ -24,6 +24,7 @@ from gpuscale.cli.common import (
     spec_from_options,
     write_text,
 )
+from gpuscale.sim.best_fixed import BEST_FIXED
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import ScenarioError, build_scenario, plan_runs, plan_scenarios, scenario_names
@@ -89,6 +90,12 @@ def simulate(
     replay: Annotated[
         Replay, typer.Option("--replay", help="Bucketed traces: batch (each bucket at once) or spread (uniform within it, seeded).")
     ] = Replay.spread,
+    warmup_s: Annotated[
+        float,
+        typer.Option("--warmup-s", help="Replay the first S seconds of the same traffic before the scored window, not "
+                     "scored, so every policy enters it warm (at most the run's duration; 0: start cold).",
+                     callback=non_negative_finite),
+    ] = 0.0,
     spot_rate: Annotated[
         float | None,
         typer.Option("--spot-interruptions-per-hour", help="Spot interruptions per node-hour (default: the catalogue figure "
@@ -125,7 +132,7 @@ def simulate(
     sc = build_scenario(
         scenario or "stack", spec, model=model, duration_s=duration_s, trace=tr, spot_interruptions_per_node_hour=spot_rate,
     )
-    result = _run(Runner(sc, seed=seed, policies=chosen))
+    result = _run(Runner(sc, seed=seed, policies=chosen, warmup_s=warmup_s, best_fixed=True))
     _report(result, json_out, plot)
 
 
@@ -148,6 +155,9 @@ def _report(result: ScenarioResult, json_out: Path | None, plot: Path | None) ->
     say(traffic_line(result))
     say(result.score_formula, style="bold")
     say(result.score_explanation, style="dim")
+    for r in result.results:
+        if r.lower_bound_note is not None:
+            say(f"{r.name}: x lower bound n/a: {r.lower_bound_note}", style="dim")
     for f in result.findings:
         say(f"- {f}")
     if json_out is not None:
@@ -165,7 +175,7 @@ def _report(result: ScenarioResult, json_out: Path | None, plot: Path | None) ->
 
 
 def _run(runner: Runner) -> ScenarioResult:
-    names = [v.name for v in runner.variants]
+    names = [v.name for v in runner.variants] + ([BEST_FIXED] if runner.best_fixed else [])
     with Progress(
         TextColumn("{task.description}", markup=False), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
         console=console, transient=True, disable=not console.is_terminal,
@@ -200,8 +210,12 @@ def traffic_line(result: ScenarioResult) -> str:
     line = f"traffic: {t.kind}, {t.requests:,} request{'s' if t.requests != 1 else ''}"
     if t.granularity_s is not None:
         line += f", arrivals in {t.granularity_s:g} s buckets replayed {t.replay}"
+    elif t.kind == "trace":
+        line += ", arrivals replayed exactly (no bucket grid detected)"
     if t.prefix_ids:
         line += ", with prefix ids"
+    if t.warmup_s > 0:
+        line += f"; warm start: {t.warmup_s:g} s of the same traffic ({t.warmup_requests:,} requests) replayed first, not scored"
     lb = ", ".join(f"{p.attainment:.0%}: {p.gpu_hours:,.1f}" for p in result.lower_bound[-4:])
     return line + f". Lower bound on GPU-hours by attainment: {lb}."
 
@@ -228,7 +242,7 @@ def result_table(result: ScenarioResult) -> Table:
             f"{m.queueing:,}/{m.cold_start:,}/{m.eviction:,}/{m.lost_in_flight:,}/{m.rejected:,}/{m.infeasible:,}",
             _num(r.ttft_p50_s, ".2f"), _num(r.ttft_p99_s, ".2f"),
             _num(r.itl_p99_s * 1000 if r.itl_p99_s is not None else None, ".0f") + (" ms" if r.itl_p99_s is not None else ""),
-            f"{r.gpu_hours:.1f}", _num(lb, ".2f"),
+            f"{r.gpu_hours:.1f}", "n/a" if lb is None else f"{lb:.2f}",
             f"{idle.provisioning:.0f}/{idle.loading:.0f}/{idle.gang_wait:.0f}/{idle.empty:.0f}",
             f"{r.cost_usd:,.0f}", f"{r.score:.1f}",
         )

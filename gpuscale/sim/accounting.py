@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -254,6 +255,46 @@ class RunRecord:
     series_gpus: list[int]
     series_nodes: list[int]
     events: list[M.SimEvent]
+
+
+@dataclass(frozen=True)
+class WarmupMark:
+    """What a warm-started run had recorded when its scored window opened (``warmup_s`` into the run)."""
+
+    warm: int
+    """Warm-up requests (the first ``warm`` of the run's arrivals), not scored."""
+    warmup_s: float
+    record: RunRecord
+    """``Simulation.record(warmup_s)`` taken at that instant: the counters and GPU-seconds to subtract."""
+    itl_counts: tuple[float, ...]
+    """The ITL histogram's bins then (the scored quantiles are of the difference)."""
+
+
+def scored_record(end: RunRecord, mark: WarmupMark, itl_quantiles: tuple[float | None, float | None]) -> RunRecord:
+    """The scored window of a warm-started run, on its own clock (0 = the window's start): the scored requests' fates,
+    GPU-seconds and counters accrued after the mark, series samples and events from then on. ``itl_quantiles``: p50 and
+    p99 of the inter-token gaps after the mark."""
+    w, t0, m = mark.warm, mark.warmup_s, mark.record
+    gpu = GpuStates(**{k: getattr(end.gpu_seconds, k) - getattr(m.gpu_seconds, k) for k in GpuStates.__dataclass_fields__})
+    keep = [i for i, t in enumerate(end.series_t) if t >= t0 - 1e-9]
+
+    def window(xs: list[Any]) -> list[Any]:
+        return [xs[i] for i in keep]
+
+    return replace(
+        end, end_t=end.end_t - t0, status=end.status[w:], loss=end.loss[w:], flags=end.flags[w:],
+        first=end.first[w:] - t0, done=end.done[w:] - t0, gpu_seconds=gpu, itl_p50_s=itl_quantiles[0],
+        itl_p99_s=itl_quantiles[1], preemptions=end.preemptions - m.preemptions,
+        prefix_hit_tokens=end.prefix_hit_tokens - m.prefix_hit_tokens,
+        prefix_query_tokens=end.prefix_query_tokens - m.prefix_query_tokens, retried=end.retried - m.retried,
+        evictions=end.evictions - m.evictions, interruptions=end.interruptions - m.interruptions,
+        launched=end.launched - m.launched, terminated=end.terminated - m.terminated,
+        ready_latencies=end.ready_latencies[len(m.ready_latencies):], scale_events=end.scale_events - m.scale_events,
+        roles=tuple(RoleRecord(x.name, {k: window(v) for k, v in x.series.items()}) for x in end.roles),
+        series_t=[round(end.series_t[i] - t0, 3) for i in keep], series_gpus=window(end.series_gpus),
+        series_nodes=window(end.series_nodes),
+        events=[e.model_copy(update={"t_s": round(e.t_s - t0, 3)}) for e in end.events if e.t_s >= t0 - 1e-9],
+    )
 
 
 def miss_causes(record: RunRecord, on_time: np.ndarray, servable: np.ndarray) -> np.ndarray:

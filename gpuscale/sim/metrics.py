@@ -205,7 +205,10 @@ class PolicyResult(Spec):
     events: list[SimEvent]
     series: TimeSeries
     lower_bound_gpu_hours: float | None = None
-    """The fewest GPU-hours any schedule could spend for this policy's attainment (``bounds``); filled by the runner."""
+    """The fewest GPU-hours any schedule could spend for this policy's attainment (``bounds``); filled by the runner.
+    ``None`` when the bound has no finite value for it (``lower_bound_note`` says why)."""
+    lower_bound_note: str | None = None
+    """Why ``lower_bound_gpu_hours`` is missing (else ``None``)."""
     score: float = 0.0
     dropped: int = 0
     """Timed out + rejected + refused (filled in)."""
@@ -226,6 +229,7 @@ class PolicyResult(Spec):
 
     @property
     def gpu_hours_vs_lower_bound(self) -> float | None:
+        """GPU-hours over the lower bound; ``None`` when the bound is missing or 0 (no ratio to report)."""
         lb = self.lower_bound_gpu_hours
         return round(self.gpu_hours / lb, 4) if lb else None
 
@@ -247,6 +251,10 @@ class TrafficInfo(Spec):
     """Bucketed traces: each bucket at once (batch) or spread uniformly within it (seeded); else exact."""
     prefix_ids: bool = False
     """Requests carry prefix block ids (prefix caching and cache-aware routing apply)."""
+    warmup_s: float = 0.0
+    """Seconds of the same traffic replayed before the scored window (not scored): runs enter it warm. 0: cold start."""
+    warmup_requests: int = 0
+    """Requests of that warm-up (not in ``requests``)."""
 
 
 class LowerBoundPoint(Spec):
@@ -294,8 +302,13 @@ class ScenarioResult(Spec):
         return next((r for r in self.results if r.bound == "ceiling"), None)
 
     @property
+    def best_fixed(self) -> PolicyResult | None:
+        """The best fixed allocation in hindsight (``best_fixed``), when it was searched."""
+        return next((r for r in self.results if r.bound == "best-fixed"), None)
+
+    @property
     def policies(self) -> list[PolicyResult]:
-        """The compared policies, without the ceiling."""
+        """The compared policies, without the references (the ceiling, the best fixed allocation)."""
         return [r for r in self.results if r.bound is None]
 
 

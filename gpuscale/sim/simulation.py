@@ -17,7 +17,17 @@ from dataclasses import replace
 import numpy as np
 
 from gpuscale.sim import metrics as M
-from gpuscale.sim.accounting import EventLog, GpuLedger, RequestLedger, RoleRecord, RunRecord, gpu_states, policy_result
+from gpuscale.sim.accounting import (
+    EventLog,
+    GpuLedger,
+    RequestLedger,
+    RoleRecord,
+    RunRecord,
+    WarmupMark,
+    gpu_states,
+    policy_result,
+    scored_record,
+)
 from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import PRIORITY_CONTROL, Environment
 from gpuscale.sim.inputs import SimSetup, Variant
@@ -29,7 +39,7 @@ from gpuscale.sim.replica_set import ReplicaSet
 from gpuscale.sim.router import Router
 from gpuscale.sim.scheduler import Scheduler
 from gpuscale.sim.states import NodeState
-from gpuscale.sim.traffic import Arrivals
+from gpuscale.sim.traffic import Arrivals, scored_part
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram
 from gpuscale.sizing import MEAN_PROMPT_WINDOW_S, RATE_WINDOW_S
 
@@ -40,9 +50,17 @@ class Simulation:
     Every actor is built here on the same ``RunContext`` and wired to the others' narrow protocols; the only shared
     mutable records are the nodes, pods and replicas themselves (``nodes``, ``pods``)."""
 
-    def __init__(self, setup: SimSetup, variant: Variant, arrivals: Arrivals, seed: int, servable: np.ndarray) -> None:
+    def __init__(
+        self, setup: SimSetup, variant: Variant, arrivals: Arrivals, seed: int, servable: np.ndarray, *,
+        warmup: tuple[int, float] = (0, 0.0),
+    ) -> None:
+        """``warmup``: (requests, seconds) of a warm-up at the start of ``arrivals`` (``traffic.with_warmup``) that is
+        replayed but not scored: the result covers the requests after the first ``warmup[0]`` and the time after
+        ``warmup[1]``, on that window's clock."""
         self.ctx = ctx = RunContext(setup=setup, variant=variant, arrivals=arrivals, seed=seed)
         self.servable = servable
+        self.warmup = warmup
+        self._mark: WarmupMark | None = None
         self.env = env = Environment()
         self.requests = RequestLedger(len(arrivals))
         self.gpus = GpuLedger(env)
@@ -79,6 +97,8 @@ class Simulation:
         if self.ctx.variant.front_door is not None:
             env.at(self.ctx.variant.front_door.poll_s, self._scrape_door, priority=PRIORITY_CONTROL)
         env.at(s.scrape_s * 1.5, self._sync, priority=PRIORITY_CONTROL)
+        if self.warmup[1] > 0:
+            env.at(self.warmup[1], self._open_scored_window, priority=PRIORITY_CONTROL)
         chunks = 50 if progress is not None else 1
         for i in range(1, chunks + 1):
             env.run(s.duration_s * i / chunks)
@@ -93,7 +113,22 @@ class Simulation:
         if ledger.open:
             ledger.close(env.now)
         end = max(s.duration_s, ledger.last_decided_t)
-        return policy_result(self.ctx, self.record(end), self.servable)
+        if self._mark is None:
+            return policy_result(self.ctx, self.record(end), self.servable)
+        mark = self._mark
+        itl = ItlHistogram()
+        itl.counts = [max(a - b, 0.0) for a, b in zip(self.itl.counts, mark.itl_counts, strict=True)]
+        itl.total = sum(itl.counts)
+        scored = scored_record(self.record(end), mark, (itl.quantile(0.5), itl.quantile(0.99)))
+        ctx = replace(self.ctx, arrivals=scored_part(self.ctx.arrivals, mark.warm, mark.warmup_s))
+        return policy_result(ctx, scored, self.servable[mark.warm:])
+
+    def _open_scored_window(self) -> None:
+        """The warm-up ends: note what has been recorded so far, which the scored result leaves out."""
+        t = self.env.now
+        self._mark = WarmupMark(self.warmup[0], t, self.record(t), tuple(self.itl.counts))
+        # the scored window's peak node count starts from the nodes alive now
+        self.provisioner.max_nodes = len(self.provisioner.nodes)
 
     def record(self, end_t: float) -> RunRecord:
         """What the run measured up to ``end_t``, frozen."""

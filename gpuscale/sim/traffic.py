@@ -35,6 +35,10 @@ NORM_HEADER = ("arrival_s", "input_tokens", "output_tokens")
 PREFIX_HEADER = (*NORM_HEADER, "prefix_ids")
 BUCKET_MIN_S = 0.1
 """Arrivals on a grid of at least this many seconds, with timestamps shared by several requests, are bucketed."""
+BUCKET_JITTER_S = 0.02
+"""Timestamps within this of each other (and of their grid point) belong to one bucket: a logger's few ms of jitter."""
+BUCKET_GRID_PER_JITTER = 10
+"""A grid is at least this many jitters wide (else dense exact arrivals chained within the jitter look like buckets)."""
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
 
@@ -350,19 +354,47 @@ def _check_arrival_order(path: Path, times: np.ndarray, relative: bool) -> None:
 def arrival_granularity_s(times: np.ndarray) -> float | None:
     """The grid a trace's timestamps were recorded on (seconds), or None when they are exact.
 
-    Bucketed means: several requests share a timestamp and every distinct timestamp is a whole multiple of the smallest
-    gap between distinct timestamps, which is at least ``BUCKET_MIN_S``.
+    Bucketed means: requests fall in groups whose timestamps lie within ``BUCKET_JITTER_S`` of each other (a logger's
+    few milliseconds of jitter), fewer groups than requests (several requests share a bucket), and every group's first
+    timestamp sits within ``BUCKET_JITTER_S`` of a whole multiple of one grid step of at least ``BUCKET_MIN_S`` (and at
+    least ``BUCKET_GRID_PER_JITTER`` jitters, so dense exact arrivals are not taken for a grid). The step is fitted to
+    every group (each gap a whole number of steps: empty buckets allowed) and rounded to the millisecond, not read off
+    the smallest gap, which jitter shortens. Sorted input; O(n).
     """
     if times.size < 2:
         return None
-    distinct = np.unique(times)
-    if distinct.size == times.size or distinct.size < 2:
+    gaps = np.diff(times)
+    starts = np.concatenate(([0], np.flatnonzero(gaps > BUCKET_JITTER_S) + 1))
+    if starts.size == times.size or starts.size < 2:
         return None
-    g = float(np.min(np.diff(distinct)))
-    if g < BUCKET_MIN_S:
+    anchors = times[starts]
+    between = np.diff(anchors)
+    g0 = float(between.min())
+    if g0 < max(BUCKET_MIN_S, BUCKET_GRID_PER_JITTER * BUCKET_JITTER_S) - 2 * BUCKET_JITTER_S:
         return None
-    k = (distinct - distinct[0]) / g
-    return g if np.allclose(k, np.rint(k), atol=1e-6) else None
+    steps = np.rint(between / g0)
+    if np.any(steps < 1) or np.any(np.abs(between - steps * g0) > 0.5 * g0):
+        return None
+    # least-squares grid through every group's first timestamp (its index counted in whole steps), then each one's
+    # residual from it; the step is a logger's setting, kept to the millisecond
+    k = np.concatenate(([0.0], np.cumsum(steps)))
+    kc = k - k.mean()
+    g = round(float(np.dot(kc, anchors - anchors.mean()) / np.dot(kc, kc)), 3)
+    resid = anchors - anchors[0] - k * g
+    resid -= np.median(resid)
+    if g < BUCKET_MIN_S or float(np.max(np.abs(resid))) > BUCKET_JITTER_S:
+        return None
+    # a group wider than the jitter (arrivals chained within it) is not one bucket
+    ends = np.append(starts[1:] - 1, times.size - 1)
+    if float(np.max(times[ends] - anchors)) > BUCKET_JITTER_S:
+        return None
+    return g
+
+
+def bucket_starts_s(times: np.ndarray, grid_s: float) -> np.ndarray:
+    """Each arrival's bucket on the fitted grid (its nearest grid point at or below, jitter removed)."""
+    g0 = float(times[0]) if times.size else 0.0
+    return g0 + np.floor((times - g0) / grid_s + BUCKET_JITTER_S / grid_s) * grid_s
 
 
 def _trace(spec: TraceTraffic, seed: int, duration_s: float | None) -> Arrivals:
@@ -371,7 +403,9 @@ def _trace(spec: TraceTraffic, seed: int, duration_s: float | None) -> Arrivals:
     t = a.arrival_s - spec.start_s
     grid = arrival_granularity_s(a.arrival_s)
     if grid is not None and spec.replay == "spread":
-        t = t + np.random.default_rng([seed, 3]).uniform(0.0, grid, t.size)
+        # each request drawn uniformly within its bucket: from the bucket's grid point, its recorded jitter removed
+        start = bucket_starts_s(a.arrival_s, grid) - spec.start_s
+        t = start + np.random.default_rng([seed, 3]).uniform(0.0, grid, t.size)
     t = t / spec.compress
     keep = t >= 0
     if duration_s is not None:
@@ -420,3 +454,32 @@ def diurnal_profile(base_rps: float, peak_rps: float, day_s: float, peak_hours: 
     mid = 14.0 / 24.0  # peak centred on early afternoon
     start, end = mid - peak / 2, mid + peak / 2
     return plateau_profile(base_rps, peak_rps, day_s, rise_at=start - ramp, peak_from=start, peak_until=end, back_at=end + ramp)
+
+
+def with_warmup(arrivals: Arrivals, warmup_s: float) -> tuple[Arrivals, int]:
+    """The same traffic's first ``warmup_s`` seconds replayed before it, and how many requests that prepends.
+
+    The run starts with the warm-up and the scored traffic follows it unchanged, ``warmup_s`` later: the policy enters
+    the scored window in the state that traffic leads to (the steady state), not cold. Warm-up requests carry no labels
+    or client-timeout overrides (nothing of theirs is reported); their prefix ids are the traffic's own."""
+    if warmup_s <= 0:
+        return arrivals, 0
+    w = int(np.searchsorted(arrivals.arrival_s, warmup_s, side="left"))
+    cat = np.concatenate
+    pre = None if arrivals.prefixes is None else (*arrivals.prefixes[:w], *arrivals.prefixes)
+    return Arrivals(
+        cat([arrivals.arrival_s[:w], arrivals.arrival_s + warmup_s]), cat([arrivals.prompt_tokens[:w], arrivals.prompt_tokens]),
+        cat([arrivals.output_tokens[:w], arrivals.output_tokens]), {i + w: v for i, v in arrivals.labels.items()},
+        {i + w: v for i, v in arrivals.timeouts_s.items()}, pre,
+    ), w
+
+
+def scored_part(arrivals: Arrivals, warm: int, warmup_s: float) -> Arrivals:
+    """The scored requests of a warm-started run, on the scored window's clock (inverse of ``with_warmup``)."""
+    if warm == 0 and warmup_s <= 0:
+        return arrivals
+    return Arrivals(
+        arrivals.arrival_s[warm:] - warmup_s, arrivals.prompt_tokens[warm:], arrivals.output_tokens[warm:],
+        {i - warm: v for i, v in arrivals.labels.items()}, {i - warm: v for i, v in arrivals.timeouts_s.items()},
+        None if arrivals.prefixes is None else arrivals.prefixes[warm:],
+    )

@@ -18,7 +18,7 @@ from gpuscale.sim.inputs import SimSetup, Variant
 from gpuscale.sim.metrics import PolicyResult
 from gpuscale.sim.placement import KAI
 from gpuscale.sim.policies import DutyCyclePolicy, FixedPolicy, GpuscalePolicy
-from gpuscale.sim.runner import lower_bound_of, node_hold_s, servable_of
+from gpuscale.sim.runner import lower_bound_of, node_hold_s, servable_of, with_lower_bound
 from gpuscale.sim.scenarios import build_scenario
 from gpuscale.sim.scenarios.base import ceiling_counts, ceiling_variant, make_setup, variant
 from gpuscale.sim.simulation import Simulation
@@ -79,8 +79,7 @@ class TraceBench:
     def _run(self, setup: SimSetup, v: Variant, progress: Progress | None = None) -> PolicyResult:
         self.runs += 1
         r = Simulation(setup, v, self.arrivals, self.seed, self.servable).run(progress or self.heartbeat)
-        lb = self.bound.gpu_hours(r.slo_attainment, node_hold_s(setup, v, r))
-        return r.model_copy(update={"lower_bound_gpu_hours": round(lb, 4)})
+        return with_lower_bound(r, self.bound, node_hold_s(setup, v, r))
 
     def run_gpuscale(self, spec: PlatformSpec, name: str = "gpuscale", progress: Progress | None = None) -> PolicyResult:
         model = model_of(spec, self.model_name)

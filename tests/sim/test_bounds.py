@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import io
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
+from gpuscale.cli.simulate import result_table
 from gpuscale.sim.bounds import LowerBound
-from gpuscale.sim.runner import lower_bound_of
+from gpuscale.sim.runner import LOWER_BOUND_INFINITE, lower_bound_of, with_lower_bound
 from gpuscale.sim.scenarios import build_scenario
 from gpuscale.sim.traffic import Arrivals, generate
 from tests.sim.conftest import run_scenario, spec_of
@@ -127,3 +132,30 @@ def test_the_hold_stays_below_every_policy_with_a_short_consolidate_after(seed: 
     res = Runner(sc, seed=seed).run()
     for r in res.results:
         assert r.lower_bound_gpu_hours is not None and r.gpu_hours >= r.lower_bound_gpu_hours, (r.name, r.gpu_hours)
+
+
+def test_bound_at_a_rounded_up_attainment_is_finite_and_an_impossible_one_is_none() -> None:
+    """The bound is taken at the run's exact on-time count: an attainment that rounds to 100 % (one request of five
+    missed, here written as 1.0) no longer asks for the request that cannot fit, which made it infinite and printed
+    as 0.00x; a truly unreachable count is stored as None with the reason, never as a number."""
+    sc = build_scenario("stack", spec_of("tiny-aggregated"), duration_s=300.0)
+    s = sc.setup
+    arrivals = Arrivals(np.array([0.0, 1.0, 2.0, 3.0, 4.0]), np.array([100, 100, 100, 100, 10**9]), np.full(5, 10))
+    bound = lower_bound_of(s, arrivals)
+    base = run_scenario("tiny-aggregated", "stack", 300.0).results[0]
+    r = base.model_copy(update={
+        "arrived": 5, "slo_attainment": 1.0, "misses": base.misses.model_copy(update={"rejected": 1, "queueing": 0,
+        "infeasible": 0, "cold_start": 0, "eviction": 0, "lost_in_flight": 0, "total": 1}),
+    })
+    assert r.on_time == 4 and math.isinf(bound.gpu_hours(r.slo_attainment))  # what the old code asked
+    fixed = with_lower_bound(r, bound, 0.0)
+    assert fixed.lower_bound_gpu_hours is not None and 0 < fixed.lower_bound_gpu_hours < math.inf
+    assert fixed.lower_bound_note is None
+    impossible = r.model_copy(update={"misses": r.misses.model_copy(update={"rejected": 0, "total": 0})})
+    none = with_lower_bound(impossible, bound, 0.0)
+    assert none.lower_bound_gpu_hours is None and none.lower_bound_note == LOWER_BOUND_INFINITE
+    assert none.gpu_hours_vs_lower_bound is None
+    table = Console(width=300, record=True, file=io.StringIO())
+    table.print(result_table(run_scenario("tiny-aggregated", "stack", 300.0).model_copy(update={"results": [none]})))
+    row = next(line for line in table.export_text().splitlines() if line.strip("│ ").startswith(none.name))
+    assert "n/a" in row and "0.00" not in row

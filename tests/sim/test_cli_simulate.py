@@ -76,6 +76,8 @@ def test_policies_subset_and_seed() -> None:
         (["--duration-s", "-5"], "--duration-s"),
         (["--replay", "jitter"], "--replay"),
         (["--spot-interruptions-per-hour", "-1"], "--spot-interruptions-per-hour"),
+        (["--warmup-s", "-1"], "--warmup-s"),
+        (["--scenario", "peak-hour", "--duration-s", "600", "--warmup-s", "601"], "from 0 to the run's duration"),
     ],
 )
 def test_bad_input_exits_2_without_traceback(args: list[str], expected: str) -> None:
@@ -107,3 +109,22 @@ def test_trace_replay_from_the_cli(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["parameters"]["compress"] == 20 and data["results"][0]["arrived"] == 8_819  # every request of the trace
     assert data["traffic"]["replay"] == "exact"
+
+
+def test_warm_start_replay_and_best_fixed_in_the_json(tmp_path: Path) -> None:
+    trace = write_prefix_trace(tmp_path / "t.csv", buckets=60)
+    out = tmp_path / "r.json"
+    args = [*TINY, "--trace", str(trace), "--replay", "batch", "--warmup-s", "60", "--policies", "gpuscale",
+            "--json", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "warm start: 60 s of the same traffic" in result.output and "replayed batch" in result.output
+    data = json.loads(out.read_text())
+    assert data["traffic"]["warmup_s"] == 60.0 and data["traffic"]["replay"] == "batch"
+    assert data["traffic"]["warmup_requests"] == 20 * 6  # the first 20 buckets of 6, replayed again, not scored
+    names = [r["name"] for r in data["results"]]
+    assert names == ["gpuscale", "ceiling", "best-fixed"]
+    best = data["results"][2]
+    for key in ("slo_attainment_servable", "gpu_hours", "misses", "arrived", "completed"):
+        assert key in best
+    assert best["arrived"] == 360 and best["bound"] == "best-fixed"
