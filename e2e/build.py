@@ -152,6 +152,7 @@ def build(pin: BinaryPin, *, log: Path | None = None) -> dict[str, object]:
     check_wrapper(pin)
     dest = bin_dir(pin)
     if is_built(pin):
+        ensure_data(pin)
         return dict(json.loads((dest / "build.json").read_text(encoding="utf-8")), cached=True)
     go = go_binary()
     timer = TIME if TIME.exists() else None
@@ -192,7 +193,45 @@ def build(pin: BinaryPin, *, log: Path | None = None) -> dict[str, object]:
         staging.rename(dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    ensure_data(pin)
     return dict(record, cached=False)
+
+
+def module_dir(pin: BinaryPin) -> Path:
+    """The pinned upstream module's root in Go's module cache (downloading it if needed)."""
+    proc = subprocess.run([go_binary(), "mod", "download", "-json", f"{pin.module}@{pin.version}"],
+                          cwd=wrapper(pin), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"{pin.name}: go mod download {pin.module}@{pin.version} failed:\n{proc.stderr.strip()}")
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def ensure_data(pin: BinaryPin) -> None:
+    """Copy the pin's ``data`` files from the upstream module into ``<bin dir>/data/`` (once)."""
+    if not pin.data:
+        return
+    target = bin_dir(pin) / "data"
+    stamp = target / ".complete"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == json.dumps(pin.data):
+        return
+    root = module_dir(pin)
+    for pattern in pin.data:
+        matches = sorted(root.glob(pattern))
+        if not matches:
+            raise BuildError(f"{pin.name}: {pin.module}@{pin.version} has no {pattern}")
+        for path in matches:
+            dest = target / path.relative_to(root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+    stamp.write_text(json.dumps(pin.data), encoding="utf-8")
+
+
+def data_files(pin: BinaryPin, pattern: str) -> list[Path]:
+    """The copied data files of ``pin`` matching ``pattern`` (relative to the module root)."""
+    files = sorted((bin_dir(pin) / "data").glob(pattern))
+    if not files:
+        raise BuildError(f"{pin.name}: no {pattern} under {bin_dir(pin) / 'data'}: run python -m e2e.build {pin.name}")
+    return files
 
 
 def binary(pin: BinaryPin, name: str) -> Path:

@@ -15,8 +15,10 @@ from typing import Any
 from e2e import acceptance
 from e2e.controlplane import ControlPlane
 from e2e.exporter import Exporter
+from e2e.karpenter import Karpenter
 from e2e.keda import Keda
 from e2e.kube import Kubectl
+from e2e.lws import Lws
 from e2e.processes import Supervisor
 from e2e.prometheus import Prometheus
 
@@ -46,6 +48,8 @@ class Harness:
     exporter: Exporter | None = None
     prometheus: Prometheus | None = None
     keda: Keda | None = None
+    karpenter: Karpenter | None = None
+    lws: Lws | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -70,6 +74,21 @@ class Harness:
             self.keda = Keda(self.supervisor, self.plane, self.kubectl, self.work / "keda")
             self.keda.start()
         return self.keda
+
+    def ensure_karpenter(self, zones: list[str]) -> Karpenter:
+        """Karpenter (kwok provider) and kwok, offering the catalogue's GPU types in ``zones`` (started once)."""
+        if self.karpenter is None:
+            self.karpenter = Karpenter(self.supervisor, self.plane, self.kubectl, self.work / "karpenter", zones)
+            self.karpenter.start()
+        elif not set(zones) <= set(self.karpenter.zones):
+            raise RuntimeError(f"Karpenter offers zones {self.karpenter.zones}, a scenario needs {zones}")
+        return self.karpenter
+
+    def ensure_lws(self) -> Lws:
+        if self.lws is None:
+            self.lws = Lws(self.supervisor, self.plane, self.kubectl, self.work / "lws")
+            self.lws.start()
+        return self.lws
 
     def dump(self, scenario: str) -> Path:
         path = OUT / "dumps" / f"{scenario}.json"

@@ -245,6 +245,9 @@ class BinaryPin(Spec):
     """The file each package is built to (``go build -o``), one per package in the same order; the harness runs these."""
     ldflags: tuple[str, ...] = ()
     """``go build -ldflags`` the upstream release build sets and a controller reads (e.g. the version it reports)."""
+    data: tuple[str, ...] = ()
+    """Files of the upstream module at the pinned version the harness reads (CRDs, kwok's stages), as globs relative to
+    the module root; copied beside the binaries under ``data/`` when they are built."""
     deploys_as: str | None
     """The ``ALL_CHARTS`` key whose app version this binary must equal, or ``None`` (no chart deploys it)."""
     skew: str | None = None
@@ -281,6 +284,9 @@ E2E_KWOK = BinaryPin(
     version="v0.8.0",
     packages=("sigs.k8s.io/kwok/cmd/kwok",),
     binaries=("kwok",),
+    data=("kustomize/stage/node/fast/node-initialize.yaml",
+          "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+          "kustomize/stage/pod/fast/pod-*.yaml"),
     deploys_as=None,
     upstream_release="kubernetes-sigs/kwok v0.8.0: stands in for kubelets (node heartbeats, pods Running)",
 )
@@ -290,6 +296,7 @@ E2E_KARPENTER = BinaryPin(
     version="v1.14.1",
     packages=("sigs.k8s.io/karpenter/kwok",),
     binaries=("karpenter-kwok",),
+    data=("kwok/apis/crds/*.yaml", "kwok/charts/crds/*.yaml"),
     deploys_as="karpenter",
     upstream_release="kubernetes-sigs/karpenter v1.14.1 (6e7eab7a), the core the aws provider v1.14.1 chart runs",
 )
@@ -308,6 +315,7 @@ E2E_LWS = BinaryPin(
     version="v0.9.0",
     packages=("sigs.k8s.io/lws/cmd",),
     binaries=("lws-controller",),
+    data=("config/webhook/manifests.yaml", "config/webhook/*-patch.yaml"),
     deploys_as="lws",
     skew="the Go module proxy refuses sigs.k8s.io/lws v0.10.0 (403); v0.9.0 is the newest it serves",
     upstream_release="kubernetes-sigs/lws v0.9.0 (f056f611, 2026-06-17)",
