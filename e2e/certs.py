@@ -1,34 +1,30 @@
-"""The control plane's key material, generated locally with ``cryptography``: one CA, serving certificates for
-127.0.0.1, client certificates for the components, the front-proxy pair aggregation needs, and the service-account
-signing key. Everything lives in the run's own directory and is thrown away with it."""
+"""The control plane's key material, generated locally with the ``openssl`` command (no new Python dependency): one
+CA, serving certificates for 127.0.0.1, client certificates for the components, the front-proxy pair aggregation
+needs, a webhook CA and serving pair, and the service-account signing key. Everything lives in the run's own
+directory and is thrown away with it."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-_VALID = datetime.timedelta(days=2)
+VALID_DAYS = 2
+CURVE = "prime256v1"
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
+class CertError(RuntimeError):
+    pass
 
 
-def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-    path.chmod(0o600)
-
-
-def _write_cert(cert: x509.Certificate, path: Path) -> None:
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+def _openssl(*args: str) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise CertError("openssl not found: install it (Debian: apt-get install openssl)")
+    proc = subprocess.run([openssl, *args], capture_output=True, text=True, check=False, timeout=60)
+    if proc.returncode != 0:
+        raise CertError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
 
 
 @dataclass(frozen=True)
@@ -37,53 +33,39 @@ class Pair:
     key: Path
 
 
+def _subject(common_name: str, organizations: tuple[str, ...] = ()) -> str:
+    return "".join(f"/O={o}" for o in organizations) + f"/CN={common_name}"
+
+
 class Authority:
     """A CA that signs leaf certificates into one directory."""
 
     def __init__(self, directory: Path, name: str) -> None:
         self.directory = directory
-        self.key = _key()
-        now = datetime.datetime.now(datetime.UTC)
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        self.cert = (
-            x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(self.key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALID)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-            .sign(self.key, hashes.SHA256())
-        )
         self.pair = Pair(directory / f"{name}.crt", directory / f"{name}.key")
-        _write_cert(self.cert, self.pair.cert)
-        _write_key(self.key, self.pair.key)
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", f"ec_paramgen_curve:{CURVE}", "-nodes",
+                 "-keyout", str(self.pair.key), "-out", str(self.pair.cert), "-days", str(VALID_DAYS),
+                 "-subj", _subject(name), "-addext", "basicConstraints=critical,CA:TRUE",
+                 "-addext", "keyUsage=critical,digitalSignature,keyCertSign,cRLSign")
+        self.pair.key.chmod(0o600)
 
     def issue(self, name: str, common_name: str, *, organizations: tuple[str, ...] = (), server: bool = False,
               dns: tuple[str, ...] = ()) -> Pair:
         """A leaf certificate: a client one (CN = user, O = groups), or a serving one for 127.0.0.1 and ``dns``."""
-        key = _key()
-        now = datetime.datetime.now(datetime.UTC)
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server else \
-            [ExtendedKeyUsageOID.CLIENT_AUTH]
-        builder = (
-            x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(self.cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + _VALID)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        )
-        if server:
-            names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                             x509.DNSName("localhost")]
-            names += [x509.DNSName(d) for d in dns]
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
         pair = Pair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
-        _write_cert(cert, pair.cert)
-        _write_key(key, pair.key)
+        csr = self.directory / f"{name}.csr"
+        _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", f"ec_paramgen_curve:{CURVE}", "-nodes",
+                 "-keyout", str(pair.key), "-out", str(csr), "-subj", _subject(common_name, organizations))
+        extensions = ["basicConstraints=critical,CA:FALSE",
+                      "extendedKeyUsage=" + ("serverAuth,clientAuth" if server else "clientAuth")]
+        if server:
+            names = ["IP:127.0.0.1", "DNS:localhost", *(f"DNS:{d}" for d in dns)]
+            extensions.append("subjectAltName=" + ",".join(names))
+        ext = self.directory / f"{name}.ext"
+        ext.write_text("\n".join(extensions) + "\n", encoding="utf-8")
+        _openssl("x509", "-req", "-in", str(csr), "-CA", str(self.pair.cert), "-CAkey", str(self.pair.key),
+                 "-CAcreateserial", "-out", str(pair.cert), "-days", str(VALID_DAYS), "-extfile", str(ext))
+        pair.key.chmod(0o600)
         return pair
 
 
@@ -108,11 +90,10 @@ def generate(directory: Path) -> ClusterPki:
     ca = Authority(directory, "ca")
     front = Authority(directory, "front-proxy-ca")
     hooks = Authority(directory, "webhook-ca")
-    sa = _key()
     sa_key, sa_pub = directory / "sa.key", directory / "sa.pub"
-    _write_key(sa, sa_key)
-    sa_pub.write_bytes(sa.public_key().public_bytes(serialization.Encoding.PEM,
-                                                    serialization.PublicFormat.SubjectPublicKeyInfo))
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", f"ec_paramgen_curve:{CURVE}", "-out", str(sa_key))
+    sa_key.chmod(0o600)
+    _openssl("pkey", "-in", str(sa_key), "-pubout", "-out", str(sa_pub))
     return ClusterPki(
         ca=ca.pair,
         apiserver=ca.issue("apiserver", "kube-apiserver", server=True,

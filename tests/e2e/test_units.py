@@ -147,3 +147,21 @@ def test_the_keda_scenarios_change_only_the_address_and_the_windows(dev_objects:
         before["spec"].pop(key)
     assert after == before
     assert len(role.changes) == 4
+
+
+def test_the_pki_gives_serving_certs_for_127_0_0_1_and_an_admin_client_in_system_masters(tmp_path: Path) -> None:
+    import subprocess
+
+    from e2e import certs
+
+    pki = certs.generate(tmp_path)
+    text = subprocess.run(["openssl", "x509", "-in", str(pki.webhooks.cert), "-noout", "-text"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "IP Address:127.0.0.1" in text and "DNS:keda-operator-metrics-apiserver.keda.svc" in text
+    subject = subprocess.run(["openssl", "x509", "-in", str(pki.admin.cert), "-noout", "-subject"],
+                             capture_output=True, text=True, check=True).stdout
+    assert "O = system:masters" in subject and "CN = e2e-admin" in subject
+    verify = subprocess.run(["openssl", "verify", "-CAfile", str(pki.ca.cert), str(pki.apiserver.cert)],
+                            capture_output=True, text=True, check=False)
+    assert verify.returncode == 0, verify.stderr
+    assert oct(pki.service_account_key.stat().st_mode)[-3:] == "600"
