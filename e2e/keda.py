@@ -84,7 +84,8 @@ class Keda:
             f"--cert-dir={certs}", f"--tls-cert-file={certs / 'tls.crt'}",
             f"--tls-private-key-file={certs / 'tls.key'}", f"--metrics-service-address=127.0.0.1:{grpc_port}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            f"--port={free_port()}", "--zap-log-level=info", "--zap-encoder=console",
+            # the adapter's own clients (discovery, listers) read this; without it they try the in-cluster config
+            f"--lister-kubeconfig={kubeconfig}", f"--port={free_port()}", "--zap-log-level=info", "--zap-encoder=console",
         ], env=env)
         self.supervisor.wait_ready(adapter, lambda: port_open(port))
         self.kubectl.apply(self.registration(port))

@@ -28,6 +28,19 @@ def prometheus_binary() -> str | None:
     return shutil.which(BINARY)
 
 
+def prometheus_version() -> str:
+    """``prometheus, version 2.42.0+ds (...)`` -> ``2.42.0+ds``; ``"absent"`` without the package."""
+    import subprocess
+
+    binary = prometheus_binary()
+    if binary is None:
+        return "absent"
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False, timeout=30)
+    first = (out.stdout or out.stderr).splitlines()[:1]
+    parts = first[0].split() if first else []
+    return parts[2] if len(parts) > 2 and parts[1] == "version" else "unknown"
+
+
 @dataclass(frozen=True)
 class Target:
     path: str

@@ -59,6 +59,9 @@ def harness(report: Any) -> Iterator[Any]:
 
     if not in_private_netns():
         pytest.fail("run through make e2e: the tier runs inside a private network namespace (unshare -n)")
+    from e2e.prometheus import prometheus_version
+
+    report.extra_versions["prometheus"] = f"debian prometheus {prometheus_version()}"
     work = Path(tempfile.mkdtemp(prefix="gpuscale-e2e-"))
     h = Harness(work)
     try:
