@@ -7,7 +7,6 @@ namespace every interface is loopback, so nothing is reachable from outside and 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +32,12 @@ DUMP_RESOURCES = (
 
 def in_private_netns() -> bool:
     """True when the only network interface is loopback (``make e2e``'s ``unshare -n``)."""
+    # /proc/net/dev is per network namespace (/sys/class/net is not, unless sysfs is remounted)
     try:
-        return sorted(os.listdir("/sys/class/net")) == ["lo"]
+        lines = Path("/proc/net/dev").read_text(encoding="utf-8").splitlines()[2:]
     except OSError:
         return False
+    return [line.split(":", 1)[0].strip() for line in lines] == ["lo"]
 
 
 @dataclass

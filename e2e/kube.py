@@ -55,6 +55,16 @@ class Kubectl:
             args.insert(2, "--force-conflicts")
         return self.run(args, stdin=json.dumps(doc), check=check)
 
+    def diff(self, obj: Mapping[str, Any]) -> str:
+        """What applying ``obj`` again would change (``kubectl diff --server-side``): empty when nothing."""
+        result = self.run(["diff", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-"],
+                          stdin=json.dumps(dict(obj)), check=False)
+        if result.returncode == 0:
+            return ""
+        if result.returncode == 1:
+            return result.stdout or "(differs)"
+        raise KubectlError(f"kubectl diff failed ({result.returncode}): {result.stderr.strip()}")
+
     def get(self, resource: str, name: str | None = None, *, namespace: str | None = None,
             all_namespaces: bool = False) -> Any:
         args = ["get", resource, *([name] if name else []), "-o", "json"]
