@@ -26,7 +26,7 @@ OUT = REPO / "out" / "e2e"
 
 DUMP_RESOURCES = (
     "nodes", "pods", "deployments", "replicasets", "horizontalpodautoscalers", "events", "poddisruptionbudgets",
-    "scaledobjects.keda.sh", "nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "leaderworkersets.x-k8s.io",
+    "scaledobjects.keda.sh", "nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "leaderworkersets.leaderworkerset.x-k8s.io",
 )
 
 

@@ -104,8 +104,9 @@ class Kubectl:
         """``kubectl get <resources> -A -o json`` into ``path`` (the scenario's end state)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         result = self.run(["get", ",".join(resources), "-A", "-o", "json"], check=False)
-        path.write_text(result.stdout if result.returncode == 0 else json.dumps(
-            {"error": result.stderr.strip()}), encoding="utf-8")
+        if result.returncode != 0:
+            raise KubectlError(f"dump of {', '.join(resources)} failed: {result.stderr.strip()}")
+        path.write_text(result.stdout, encoding="utf-8")
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
