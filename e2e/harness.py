@@ -7,6 +7,7 @@ namespace every interface is loopback, so nothing is reachable from outside and 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from e2e.processes import Supervisor
 from e2e.prometheus import Prometheus
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "out" / "e2e"
+OUT = Path(os.environ.get("GPUSCALE_E2E_OUT") or REPO / "out" / "e2e")
+"""Where the report, dumps and logs go (``GPUSCALE_E2E_OUT`` lets two runs of subsets write apart)."""
 
 DUMP_RESOURCES = (
     "nodes", "pods", "deployments", "replicasets", "horizontalpodautoscalers", "events", "poddisruptionbudgets",

@@ -48,9 +48,10 @@ _outcome = pytest.StashKey[pytest.TestReport]()
 
 @pytest.fixture(scope="session")
 def report() -> Any:
+    from e2e.harness import OUT
     from e2e.report import Report
 
-    return Report(REPO / "out" / "e2e" / "report.json")
+    return Report(OUT / "report.json")
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +70,9 @@ def harness(report: Any) -> Iterator[Any]:
         yield h
     finally:
         h.stop()
-        keep = REPO / "out" / "e2e" / "logs"
+        from e2e.harness import OUT
+
+        keep = OUT / "logs"
         shutil.rmtree(keep, ignore_errors=True)
         shutil.copytree(work / "logs", keep, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -91,7 +94,7 @@ def scenario(request: pytest.FixtureRequest, harness: Any, report: Any) -> Itera
     passed = bool(rep is not None and rep.passed)
     if rep is not None and rep.failed:
         sc.observed.setdefault("failure", str(rep.longrepr).splitlines()[-1][:2000] if rep.longrepr else "")
-    sc.observed["dump"] = str(harness.dump(sc.name).relative_to(REPO))
+    sc.observed["dump"] = str(harness.dump(sc.name))
     report.record(sc.name, passed, sc.observed)
 
 
