@@ -165,3 +165,31 @@ def test_the_pki_gives_serving_certs_for_127_0_0_1_and_an_admin_client_in_system
                             capture_output=True, text=True, check=False)
     assert verify.returncode == 0, verify.stderr
     assert oct(pki.service_account_key.stat().st_mode)[-3:] == "600"
+
+
+def test_kwok_instance_types_are_the_catalogue_s_gpu_types_with_their_gpus_and_labels() -> None:
+    from e2e.karpenter import instance_types
+    from gpuscale.spec.catalogue import CATALOGUE
+
+    types = {t["name"]: t for t in instance_types(["us-east-1b", "us-east-1a"])}
+    assert set(types) == set(CATALOGUE)
+    g6e = types["g6e.xlarge"]
+    assert g6e["resources"]["nvidia.com/gpu"] == str(CATALOGUE["g6e.xlarge"].gpus_per_node)
+    offers = {(r["values"][0], z["values"][0]) for o in g6e["offerings"]
+              for r in o["Requirements"] if r["key"] == "karpenter.sh/capacity-type"
+              for z in o["Requirements"] if z["key"] == "topology.kubernetes.io/zone"}
+    assert offers == {(c, z) for c in ("on-demand", "spot") for z in ("us-east-1a", "us-east-1b")}
+    keys = {r["key"]: r["values"] for r in g6e["offerings"][0]["Requirements"]}
+    assert keys["karpenter.k8s.aws/instance-gpu-name"] == ["l40s"]
+    assert keys["karpenter.k8s.aws/instance-family"] == ["g6e"]
+
+
+def test_to_kwok_swaps_only_the_node_class_reference(dev_objects: list[dict[str, Any]]) -> None:
+    from e2e.karpenter import NODE_CLASS, to_kwok
+
+    pool = next(o for o in dev_objects if o["kind"] == "NodePool" and "nvidia.com/gpu" in o["spec"].get("limits", {}))
+    swapped, changes = to_kwok(pool)
+    assert swapped["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": NODE_CLASS}
+    swapped["spec"]["template"]["spec"]["nodeClassRef"] = pool["spec"]["template"]["spec"]["nodeClassRef"]
+    assert swapped == pool and len(changes) == 1
