@@ -18,6 +18,7 @@ import yaml
 
 from e2e import certs
 from e2e.build import binary
+from e2e.kube import Kubectl
 from e2e.processes import Supervisor, free_port, http_ok
 from gpuscale.versions import E2E_ETCD, E2E_KUBERNETES
 
@@ -126,3 +127,13 @@ class ControlPlane:
         insecure.verify_mode = ssl.CERT_NONE  # their self-signed serving certs; the probe reads only /healthz
         sup.wait_ready(kcm, lambda: http_ok(f"https://127.0.0.1:{kcm_port}/healthz", context=insecure))
         sup.wait_ready(sched, lambda: http_ok(f"https://127.0.0.1:{sched_port}/healthz", context=insecure))
+
+
+@dataclass
+class Controller:
+    """A controller the harness runs as local processes against the control plane (KEDA, Karpenter, LWS)."""
+
+    supervisor: Supervisor
+    plane: ControlPlane
+    kubectl: Kubectl
+    directory: Path

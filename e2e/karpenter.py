@@ -22,15 +22,14 @@ import datetime
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from e2e.build import binary, data_files
-from e2e.controlplane import ControlPlane
-from e2e.kube import Kubectl, load_documents
-from e2e.processes import Supervisor, free_port, http_ok
+from e2e.controlplane import Controller
+from e2e.kube import load_documents
+from e2e.processes import free_port, http_ok
 from gpuscale import labels
 from gpuscale.schedule.nodes import _instance_labels, capacity
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
@@ -101,11 +100,7 @@ def default_scheduled(workload: Mapping[str, Any]) -> tuple[dict[str, Any], list
 
 
 @dataclass
-class Karpenter:
-    supervisor: Supervisor
-    plane: ControlPlane
-    kubectl: Kubectl
-    directory: Path
+class Karpenter(Controller):
     zones: list[str] = field(default_factory=list)
 
     def start(self) -> None:

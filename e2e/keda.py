@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from e2e.build import binary
-from e2e.controlplane import ControlPlane
-from e2e.kube import Kubectl
-from e2e.processes import Supervisor, free_port, http_ok, port_open
+from e2e.controlplane import Controller
+from e2e.processes import free_port, http_ok, port_open
 from gpuscale.versions import E2E_KEDA
 
 NAMESPACE = "keda"
@@ -27,11 +26,7 @@ API_SERVICE = "v1beta1.external.metrics.k8s.io"
 
 
 @dataclass
-class Keda:
-    supervisor: Supervisor
-    plane: ControlPlane
-    kubectl: Kubectl
-    directory: Path
+class Keda(Controller):
 
     def _cert_dir(self) -> Path:
         pki = self.plane.pki

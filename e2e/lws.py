@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 
 from e2e.build import binary, data_files
-from e2e.controlplane import ControlPlane
-from e2e.kube import Kubectl, load_documents
-from e2e.processes import Supervisor, free_port, http_ok, port_open
+from e2e.controlplane import Controller
+from e2e.kube import load_documents
+from e2e.processes import free_port, http_ok, port_open
 from gpuscale.versions import E2E_LWS
 
 NAMESPACE = "lws-system"
@@ -62,11 +62,7 @@ def load_documents_list(path: Path) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Lws:
-    supervisor: Supervisor
-    plane: ControlPlane
-    kubectl: Kubectl
-    directory: Path
+class Lws(Controller):
 
     def start(self) -> None:
         pki = self.plane.pki

@@ -119,6 +119,16 @@ def start_at_min(harness: Any, role: Role, timeline: Timeline) -> int:
                  until=lambda n: n == low)
 
 
+def serving_one_above_min(harness: Any, role: Role, scenario: Any) -> tuple[Timeline, int, int]:
+    """The role applied at its minimum, then driven to one replica above it (at least 2): the start of the idle and
+    outage cases. Returns the timeline (recorded in the report), the minimum and the replicas reached."""
+    timeline = Timeline()
+    scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
+    start_at_min(harness, role, timeline)
+    low = int(role.spec["minReplicaCount"])
+    return timeline, low, drive_to(harness, role, max(low, 1) + 1, timeline)
+
+
 @pytest.mark.parametrize("role", list(ROLES), indirect=True)
 def test_keda_scales_up_when_the_queue_rises(role: Role, harness: Any, scenario: Any) -> None:
     timeline = Timeline()
@@ -134,11 +144,7 @@ def test_keda_scales_up_when_the_queue_rises(role: Role, harness: Any, scenario:
 @pytest.mark.parametrize("role", list(ROLES), indirect=True)
 def test_keda_scales_down_when_traffic_stops(role: Role, harness: Any, scenario: Any) -> None:
     """No finished request: the histogram means are 0/0. The role must still return to its minimum."""
-    timeline = Timeline()
-    scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
-    start_at_min(harness, role, timeline)
-    low = int(role.spec["minReplicaCount"])
-    high = drive_to(harness, role, max(low, 1) + 1, timeline)
+    timeline, low, high = serving_one_above_min(harness, role, scenario)
     idle(harness, role)
     time.sleep(20)
     scenario.observed["triggers_when_idle"] = trigger_values(harness, role)
@@ -151,11 +157,7 @@ def test_keda_scales_down_when_traffic_stops(role: Role, harness: Any, scenario:
 
 @pytest.mark.parametrize("role", list(ROLES), indirect=True)
 def test_keda_holds_replicas_while_prometheus_is_unreachable(role: Role, harness: Any, scenario: Any) -> None:
-    timeline = Timeline()
-    scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
-    start_at_min(harness, role, timeline)
-    low = int(role.spec["minReplicaCount"])
-    serving = drive_to(harness, role, max(low, 1) + 1, timeline)
+    timeline, _, serving = serving_one_above_min(harness, role, scenario)
     harness.prometheus.stop()
     # as long as the idle case may take to act, and then some: a drop would show within it
     hold = FAST_WINDOW_S + SCALE_DOWN_PERIOD_S + 60
