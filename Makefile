@@ -83,10 +83,10 @@ e2e-build: $(VENV)/.installed
 e2e: e2e-build e2e-prometheus
 	GPUSCALE_E2E=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e -p no:cacheprovider -q
 
-# Server-side apply every object one stack file emits to a real kube-apiserver with the pinned CRDs; exit 1 on any
+# Server-side apply every object that the --stack-file emits to a real kube-apiserver with the pinned CRDs; exit 1 on any
 # rejection, warning or change on re-apply: make e2e-apply STACK_FILE=stacks/Pulumi.prod.yaml
 e2e-apply: $(VENV)/.installed
-	@test -n "$(STACK_FILE)" || { echo "usage: make e2e-apply STACK_FILE=path/to/Pulumi.<stack>.yaml" >&2; exit 2; }
+	@test -n "$(STACK_FILE)" || { echo "usage: make e2e-apply STACK_FILE=stacks/Pulumi.prod.yaml" >&2; exit 2; }
 	$(BIN)/python -m e2e.build etcd kubernetes
 	$(E2E_NETNS) $(BIN)/python -m e2e.acceptance --stack-file $(STACK_FILE)
 
