@@ -111,9 +111,9 @@ class ControlPlane:
             f"--service-account-private-key-file={pki.service_account_key}", f"--root-ca-file={pki.ca.cert}",
             "--use-service-account-credentials=false",
             f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD_S}s",
-            # kwok's nodes have no kubelet: without the node lifecycle controller a node is never tainted unreachable
-            # between kwok's heartbeats on a loaded machine (Karpenter's consolidation scenarios watch real nodes)
-            "--controllers=*,-node-lifecycle-controller",
+            # every default controller: the node lifecycle controller is the one that lifts the not-ready taint the
+            # apiserver puts on a new node once kwok reports it Ready (kwok's heartbeat stage keeps it Ready)
+            "--controllers=*",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
         ])
         sched_port = free_port()
