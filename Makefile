@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: plan plan-check test validate lint typecheck bench calibrate clean
+.PHONY: plan plan-check test validate lint typecheck bench calibrate clean e2e e2e-build e2e-apply e2e-prometheus
 
 $(VENV)/.installed: pyproject.toml
 	@echo "first run: creating $(VENV) and installing gpuscale with its dependencies (Pulumi, pydantic, numpy, matplotlib; a few minutes)..."
@@ -57,10 +57,10 @@ validate: $(VENV)/.installed
 	for s in dev staging prod; do $(BIN)/gpuscale validate --stack $$s || exit 1; done
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check gpuscale components infra tests examples bench
+	$(BIN)/ruff check gpuscale components infra tests examples bench e2e
 
 typecheck: $(VENV)/.installed
-	$(BIN)/mypy gpuscale components examples
+	$(BIN)/mypy gpuscale components examples e2e
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/synth_bench.py
@@ -70,6 +70,30 @@ bench: $(VENV)/.installed
 # and renders it into docs/simulator.md (Calibration)
 calibrate: $(VENV)/.installed
 	$(BIN)/python bench/calibration.py --json bench/results/calibration.json --docs > /dev/null
+
+# The real-controllers tier (README "Running the real controllers"): builds each pinned controller once per version
+# from the Go module proxy into $(GPUSCALE_E2E_CACHE) (default ~/.cache/gpuscale-e2e), then runs tests/e2e inside a
+# private network namespace with only lo (unshare -n), so everything listens and connects on 127.0.0.1 only.
+E2E_NETNS = unshare -n -- sh -c 'ip link set lo up && exec "$$@"' e2e-netns
+
+e2e-prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+		echo "installing Debian's prometheus package (Prometheus and promtool)"; \
+		$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq prometheus; }
+
+e2e-build: $(VENV)/.installed
+	$(BIN)/python -m e2e.build
+
+e2e: e2e-build e2e-prometheus
+	GPUSCALE_E2E=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e -p no:cacheprovider -q
+
+# Server-side apply every object that the --stack-file emits to a real kube-apiserver with the pinned CRDs; exit 1 on any
+# rejection, warning or change on re-apply: make e2e-apply STACK_FILE=stacks/Pulumi.prod.yaml
+e2e-apply: $(VENV)/.installed
+	@test -n "$(STACK_FILE)" || { echo "usage: make e2e-apply STACK_FILE=stacks/Pulumi.prod.yaml" >&2; exit 2; }
+	$(BIN)/python -m e2e.build etcd kubernetes
+	$(E2E_NETNS) $(BIN)/python -m e2e.acceptance --stack-file $(STACK_FILE)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

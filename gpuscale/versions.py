@@ -232,3 +232,100 @@ def upstream_releases() -> Mapping[str, Mapping[str, Any]]:
     doc = tomllib.loads(resources.files("gpuscale").joinpath("upstream/releases.toml").read_text(encoding="utf-8"))
     return {f"{kind}.{name}": entry for kind in ("charts", "images") for name, entry in doc.get(kind, {}).items()}
 
+
+
+class BinaryPin(Spec):
+    """A controller binary the real-controllers test tier (``make e2e``) builds from the Go module proxy.
+
+    Its wrapper module ``e2e/modules/<name>/go.mod`` requires ``module`` at ``version`` and lists ``packages`` as tools;
+    ``tests/test_versions.py`` checks both agree with this pin and with the chart gpuscale deploys."""
+
+    name: str
+    """The wrapper module's folder under ``e2e/modules/`` and the cache folder's stem (``<name>-<version>``)."""
+    module: str
+    version: str
+    packages: tuple[str, ...]
+    """The main packages built."""
+    binaries: tuple[str, ...]
+    """The file each package is built to (``go build -o``), one per package in the same order; the harness runs these."""
+    ldflags: tuple[str, ...] = ()
+    """``go build -ldflags`` the upstream release build sets and a controller reads (e.g. the version it reports)."""
+    data: tuple[str, ...] = ()
+    """Files of the upstream module at the pinned version the harness reads (CRDs, kwok's stages), as globs relative to
+    the module root; copied beside the binaries under ``data/`` when they are built."""
+    deploys_as: str | None
+    """The ``ALL_CHARTS`` key whose app version this binary must equal, or ``None`` (no chart deploys it)."""
+    skew: str | None = None
+    """Why this binary differs from the chart's version, when it does; ``None`` means it must equal it."""
+    upstream_release: str
+
+
+E2E_KUBERNETES = BinaryPin(
+    name="kubernetes",
+    module="k8s.io/kubernetes",
+    version="v1.36.3",
+    packages=tuple(f"k8s.io/kubernetes/cmd/{c}" for c in
+                   ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")),
+    binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+    # what hack/lib/version.sh sets: without it the apiserver reports v0.0.0-master and Karpenter's version check
+    # (MinK8sVersion) refuses the cluster
+    ldflags=tuple(f"-X k8s.io/component-base/version.{k}={v}" for k, v in
+                  (("gitVersion", "v1.36.3"), ("gitMajor", "1"), ("gitMinor", "36"), ("gitTreeState", "clean"))),
+    deploys_as=None,
+    upstream_release="kubernetes/kubernetes v1.36.3, the newest patch of the stacks' minor (DEFAULT_KUBERNETES_VERSION)",
+)
+E2E_ETCD = BinaryPin(
+    name="etcd",
+    module="go.etcd.io/etcd/server/v3",
+    version="v3.7.3",
+    packages=("go.etcd.io/etcd/server/v3",),
+    binaries=("etcd",),
+    deploys_as=None,
+    upstream_release="etcd-io/etcd v3.7.3 (EKS runs etcd itself; any etcd the apiserver supports will do)",
+)
+E2E_KWOK = BinaryPin(
+    name="kwok",
+    module="sigs.k8s.io/kwok",
+    version="v0.8.0",
+    packages=("sigs.k8s.io/kwok/cmd/kwok",),
+    binaries=("kwok",),
+    data=("kustomize/stage/node/fast/node-initialize.yaml",
+          "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+          "kustomize/stage/pod/fast/pod-*.yaml"),
+    deploys_as=None,
+    upstream_release="kubernetes-sigs/kwok v0.8.0: stands in for kubelets (node heartbeats, pods Running)",
+)
+E2E_KARPENTER = BinaryPin(
+    name="karpenter-kwok",
+    module="sigs.k8s.io/karpenter",
+    version="v1.14.1",
+    packages=("sigs.k8s.io/karpenter/kwok",),
+    binaries=("karpenter-kwok",),
+    data=("kwok/apis/crds/*.yaml", "kwok/charts/crds/*.yaml"),
+    deploys_as="karpenter",
+    upstream_release="kubernetes-sigs/karpenter v1.14.1 (6e7eab7a), the core the aws provider v1.14.1 chart runs",
+)
+E2E_KEDA = BinaryPin(
+    name="keda",
+    module="github.com/kedacore/keda/v2",
+    version="v2.20.2",
+    packages=("github.com/kedacore/keda/v2/cmd/operator", "github.com/kedacore/keda/v2/cmd/adapter"),
+    binaries=("keda-operator", "keda-adapter"),
+    deploys_as="keda",
+    upstream_release="kedacore/keda v2.20.2 (68a5b502): the operator and the metrics server of the chart",
+)
+E2E_LWS = BinaryPin(
+    name="lws",
+    module="sigs.k8s.io/lws",
+    version="v0.9.0",
+    packages=("sigs.k8s.io/lws/cmd",),
+    binaries=("lws-controller",),
+    data=("config/webhook/manifests.yaml", "config/webhook/*-patch.yaml"),
+    deploys_as="lws",
+    skew="the Go module proxy refuses sigs.k8s.io/lws v0.10.0 (403); v0.9.0 is the newest it serves",
+    upstream_release="kubernetes-sigs/lws v0.9.0 (f056f611, 2026-06-17)",
+)
+E2E_BINARIES: Mapping[str, BinaryPin] = {
+    p.name: p for p in (E2E_ETCD, E2E_KUBERNETES, E2E_KWOK, E2E_KARPENTER, E2E_KEDA, E2E_LWS)
+}
+"""Every binary ``make e2e`` builds, in build order (the control plane first)."""

@@ -1,0 +1,159 @@
+"""Does the real API server accept everything a stack emits?
+
+Install the pinned upstream CRDs (``../shared/crds``: the charts' own CRD files at the pinned tags), then server-side
+apply every object of ``gpuscale synth --out DIR`` (``DIR/manifests/*.yaml``): the API server's own validation, CEL
+rules and defaulting judge what our checker approximates. Nothing may be rejected, no warning may come back (a
+deprecated API or field, an unknown field), and applying again must change nothing: ``kubectl diff --server-side``
+(a dry-run apply compared with the live object) shows no difference for any object. The live object's status, which
+running controllers update, is not what is compared: only what applying would change.
+
+``python -m e2e.acceptance --stack-file F`` (``make e2e-apply STACK_FILE=F``) starts etcd and kube-apiserver, does
+this for one stack file and exits 1 on any rejection, warning or change, 2 when it cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.kube import Kubectl, load_documents
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CRDS = REPO.parent / "shared" / "crds"
+
+
+def crd_documents(root: Path = SHARED_CRDS) -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(root.rglob("*.yaml")):
+        docs += [d for d in load_documents(path) if d.get("kind") == "CustomResourceDefinition"]
+    return docs
+
+
+def install_crds(kubectl: Kubectl, docs: Sequence[dict[str, Any]]) -> None:
+    # one CRD per call: a 1.5 MB CRD plus the rest exceeds what one request may carry
+    for doc in docs:
+        kubectl.apply([doc])
+    kubectl.wait_established([d["metadata"]["name"] for d in docs])
+
+
+def synth(stack_file: Path, out: Path) -> Path:
+    """``gpuscale synth --stack-file F --out DIR``; returns ``DIR/manifests``."""
+    gpuscale = Path(sys.executable).with_name("gpuscale")
+    proc = subprocess.run([str(gpuscale), "synth", "--stack-file", str(stack_file), "--out", str(out)],
+                          capture_output=True, text=True, check=False, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"gpuscale synth --stack-file {stack_file} failed ({proc.returncode}):\n{proc.stderr}")
+    return out / "manifests"
+
+
+def manifest_objects(manifests: Path) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = []
+    for path in sorted(manifests.glob("*.yaml")):
+        objects += load_documents(path)
+    return objects
+
+
+def ref(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    ns = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj['kind']} {ns}{meta['name']}"
+
+
+@dataclass
+class Verdict:
+    objects: int = 0
+    rejected: dict[str, str] = field(default_factory=dict)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    changed_on_reapply: list[str] = field(default_factory=list)
+    diffs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.objects > 0 and not (self.rejected or self.warnings or self.changed_on_reapply)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"objects": self.objects, "rejected": self.rejected, "warnings": self.warnings,
+                "changed_on_reapply": self.changed_on_reapply, "diffs": self.diffs}
+
+
+def accept(kubectl: Kubectl, objects: Sequence[dict[str, Any]]) -> Verdict:
+    """Apply each object (namespaces first, so each rejection names its object), then diff each accepted one."""
+    verdict = Verdict(objects=len(objects))
+    ordered = sorted(objects, key=lambda o: (o["kind"] != "Namespace", o["kind"] != "CustomResourceDefinition"))
+    accepted = []
+    for obj in ordered:
+        result = kubectl.apply([obj], check=False, force=False)
+        if result.returncode != 0:
+            verdict.rejected[ref(obj)] = result.stderr.strip()
+            continue
+        if result.warnings:
+            verdict.warnings[ref(obj)] = result.warnings
+        accepted.append(obj)
+    for obj in accepted:
+        diff = kubectl.diff(obj)
+        if diff:
+            verdict.changed_on_reapply.append(ref(obj))
+            verdict.diffs[ref(obj)] = diff[:4000]
+    return verdict
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.acceptance", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack-file", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "e2e" / "apply")
+    args = parser.parse_args(argv)
+    if not args.stack_file.is_file():
+        print(f"error: {args.stack_file}: no such stack file", file=sys.stderr)
+        return 2
+    if not SHARED_CRDS.is_dir():
+        print(f"error: {SHARED_CRDS} (the pinned upstream CRDs) is absent", file=sys.stderr)
+        return 2
+    from e2e.build import BuildError, build
+    from e2e.controlplane import ControlPlane
+    from e2e.processes import StartError, Supervisor
+    from gpuscale.versions import E2E_ETCD, E2E_KUBERNETES
+
+    try:
+        for pin in (E2E_ETCD, E2E_KUBERNETES):
+            build(pin)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="gpuscale-e2e-apply-") as tmp:
+        supervisor = Supervisor(Path(tmp) / "logs")
+        try:
+            plane = ControlPlane(supervisor, Path(tmp) / "cluster")
+            plane.start(controllers=False)
+            assert plane.kubeconfig is not None
+            kubectl = Kubectl(plane.kubeconfig)
+            install_crds(kubectl, crd_documents())
+            objects = manifest_objects(synth(args.stack_file, Path(tmp) / "synth"))
+            verdict = accept(kubectl, objects)
+        except (StartError, RuntimeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            supervisor.stop()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "verdict.json").write_text(json.dumps(verdict.as_dict(), indent=2) + "\n", encoding="utf-8")
+    for name, message in verdict.rejected.items():
+        print(f"rejected: {name}: {message}")
+    for name, warnings in verdict.warnings.items():
+        for warning in warnings:
+            print(f"warning: {name}: {warning}")
+    for name in verdict.changed_on_reapply:
+        print(f"changed on re-apply: {name}")
+    print(f"{args.stack_file}: {verdict.objects} objects, {len(verdict.rejected)} rejected, "
+          f"{len(verdict.warnings)} with warnings, {len(verdict.changed_on_reapply)} changed on re-apply")
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""The pinned kubectl against the harness's cluster: server-side apply, reads as JSON, dumps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.build import binary
+from gpuscale.versions import E2E_KUBERNETES
+
+FIELD_MANAGER = "gpuscale-e2e"
+
+
+class KubectlError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def warnings(self) -> list[str]:
+        """The API server's warnings (deprecations, unknown fields) kubectl relays on stderr."""
+        return [line for line in self.stderr.splitlines() if line.startswith("Warning:")]
+
+
+@dataclass
+class Kubectl:
+    kubeconfig: Path
+
+    def run(self, args: Sequence[str], *, stdin: str | None = None, check: bool = True,
+            timeout_s: float = 120) -> Result:
+        cmd = [str(binary(E2E_KUBERNETES, "kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False)
+        result = Result(proc.returncode, proc.stdout, proc.stderr)
+        if check and proc.returncode != 0:
+            raise KubectlError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr.strip()}")
+        return result
+
+    def apply(self, objects: Iterable[Mapping[str, Any]], *, check: bool = True, force: bool = True) -> Result:
+        """Server-side apply of a list of objects (one ``List``), as one field manager."""
+        doc = {"apiVersion": "v1", "kind": "List", "items": [dict(o) for o in objects]}
+        args = ["apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-", "-o", "json"]
+        if force:
+            args.insert(2, "--force-conflicts")
+        return self.run(args, stdin=json.dumps(doc), check=check)
+
+    def diff(self, obj: Mapping[str, Any]) -> str:
+        """What applying ``obj`` again would change (``kubectl diff --server-side``): empty when nothing."""
+        result = self.run(["diff", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-"],
+                          stdin=json.dumps(dict(obj)), check=False)
+        if result.returncode == 0:
+            return ""
+        if result.returncode == 1:
+            return result.stdout or "(differs)"
+        raise KubectlError(f"kubectl diff failed ({result.returncode}): {result.stderr.strip()}")
+
+    def get(self, resource: str, name: str | None = None, *, namespace: str | None = None,
+            all_namespaces: bool = False) -> Any:
+        args = ["get", resource, *([name] if name else []), "-o", "json"]
+        if namespace:
+            args += ["-n", namespace]
+        if all_namespaces:
+            args.append("-A")
+        return json.loads(self.run(args).stdout)
+
+    def items(self, resource: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        doc = self.get(resource, namespace=namespace, all_namespaces=namespace is None)
+        items: list[dict[str, Any]] = doc.get("items", [])
+        return items
+
+    def patch(self, resource: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None,
+              kind: str = "merge", subresource: str | None = None) -> None:
+        args = ["patch", resource, name, f"--type={kind}", "-p", json.dumps(patch)]
+        if namespace:
+            args += ["-n", namespace]
+        if subresource:
+            args += [f"--subresource={subresource}"]
+        self.run(args)
+
+    def delete(self, resource: str, name: str, *, namespace: str | None = None) -> None:
+        args = ["delete", resource, name, "--ignore-not-found", "--wait=false"]
+        if namespace:
+            args += ["-n", namespace]
+        self.run(args)
+
+    def wait_established(self, crd_names: Iterable[str], timeout_s: float = 120) -> None:
+        names = [f"crd/{n}" for n in crd_names]
+        if names:
+            self.run(["wait", "--for=condition=Established", f"--timeout={int(timeout_s)}s", *names],
+                     timeout_s=timeout_s + 30)
+
+    def dump(self, path: Path, resources: Sequence[str]) -> None:
+        """``kubectl get <resources> -A -o json`` into ``path`` (the scenario's end state)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        result = self.run(["get", ",".join(resources), "-A", "-o", "json"], check=False)
+        if result.returncode != 0:
+            raise KubectlError(f"dump of {', '.join(resources)} failed: {result.stderr.strip()}")
+        path.write_text(result.stdout, encoding="utf-8")
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    """Every non-empty YAML document of a file (CRD files may start with a licence comment or ``---``)."""
+    with path.open(encoding="utf-8") as fh:
+        return [d for d in yaml.safe_load_all(fh) if isinstance(d, dict)]
+
+
+def poll(probe: Callable[[], Any], *, timeout_s: float, interval_s: float = 1.0) -> Any:
+    """Call ``probe`` until it returns something truthy; return it, or the last value after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    value = probe()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        value = probe()
+    return value

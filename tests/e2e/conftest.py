@@ -1,0 +1,115 @@
+"""The real-controllers tier. ``make e2e`` runs it (``GPUSCALE_E2E=1``, inside a private network namespace, after
+building the binaries); ``make test`` does not: every test here that needs the cluster (the ``harness`` fixture) is
+marked ``e2e`` and skipped without that variable. The harness's own unit tests (``test_units.py``) run everywhere.
+
+One cluster per session (``harness``); controllers start on first use. Each scenario records its verdict and
+observations in ``out/e2e/report.json`` and dumps the cluster under ``out/e2e/dumps/<scenario>.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+E2E_ENV = "GPUSCALE_E2E"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: runs the real controllers (make e2e); skipped by make test")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    skip = pytest.mark.skip(reason=f"real-controllers tier: run by make e2e ({E2E_ENV}=1)")
+    for item in items:
+        if here in Path(str(item.fspath)).parents and "harness" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+            if os.environ.get(E2E_ENV) != "1":
+                item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    rep = yield
+    if rep.when == "call" or (rep.when == "setup" and rep.failed):
+        item.stash[_outcome] = rep
+    return rep
+
+
+_outcome = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.fixture(scope="session")
+def report() -> Any:
+    from e2e.harness import OUT
+    from e2e.report import Report
+
+    return Report(OUT / "report.json")
+
+
+@pytest.fixture(scope="session")
+def harness(report: Any) -> Iterator[Any]:
+    from e2e.harness import Harness, in_private_netns
+
+    if not in_private_netns():
+        pytest.fail("run through make e2e: the tier runs inside a private network namespace (unshare -n)")
+    from e2e.prometheus import prometheus_version
+
+    report.extra_versions["prometheus"] = f"debian prometheus {prometheus_version()}"
+    work = Path(tempfile.mkdtemp(prefix="gpuscale-e2e-"))
+    h = Harness(work)
+    try:
+        h.start()
+        yield h
+    finally:
+        h.stop()
+        from e2e.harness import OUT
+
+        keep = OUT / "logs"
+        shutil.rmtree(keep, ignore_errors=True)
+        shutil.copytree(work / "logs", keep, dirs_exist_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class Scenario:
+    """What a scenario observed; recorded with the test's outcome when it ends."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.observed: dict[str, Any] = {}
+
+
+@pytest.fixture
+def scenario(request: pytest.FixtureRequest, harness: Any, report: Any) -> Iterator[Scenario]:
+    sc = Scenario(request.node.name.removeprefix("test_"))
+    yield sc
+    rep = request.node.stash.get(_outcome, None)
+    passed = bool(rep is not None and rep.passed)
+    if rep is not None and rep.failed:
+        sc.observed.setdefault("failure", str(rep.longrepr).splitlines()[-1][:2000] if rep.longrepr else "")
+    sc.observed["dump"] = str(harness.dump(sc.name))
+    report.record(sc.name, passed, sc.observed)
+
+
+@pytest.fixture(scope="session")
+def synth_dir() -> Any:
+    """``gpuscale synth --out`` of a shipped stack, once per session (``out/e2e/synth/<stack>``)."""
+    from e2e.acceptance import synth
+
+    done: dict[str, Path] = {}
+
+    def get(stack: str) -> Path:
+        if stack not in done:
+            out = REPO / "out" / "e2e" / "synth" / stack
+            shutil.rmtree(out, ignore_errors=True)
+            done[stack] = synth(REPO / "stacks" / f"Pulumi.{stack}.yaml", out)
+        return done[stack]
+
+    return get

@@ -1,0 +1,192 @@
+"""Karpenter v1.14.1 (kwok provider) over the prod stack's emitted ``l40s`` NodePool and the ``search-8b`` Deployment
+that targets it. ``e2e.karpenter`` says what stands in for EC2 and what is changed (the node class reference, the
+default scheduler for the pods; ``consolidateAfter`` only in the consolidation scenario)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.acceptance import manifest_objects
+from e2e.karpenter import default_scheduled, to_kwok
+from e2e.report import Timeline
+from e2e.scaling import find
+from gpuscale import labels
+from gpuscale.schedule.chart import priority_classes
+from gpuscale.schedule.nodes import parse_quantity
+
+POOL = "l40s"
+WORKLOAD = "search-8b-aggregated"
+LAUNCH_S = 240
+"""Batching (up to 10 s), launch, kwok registration and scheduling on a loaded 2-core machine."""
+FAST_CONSOLIDATE_AFTER = "30s"
+
+
+class Setup:
+    def __init__(self, harness: Any, synth: Any, consolidate_after: str | None = None) -> None:
+        self.harness = harness
+        self.kubectl = harness.kubectl
+        objects = manifest_objects(synth)
+        self.pool, self.changes = to_kwok(find(objects, "NodePool", POOL))
+        if consolidate_after is not None:
+            before = self.pool["spec"]["disruption"]["consolidateAfter"]
+            self.pool["spec"]["disruption"]["consolidateAfter"] = consolidate_after
+            self.changes.append(f"disruption.consolidateAfter {before} -> {consolidate_after}")
+        self.deployment, more = default_scheduled(find(objects, "Deployment", WORKLOAD))
+        self.changes += more
+        self.deployment["spec"]["replicas"] = 0
+        ns = self.deployment["metadata"]["namespace"]
+        sa = self.deployment["spec"]["template"]["spec"].get("serviceAccountName")
+        charts = yaml.safe_load((synth.parent / "charts.yaml").read_text())["charts"]
+        kai = next(c for c in charts if c["chart"].endswith("kai-scheduler"))
+        self.support = [o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == ns]
+        self.support += [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == sa]
+        self.support += priority_classes(kai["values"])  # the KAI chart's classes the pods name
+        self.namespace = ns
+
+    @property
+    def allowed_types(self) -> list[str]:
+        for r in self.pool["spec"]["template"]["spec"]["requirements"]:
+            if r["key"] == "node.kubernetes.io/instance-type":
+                return list(r["values"])
+        raise LookupError("the NodePool has no instance-type requirement")
+
+    def apply(self) -> None:
+        self.kubectl.apply(self.support)
+        self.kubectl.apply([self.pool])
+        self.kubectl.apply([self.deployment])
+
+    def scale(self, replicas: int) -> None:
+        self.kubectl.run(["scale", "deployment", WORKLOAD, "-n", self.namespace, f"--replicas={replicas}"])
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [n for n in self.kubectl.items("nodes")
+                if n["metadata"].get("labels", {}).get("karpenter.sh/nodepool") == POOL]
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [p for p in self.kubectl.items("pods", namespace=self.namespace)
+                if p["metadata"].get("labels", {}).get(labels.ROLE_LABEL) == "aggregated"
+                and p["metadata"].get("labels", {}).get(labels.MODEL_LABEL) == "search-8b"
+                and not p["metadata"].get("deletionTimestamp")]
+
+    def running(self) -> list[dict[str, Any]]:
+        return [p for p in self.pods() if p.get("status", {}).get("phase") == "Running" and p["spec"].get("nodeName")]
+
+    def teardown(self) -> None:
+        self.kubectl.run(["delete", "deployment", WORKLOAD, "-n", self.namespace, "--ignore-not-found",
+                          "--wait=true", "--timeout=120s"], check=False)
+        self.kubectl.run(["delete", "nodepool.karpenter.sh", POOL, "--ignore-not-found", "--wait=true",
+                          "--timeout=180s"], check=False)
+        deadline = time.monotonic() + 180
+        while self.nodes() and time.monotonic() < deadline:
+            time.sleep(3)
+
+
+@pytest.fixture
+def pool(harness: Any, synth_dir: Any, request: pytest.FixtureRequest) -> Iterator[Setup]:
+    synth = synth_dir("prod")
+    setup = Setup(harness, synth, getattr(request, "param", None))
+    zones = [v for r in setup.pool["spec"]["template"]["spec"]["requirements"]
+             if r["key"] == labels.ZONE_LABEL for v in r["values"]]
+    harness.ensure_karpenter(zones)
+    setup.teardown()
+    setup.apply()
+    yield setup
+    setup.teardown()
+
+
+def node_summary(node: dict[str, Any]) -> dict[str, Any]:
+    meta = node["metadata"]
+    return {"name": meta["name"], "instance_type": meta["labels"].get("node.kubernetes.io/instance-type"),
+            "gpus": node["status"].get("capacity", {}).get(labels.GPU_RESOURCE),
+            "taints": node["spec"].get("taints", []),
+            "labels": {k: v for k, v in meta["labels"].items() if k.startswith(("gpuscale.io/", "nvidia.com/",
+                                                                                 "karpenter.sh/nodepool"))}}
+
+
+def test_a_pending_gpu_pod_gets_a_node_of_an_allowed_type_with_the_pool_s_taint_and_labels(
+        pool: Setup, scenario: Any) -> None:
+    scenario.observed["changes"] = pool.changes
+    pool.scale(1)
+    timeline = Timeline()
+    deadline = time.monotonic() + LAUNCH_S
+    while not pool.running() and time.monotonic() < deadline:
+        timeline.add("launch", len(pool.nodes()))
+        time.sleep(3)
+    running = pool.running()
+    scenario.observed.update(nodes=[node_summary(n) for n in pool.nodes()], timeline=timeline.samples)
+    assert running, f"no pod running after {LAUNCH_S} s; nodes {scenario.observed['nodes']}"
+    node = next(n for n in pool.nodes() if n["metadata"]["name"] == running[0]["spec"]["nodeName"])
+    meta = node["metadata"]
+    assert meta["labels"]["node.kubernetes.io/instance-type"] in pool.allowed_types
+    for key, value in pool.pool["spec"]["template"]["metadata"]["labels"].items():
+        assert meta["labels"].get(key) == value, key
+    taints = {(t["key"], t.get("value"), t["effect"]) for t in node["spec"].get("taints", [])}
+    for t in pool.pool["spec"]["template"]["spec"]["taints"]:
+        assert (t["key"], t.get("value"), t["effect"]) in taints
+    assert parse_quantity(node["status"]["capacity"][labels.GPU_RESOURCE]) >= 1
+
+
+def test_the_pool_s_gpu_limit_stops_launches(pool: Setup, scenario: Any) -> None:
+    limit = parse_quantity(pool.pool["spec"]["limits"][labels.GPU_RESOURCE])
+    wanted = int(limit) + 4
+    scenario.observed.update(changes=pool.changes, gpu_limit=limit, replicas=wanted)
+    pool.scale(wanted)
+    timeline = Timeline()
+    stable_since, last = time.monotonic(), -1
+    deadline = time.monotonic() + LAUNCH_S + 120
+    while time.monotonic() < deadline:
+        count = len(pool.nodes())
+        timeline.add("launch", count)
+        if count != last:
+            stable_since, last = time.monotonic(), count
+        elif count > 0 and time.monotonic() - stable_since > 45:
+            break
+        time.sleep(3)
+    nodes = pool.nodes()
+    gpus = sum(parse_quantity(n["status"]["capacity"].get(labels.GPU_RESOURCE, 0)) for n in nodes)
+    pending = [p for p in pool.pods() if not p["spec"].get("nodeName")]
+    scenario.observed.update(nodes=len(nodes), node_gpus=gpus, pending_pods=len(pending), timeline=timeline.samples)
+    assert nodes, "no node launched"
+    assert gpus <= limit, f"{gpus} GPUs launched, limit {limit}"
+    assert gpus == limit, f"launches stopped at {gpus} GPUs before the limit {limit} with {len(pending)} pods pending"
+    assert len(pending) == wanted - int(limit)
+
+
+@pytest.mark.parametrize("pool", [FAST_CONSOLIDATE_AFTER], indirect=True)
+def test_when_empty_removes_the_empty_node_and_never_the_serving_one(pool: Setup, scenario: Any) -> None:
+    scenario.observed["changes"] = pool.changes
+    pool.scale(2)
+    deadline = time.monotonic() + LAUNCH_S
+    while len(pool.running()) < 2 and time.monotonic() < deadline:
+        time.sleep(3)
+    assert len(pool.running()) == 2, f"two replicas did not start: {[node_summary(n) for n in pool.nodes()]}"
+    pool.scale(1)
+    deadline = time.monotonic() + 60
+    while len(pool.pods()) > 1 and time.monotonic() < deadline:
+        time.sleep(2)
+    serving = pool.running()[0]
+    serving_node, serving_uid = serving["spec"]["nodeName"], serving["metadata"]["uid"]
+    timeline = Timeline()
+    # consolidateAfter, Karpenter's disruption loop (10 s), the node's drain and deletion, then as long again
+    watch_s = parse_quantity(FAST_CONSOLIDATE_AFTER.rstrip("s")) + 150
+    deadline = time.monotonic() + watch_s
+    removed_at = None
+    while time.monotonic() < deadline:
+        names = sorted(n["metadata"]["name"] for n in pool.nodes())
+        uids = [p["metadata"]["uid"] for p in pool.running()]
+        timeline.add("empty", {"nodes": names, "serving_pod_running": serving_uid in uids})
+        if len(names) == 1 and removed_at is None:
+            removed_at = timeline.samples[-1]["t_s"]
+        time.sleep(3)
+    final = sorted(n["metadata"]["name"] for n in pool.nodes())
+    scenario.observed.update(serving_node=serving_node, empty_node_removed_after_s=removed_at,
+                             final_nodes=final, timeline=timeline.samples)
+    assert removed_at is not None, f"the empty node was not removed within {watch_s} s"
+    assert final == [serving_node], f"nodes at the end {final}; the serving pod's node {serving_node}"
+    assert all(s["value"]["serving_pod_running"] and serving_node in s["value"]["nodes"] for s in timeline.samples), \
+        "the serving pod or its node went away"

@@ -1,0 +1,195 @@
+"""The harness's own logic, without a cluster (these run in ``make test``): the binary pins against the charts and
+the wrapper modules, build-cost parsing, the exporter's exposition, the scrape targets made from a PodMonitor, and
+what the KEDA scenarios change in the emitted objects."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import build
+from e2e.exporter import Exporter
+from e2e.prometheus import pod_target
+from e2e.scaling import FAST_WINDOW_S, Role
+from gpuscale import versions
+from gpuscale.manifests import front_door
+from gpuscale.stackfile import load_stack_file
+from gpuscale.synth.render import synth_spec
+from tests.conftest import STACKS, stack_path
+
+
+@pytest.mark.parametrize("name", list(versions.E2E_BINARIES))
+def test_each_binary_pin_is_the_version_its_chart_deploys_or_states_its_skew(name: str) -> None:
+    pin = versions.E2E_BINARIES[name]
+    if pin.deploys_as is None:
+        assert pin.skew is None
+        return
+    chart = versions.ALL_CHARTS[pin.deploys_as].version.removeprefix("v")
+    if pin.skew is None:
+        assert pin.version.removeprefix("v") == chart, f"{name} {pin.version} but the {pin.deploys_as} chart is {chart}"
+    else:
+        assert pin.version.removeprefix("v") != chart, f"{name} states a skew but equals the chart's {chart}"
+
+
+def test_the_pins_are_the_charts_versions_and_the_stacks_kubernetes_minor() -> None:
+    assert versions.E2E_KARPENTER.version == f"v{versions.KARPENTER.version}"
+    assert versions.E2E_KEDA.version == f"v{versions.KEDA.version}"
+    assert versions.E2E_LWS.skew and versions.LWS.version == "0.10.0" and versions.E2E_LWS.version == "v0.9.0"
+    k8s_minor = ".".join(versions.E2E_KUBERNETES.version.removeprefix("v").split(".")[:2])
+    assert k8s_minor == versions.DEFAULT_KUBERNETES_VERSION
+    for stack in STACKS:
+        assert load_stack_file(stack_path(stack)).environment.kubernetes_version == k8s_minor, stack
+    # the version the apiserver reports is the pinned one (Karpenter's version check reads it)
+    assert f"-X k8s.io/component-base/version.gitVersion={versions.E2E_KUBERNETES.version}" in \
+        versions.E2E_KUBERNETES.ldflags
+
+
+@pytest.mark.parametrize("name", list(versions.E2E_BINARIES))
+def test_each_wrapper_module_requires_the_pinned_version_and_builds_the_pinned_packages(name: str) -> None:
+    pin = versions.E2E_BINARIES[name]
+    build.check_wrapper(pin)
+    assert (build.wrapper(pin) / "go.sum").is_file(), "go.sum pins the hashes of every downloaded module"
+    assert not list(build.wrapper(pin).glob("*.go")), "no Go source: the upstream packages are built as tools"
+
+
+def test_a_wrapper_module_that_drifts_from_its_pin_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pin = versions.E2E_ETCD
+    (tmp_path / pin.name).mkdir()
+    text = (build.wrapper(pin) / "go.mod").read_text().replace(pin.version, "v3.7.2")
+    (tmp_path / pin.name / "go.mod").write_text(text)
+    monkeypatch.setattr(build, "WRAPPERS", tmp_path)
+    with pytest.raises(build.BuildError, match=r"requires go.etcd.io/etcd/server/v3 v3.7.2, the pin is v3.7.3"):
+        build.check_wrapper(pin)
+
+
+def test_the_cache_lives_outside_the_work_tree_keyed_by_name_and_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUSCALE_E2E_CACHE", "/var/cache/x")
+    assert build.bin_dir(versions.E2E_KEDA) == Path("/var/cache/x/keda-v2.20.2")
+    monkeypatch.delenv("GPUSCALE_E2E_CACHE")
+    assert build.bin_dir(versions.E2E_KEDA) == Path.home() / ".cache" / "gpuscale-e2e" / "keda-v2.20.2"
+
+
+def test_time_v_output_gives_cpu_wall_and_memory() -> None:
+    text = ("\tUser time (seconds): 100.50\n\tSystem time (seconds): 13.70\n"
+            "\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:04:25.5\n\tMaximum resident set size (kbytes): 467763\n")
+    cost = build.parse_time_v(text)
+    assert (cost.cpu_s, cost.wall_s, cost.max_rss_mib) == (114.2, 3865.5, 456.8)
+    with pytest.raises(build.BuildError, match="has no 'Elapsed"):
+        build.parse_time_v("nothing")
+
+
+def test_exporter_serves_vllm_names_and_labels_and_advances_counters_at_the_set_rate() -> None:
+    exporter = Exporter()
+    try:
+        exporter.pod("p0", "llama-8b")
+        exporter.update("p0", gauges={"vllm:num_requests_waiting": 3.0},
+                        counter_rates={"vllm:prompt_tokens_total": 1000.0},
+                        observe={"vllm:request_queue_time_seconds": (2.0, 0.5)})
+        exporter.pods["p0"].last -= 2.0  # two seconds pass
+        body = urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/pods/p0/metrics").read().decode()
+        lines = dict(line.rsplit(" ", 1) for line in body.splitlines() if not line.startswith("#"))
+        labels = 'model_name="llama-8b",engine="0"'
+        assert float(lines[f"vllm:num_requests_waiting{{{labels}}}"]) == 3.0
+        assert float(lines[f"vllm:prompt_tokens_total{{{labels}}}"]) == pytest.approx(2000.0, rel=0.01)
+        assert float(lines[f"vllm:request_queue_time_seconds_count{{{labels}}}"]) == pytest.approx(4.0, rel=0.01)
+        assert float(lines[f"vllm:request_queue_time_seconds_sum{{{labels}}}"]) == pytest.approx(2.0, rel=0.01)
+        exporter.door("d")
+        exporter.doors["d"].waiting = 1.0
+        door = urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/doors/d/metrics").read().decode()
+        assert f"{front_door.QUEUE_METRIC} 1.0" in door
+        with pytest.raises(KeyError, match="not a gauge"):
+            exporter.update("p0", gauges={"vllm:gpu_cache_usage_perc": 1.0})
+    finally:
+        exporter.close()
+
+
+@pytest.fixture(scope="module")
+def dev_objects() -> list[dict[str, Any]]:
+    result = synth_spec(load_stack_file(stack_path("dev")), stack="dev")
+    return [json.loads(json.dumps(obj)) for _, obj in result.kubernetes_objects()]
+
+
+def test_scrape_target_carries_what_the_podmonitor_relabelling_gives_the_series(
+        dev_objects: list[dict[str, Any]]) -> None:
+    role = Role.from_synth(dev_objects, "llama-8b", "aggregated")
+    target = pod_target("/p", role.pod_monitor, "pod-0", role.deployment["spec"]["template"]["metadata"]["labels"])
+    assert target.labels == {"namespace": "inference", "pod": "pod-0", "gpuscale_io_model": "llama-8b",
+                             "gpuscale_io_role": "aggregated"}
+    assert target.interval_s == int(role.pod_monitor["spec"]["podMetricsEndpoints"][0]["interval"].rstrip("s"))
+    # every query the ScaledObject runs selects exactly these labels
+    for t in role.spec["triggers"]:
+        if t["type"] == "prometheus" and t["name"] != front_door.TRIGGER_NAME:
+            assert 'gpuscale_io_role="aggregated"' in t["metadata"]["query"]
+
+
+def test_the_keda_scenarios_change_only_the_address_and_the_windows(dev_objects: list[dict[str, Any]]) -> None:
+    role = Role.from_synth(dev_objects, "llama-8b", "aggregated")
+    before = json.loads(json.dumps(role.scaled_object))
+    role.point_at("http://127.0.0.1:9")
+    role.shorten_windows()
+    after = role.scaled_object
+    assert all(t["metadata"]["serverAddress"] == "http://127.0.0.1:9" for t in after["spec"]["triggers"]
+               if t["type"] == "prometheus")
+    for t in after["spec"]["triggers"]:
+        t["metadata"].pop("serverAddress", None)
+    for t in before["spec"]["triggers"]:
+        t["metadata"].pop("serverAddress", None)
+    down = after["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]
+    assert down.pop("stabilizationWindowSeconds") == FAST_WINDOW_S
+    before["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"].pop(
+        "stabilizationWindowSeconds")
+    for key in ("cooldownPeriod", "initialCooldownPeriod"):
+        assert after["spec"].pop(key) == FAST_WINDOW_S
+        before["spec"].pop(key)
+    assert after == before
+    assert len(role.changes) == 4
+
+
+def test_the_pki_gives_serving_certs_for_127_0_0_1_and_an_admin_client_in_system_masters(tmp_path: Path) -> None:
+    import subprocess
+
+    from e2e import certs
+
+    pki = certs.generate(tmp_path)
+    text = subprocess.run(["openssl", "x509", "-in", str(pki.webhooks.cert), "-noout", "-text"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "IP Address:127.0.0.1" in text and "DNS:keda-operator-metrics-apiserver.keda.svc" in text
+    subject = subprocess.run(["openssl", "x509", "-in", str(pki.admin.cert), "-noout", "-subject"],
+                             capture_output=True, text=True, check=True).stdout
+    assert "O = system:masters" in subject and "CN = e2e-admin" in subject
+    verify = subprocess.run(["openssl", "verify", "-CAfile", str(pki.ca.cert), str(pki.apiserver.cert)],
+                            capture_output=True, text=True, check=False)
+    assert verify.returncode == 0, verify.stderr
+    assert oct(pki.service_account_key.stat().st_mode)[-3:] == "600"
+
+
+def test_kwok_instance_types_are_the_catalogue_s_gpu_types_with_their_gpus_and_labels() -> None:
+    from e2e.karpenter import instance_types
+    from gpuscale.spec.catalogue import CATALOGUE
+
+    types = {t["name"]: t for t in instance_types(["us-east-1b", "us-east-1a"])}
+    assert set(types) == set(CATALOGUE)
+    g6e = types["g6e.xlarge"]
+    assert g6e["resources"]["nvidia.com/gpu"] == str(CATALOGUE["g6e.xlarge"].gpus_per_node)
+    offers = {(r["values"][0], z["values"][0]) for o in g6e["offerings"]
+              for r in o["Requirements"] if r["key"] == "karpenter.sh/capacity-type"
+              for z in o["Requirements"] if z["key"] == "topology.kubernetes.io/zone"}
+    assert offers == {(c, z) for c in ("on-demand", "spot") for z in ("us-east-1a", "us-east-1b")}
+    keys = {r["key"]: r["values"] for r in g6e["offerings"][0]["Requirements"]}
+    assert keys["karpenter.k8s.aws/instance-gpu-name"] == ["l40s"]
+    assert keys["karpenter.k8s.aws/instance-family"] == ["g6e"]
+
+
+def test_to_kwok_swaps_only_the_node_class_reference(dev_objects: list[dict[str, Any]]) -> None:
+    from e2e.karpenter import NODE_CLASS, to_kwok
+
+    pool = next(o for o in dev_objects if o["kind"] == "NodePool" and "nvidia.com/gpu" in o["spec"].get("limits", {}))
+    swapped, changes = to_kwok(pool)
+    assert swapped["spec"]["template"]["spec"]["nodeClassRef"] == {
+        "group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": NODE_CLASS}
+    swapped["spec"]["template"]["spec"]["nodeClassRef"] = pool["spec"]["template"]["spec"]["nodeClassRef"]
+    assert swapped == pool and len(changes) == 1
