@@ -5,6 +5,10 @@ Flags and environment are the chart's, with addresses on 127.0.0.1 (``cmd/operat
 (``pkg/metricsservice/utils/tls.go`` reads ``ca.crt``, ``tls.crt``, ``tls.key`` from ``--cert-dir``), generated here
 instead of by the operator's cert rotation (``--enable-cert-rotation=false``, the flag's default). KEDA's admission
 webhooks are not run: they only refuse ScaledObjects, and the acceptance tier already applies every emitted one.
+
+The operator's manager watches ScaledJobs and (Cluster)CloudEventSources as well as ScaledObjects and exits when a
+kind's CRD is absent (controller-runtime's cache sync times out), so their CRDs, which gpuscale never emits objects of
+and ``../shared/crds`` does not carry, are installed from the module at the pin (``config/crd/bases/``).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.build import binary
+from e2e import acceptance
+from e2e.build import binary, data_files
 from e2e.controlplane import Controller
+from e2e.kube import load_documents
 from e2e.processes import free_port, http_ok, port_open
 from gpuscale.versions import E2E_KEDA
 
@@ -59,6 +65,9 @@ class Keda(Controller):
 
     def start(self) -> None:
         assert self.plane.kubeconfig is not None
+        crds = [d for pattern in E2E_KEDA.data for path in data_files(E2E_KEDA, pattern)
+                for d in load_documents(path) if d.get("kind") == "CustomResourceDefinition"]
+        acceptance.install_crds(self.kubectl, crds)
         certs = self._cert_dir()
         env = {"KUBECONFIG": str(self.plane.kubeconfig), "WATCH_NAMESPACE": "", "POD_NAMESPACE": NAMESPACE,
                "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE, "KEDA_HTTP_DEFAULT_TIMEOUT": "3000"}

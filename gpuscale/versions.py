@@ -311,6 +311,8 @@ E2E_KEDA = BinaryPin(
     version="v2.20.2",
     packages=("github.com/kedacore/keda/v2/cmd/operator", "github.com/kedacore/keda/v2/cmd/adapter"),
     binaries=("keda-operator", "keda-adapter"),
+    # the operator watches ScaledJobs and (Cluster)CloudEventSources too and exits when their CRDs are missing
+    data=("config/crd/bases/keda.sh_scaledjobs.yaml", "config/crd/bases/eventing.keda.sh_*.yaml"),
     deploys_as="keda",
     upstream_release="kedacore/keda v2.20.2 (68a5b502): the operator and the metrics server of the chart",
 )

@@ -93,19 +93,39 @@ def scenario(request: pytest.FixtureRequest, harness: Any, report: Any) -> Itera
     rep = request.node.stash.get(_outcome, None)
     passed = bool(rep is not None and rep.passed)
     if rep is not None and rep.failed:
-        sc.observed.setdefault("failure", str(rep.longrepr).splitlines()[-1][:2000] if rep.longrepr else "")
+        sc.observed.setdefault("failure", _failure(rep))
     sc.observed["dump"] = str(harness.dump(sc.name))
     report.record(sc.name, passed, sc.observed)
 
 
+def _failure(rep: pytest.TestReport) -> str:
+    """The exception's own message (a kubectl error's stderr, an assertion's text), not the traceback's last line,
+    which names only the file and the exception type."""
+    crash = getattr(rep.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(rep.longrepr or "")
+    return text[:4000]
+
+
+SYNTH_DIR_ENV = "GPUSCALE_E2E_SYNTH_DIR"
+"""Run the scenarios against manifests synthesised elsewhere (another commit's ``gpuscale synth --out <dir>/<stack>``):
+``<dir>/<stack>/manifests`` is read as is instead of synthesising this tree's stack."""
+
+
 @pytest.fixture(scope="session")
 def synth_dir() -> Any:
-    """``gpuscale synth --out`` of a shipped stack, once per session (``out/e2e/synth/<stack>``)."""
+    """``gpuscale synth --out`` of a shipped stack, once per session (``out/e2e/synth/<stack>``), or the manifests
+    under ``$GPUSCALE_E2E_SYNTH_DIR/<stack>`` when that is set."""
     from e2e.acceptance import synth
 
     done: dict[str, Path] = {}
+    given = os.environ.get(SYNTH_DIR_ENV)
 
     def get(stack: str) -> Path:
+        if given:
+            manifests = Path(given) / stack / "manifests"
+            if not any(manifests.glob("*.yaml")):
+                pytest.fail(f"{SYNTH_DIR_ENV}={given}: no {manifests}/*.yaml (gpuscale synth --out {given}/{stack})")
+            return manifests
         if stack not in done:
             out = REPO / "out" / "e2e" / "synth" / stack
             shutil.rmtree(out, ignore_errors=True)

@@ -20,8 +20,8 @@ from e2e.acceptance import manifest_objects
 from e2e.exporter import COUNTERS, HISTOGRAMS
 from e2e.report import Timeline
 from e2e.scaling import FAST_WINDOW_S, Role, scaled_object_status, watch
-from gpuscale import sizing
 from gpuscale.manifests import front_door
+from gpuscale.signals import vllm_metrics as vm
 
 ROLES = {
     "zero-min": ("dev", "llama-8b", "aggregated"),
@@ -55,13 +55,13 @@ def busy(harness: Any, role: Role, waiting: float) -> None:
     prompt = 800.0
     harness.exporter.update(
         role.pod_name(),
-        gauges={sizing.QUEUE_METRIC: waiting, sizing.RUNNING_METRIC: 4.0, sizing.KV_METRIC: 0.05},
-        counter_rates={sizing.PROMPT_TOKENS_METRIC: 0.5 * prompt, sizing.GENERATION_TOKENS_METRIC: 20.0},
-        observe={sizing.REQUEST_PROMPT_TOKENS_METRIC: (0.5, prompt), sizing.QUEUE_TIME_METRIC: (0.5, 0.5),
-                 sizing.ITL_METRIC: (20.0, 0.02), "vllm:time_to_first_token_seconds": (0.5, 0.3)},
+        gauges={vm.QUEUE: waiting, vm.RUNNING: 4.0, vm.KV_CACHE: 0.05},
+        counter_rates={vm.PROMPT_TOKENS: 0.5 * prompt, vm.GENERATION_TOKENS: 20.0},
+        observe={vm.REQUEST_PROMPT_TOKENS: (0.5, prompt), vm.QUEUE_TIME: (0.5, 0.5),
+                 vm.INTER_TOKEN_LATENCY: (20.0, 0.02), vm.TIME_TO_FIRST_TOKEN: (0.5, 0.3)},
     )
-    assert set(COUNTERS) >= {sizing.PROMPT_TOKENS_METRIC, sizing.GENERATION_TOKENS_METRIC}
-    assert sizing.QUEUE_TIME_METRIC in HISTOGRAMS
+    assert set(COUNTERS) >= {vm.PROMPT_TOKENS, vm.GENERATION_TOKENS}
+    assert vm.QUEUE_TIME in HISTOGRAMS
 
 
 def trigger_values(harness: Any, role: Role) -> dict[str, float | None]:

@@ -36,9 +36,10 @@ def test_a_multi_node_replica_s_group_has_the_pods_env_and_labels_its_templates_
     name, ns = lws["metadata"]["name"], lws["metadata"]["namespace"]
     size = int(lws["spec"]["leaderWorkerTemplate"]["size"])
     lws["spec"]["replicas"] = 1
-    support = [o for o in objects if (o["kind"] == "Namespace" and o["metadata"]["name"] == ns)
-               or (o["kind"] == "ServiceAccount" and o["metadata"].get("namespace") == ns)]
-    harness.kubectl.apply(support)
+    # the namespace before what lives in it: synth lists the ServiceAccounts first, and kubectl applies a List in order
+    harness.kubectl.apply([o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == ns])
+    harness.kubectl.apply([o for o in objects
+                           if o["kind"] == "ServiceAccount" and o["metadata"].get("namespace") == ns])
     harness.kubectl.apply([lws])
     scenario.observed.update(lws=name, size=size, changes=["spec.replicas 1"])
     deadline = time.monotonic() + GROUP_S
