@@ -113,9 +113,26 @@ class Role:
         prometheus.targets = [t for t in prometheus.targets if t.path not in {w.path for w in wanted}] + wanted
         prometheus.reload()
 
+    def referenced_secrets(self) -> list[dict[str, Any]]:
+        """A placeholder for each Secret key the Deployment's env reads (the Hugging Face token the user creates).
+        KEDA resolves the scale target's container env before it builds the HPA and refuses the ScaledObject when a
+        non-optional ``secretKeyRef`` is missing (``resolveEnv`` in ``pkg/scaling/resolver/scale_resolvers.go``,
+        v2.20.2), so without them no HPA would exist."""
+        keys: dict[str, set[str]] = {}
+        for c in self.deployment["spec"]["template"]["spec"].get("containers", []):
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref and not ref.get("optional"):
+                    keys.setdefault(ref["name"], set()).add(ref["key"])
+        return [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": n, "namespace": self.namespace},
+                 "stringData": dict.fromkeys(sorted(k), "e2e-placeholder")} for n, k in sorted(keys.items())]
+
     def apply(self, kubectl: Kubectl) -> None:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
-        kubectl.apply([ns, self.deployment])
+        secrets = self.referenced_secrets()
+        if secrets:
+            self.changes.append(f"placeholder Secrets the env reads: {[s['metadata']['name'] for s in secrets]}")
+        kubectl.apply([ns, *secrets, self.deployment])
         kubectl.apply([self.scaled_object])
 
     def remove(self, kubectl: Kubectl) -> None:

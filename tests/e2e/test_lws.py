@@ -9,6 +9,7 @@ import re
 import time
 from typing import Any
 
+from gpuscale.schedule.chart import priority_classes
 from gpuscale.stackfile import read_stack_config, validate_config
 from gpuscale.synth.render import synth_spec
 from tests.conftest import stack_path
@@ -31,7 +32,9 @@ def test_a_multi_node_replica_s_group_has_the_pods_env_and_labels_its_templates_
         harness: Any, scenario: Any) -> None:
     harness.ensure_lws()
     spec = validate_config(multi_node_aggregated(read_stack_config(stack_path("prod"))), "e2e")
-    objects = [o for _, o in synth_spec(spec, stack="prod").kubernetes_objects()]
+    result = synth_spec(spec, stack="prod")
+    objects = [o for _, o in result.kubernetes_objects()]
+    kai = next(c for c in result.charts() if c["chart"].endswith("kai-scheduler"))
     lws = next(o for o in objects if o["kind"] == "LeaderWorkerSet")
     name, ns = lws["metadata"]["name"], lws["metadata"]["namespace"]
     size = int(lws["spec"]["leaderWorkerTemplate"]["size"])
@@ -40,6 +43,7 @@ def test_a_multi_node_replica_s_group_has_the_pods_env_and_labels_its_templates_
     harness.kubectl.apply([o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == ns])
     harness.kubectl.apply([o for o in objects
                            if o["kind"] == "ServiceAccount" and o["metadata"].get("namespace") == ns])
+    harness.kubectl.apply(priority_classes(kai["values"]))  # the KAI chart's classes the pods name
     harness.kubectl.apply([lws])
     scenario.observed.update(lws=name, size=size, changes=["spec.replicas 1"])
     deadline = time.monotonic() + GROUP_S
