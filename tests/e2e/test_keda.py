@@ -126,7 +126,10 @@ def serving_one_above_min(harness: Any, role: Role, scenario: Any) -> tuple[Time
     scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
     start_at_min(harness, role, timeline)
     low = int(role.spec["minReplicaCount"])
-    return timeline, low, drive_to(harness, role, max(low, 1) + 1, timeline)
+    high = drive_to(harness, role, max(low, 1) + 1, timeline)
+    # from the minimum the idle case has nothing to show and a drop in the outage case is bounded by it
+    assert high > low, f"the role never rose above its minimum {low}: {timeline.samples}"
+    return timeline, low, high
 
 
 @pytest.mark.parametrize("role", list(ROLES), indirect=True)
