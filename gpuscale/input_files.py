@@ -14,6 +14,16 @@ from pathlib import Path
 
 MIB = 1024 * 1024
 
+# The files gpuscale reads back from its own earlier runs, bounded like the files users write: a directory passed as
+# --synth or --sim-dir may hold anything. Each bound is far above what the command writes for the largest shipped
+# stack (resources.json of prod ~1 MiB, a simulate --json result ~2 MiB, the goal table ~150 KiB).
+SYNTH_FILE_MAX_BYTES = 64 * MIB
+"""Largest file of a ``gpuscale synth --out`` directory read (``resources.json``, ``manifests/*.yaml``, ``charts.yaml``)."""
+SIM_RESULT_MAX_BYTES = 64 * MIB
+"""Largest ``gpuscale simulate --json`` result read (``plan --sim-dir``)."""
+GOAL_TABLE_MAX_BYTES = 16 * MIB
+"""Largest goal-table JSON read (``plan --goal-table``)."""
+
 
 class InputFileError(ValueError):
     """A file that cannot be read as input; the message names the file and what would be valid."""
@@ -89,6 +99,11 @@ def open_bounded(path: Path, limit: int, what: str) -> BoundedReader:
         os.close(fd)
         raise
     return BoundedReader(fd, path, limit, what)
+
+
+def read_text_bounded(path: Path, limit: int, what: str) -> str:
+    """``read_bounded`` decoded as UTF-8 (a ``UnicodeDecodeError``, a ``ValueError``, for other bytes)."""
+    return read_bounded(path, limit, what).decode("utf-8")
 
 
 def read_bounded(path: Path, limit: int, what: str) -> bytes:

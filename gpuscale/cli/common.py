@@ -171,12 +171,14 @@ def write_text(path: Path, text: str, option: str) -> None:
 def write_bytes(path: Path, data: bytes, option: str) -> None:
     """Write ``data`` to ``path`` whole or not at all: a hidden temporary file beside the target, fsynced, renamed over
     it, and the directory fsynced (so a crash leaves the old file or the new one). Through a symlink the link's target
-    is written and the link kept; an existing file keeps its mode, a new one gets the umask's (0666 & ~umask). The
-    temporary file is removed on every exit path (an error, Ctrl-C, ``SIGTERM``); an OS error exits 2 naming the path."""
+    is written and the link kept; an existing file keeps its mode and (where the process may set it) its owner, a new
+    one gets the umask's (0666 & ~umask). A file with other hard links is rewritten in place instead (see
+    ``_overwrite_linked``), since a rename would leave the other names on the old bytes. The temporary file is removed
+    on every exit path (an error, Ctrl-C, ``SIGTERM``); an OS error exits 2 naming the path."""
     target = Path(os.path.realpath(path))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        before = target.stat() if target.exists() else None
         with _signals_raise():
             # signals wait while the temporary file is created, so none can leave it behind unnamed
             previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
@@ -184,12 +186,16 @@ def write_bytes(path: Path, data: bytes, option: str) -> None:
             try:
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
                 with tmp.open("wb") as fh:
-                    if mode is not None:
-                        os.fchmod(fh.fileno(), mode)
+                    if before is not None:
+                        _keep_mode_and_owner(fh.fileno(), before)
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
-                os.replace(tmp, target)
+                if before is not None and before.st_nlink > 1:
+                    _overwrite_linked(target, data)
+                    tmp.unlink()
+                else:
+                    os.replace(tmp, target)
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
@@ -199,6 +205,52 @@ def write_bytes(path: Path, data: bytes, option: str) -> None:
     except KeyboardInterrupt:
         say(f"interrupted: {path} was not written (nothing changed)", stderr=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _keep_mode_and_owner(fd: int, before: os.stat_result) -> None:
+    """The new file takes the old one's mode, and its owner and group when they differ from the writer's and the
+    process may give them (root, or a group the user belongs to); otherwise the rename would hand the file to whoever
+    ran the command. ``fchown`` to a foreign owner fails with EPERM for a normal user: then the file stays the
+    writer's, which is what any editor's save does."""
+    os.fchmod(fd, stat.S_IMODE(before.st_mode))
+    if (before.st_uid, before.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    try:
+        os.fchown(fd, before.st_uid, before.st_gid)
+    except PermissionError:
+        try:
+            os.fchown(fd, -1, before.st_gid)
+        except PermissionError:
+            return  # neither may be given away by this user: the documented editor behaviour above
+    os.fchmod(fd, stat.S_IMODE(before.st_mode))  # chown clears setuid/setgid bits; put the mode back
+
+
+def _overwrite_linked(target: Path, data: bytes) -> None:
+    """Rewrite a hard-linked file in place, so every name of the inode sees the new bytes. Not atomic as a rename is,
+    so the old bytes are kept in memory and written back if the rewrite fails or is interrupted part way (the new
+    bytes are already safe in the fsynced temporary file, which the caller removes only afterwards)."""
+    old = target.read_bytes()
+    fd = os.open(target, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        try:
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+        except BaseException:
+            os.lseek(fd, 0, os.SEEK_SET)
+            _write_all(fd, old)
+            os.ftruncate(fd, len(old))
+            os.fsync(fd)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 _INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})

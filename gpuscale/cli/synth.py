@@ -22,6 +22,7 @@ from gpuscale.cli.common import (
     spec_from_options,
     warn,
 )
+from gpuscale.input_files import SYNTH_FILE_MAX_BYTES, read_text_bounded
 from gpuscale.policy.rules import check_resources
 from gpuscale.problems import Problems
 from gpuscale.stackfile import format_errors
@@ -77,7 +78,7 @@ def _refuse_foreign_dir(out: Path | None) -> None:
         return
     marker = out / RESOURCES_FILE
     try:
-        is_synth = json.loads(marker.read_text(encoding="utf-8")).get("format") == FORMAT
+        is_synth = json.loads(read_text_bounded(marker, SYNTH_FILE_MAX_BYTES, "a synth resources.json")).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         is_synth = False
     if not is_synth:

@@ -19,11 +19,13 @@ from gpuscale.cli.common import (
     say,
     source_of,
     spec_from_options,
+    warn,
     write_text,
 )
 from gpuscale.problems import NAMESPACE
 from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stack_warnings import stack_warnings
 
 
 def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
@@ -47,6 +49,8 @@ def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     console.print(role_table(sizing))
     if any(m.front_door is not None for m in sizing.models):
         console.print(front_door_table(sizing))
+    for warning in stack_warnings(spec, sizing):
+        warn(warning)
     say("valid", style="green")
 
 
@@ -82,7 +86,8 @@ def role_table(sizing: PlatformSizing) -> Table:
 def front_door_table(sizing: PlatformSizing) -> Table:
     t = Table(title="Front door (holds requests while the model wakes from zero)")
     for col in ("model", "first answer from zero s", "request timeout s", "stage to speed up", "hold limit s",
-                "queue bound", "held per replica", "Retry-After s", "idle window s"):
+                "queue bound", "held per replica", "Retry-After s (503, from zero)", "Retry-After s (429, saturated)",
+                "idle window s"):
         t.add_column(col, justify="left" if col in ("model", "stage to speed up") else "right")
     for m in sizing.models:
         d = m.front_door
@@ -91,7 +96,7 @@ def front_door_table(sizing: PlatformSizing) -> Table:
         fa = d.first_answer
         t.add_row(m.model, f"{fa.total_s:.0f}", f"{fa.request_timeout_s:g}", f"{fa.slowest_stage}: {fa.speed_up}",
                   str(d.hold_limit_s), f"{d.queue_bound:,}", f"{d.per_replica:,}", str(d.retry_after_s),
-                  str(d.idle_window_s))
+                  str(d.retry_after_saturated_s), str(d.idle_window_s))
     return t
 
 

@@ -15,6 +15,7 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
 from gpuscale.spec.topology import GpuNodePoolSpec
+from gpuscale.stack_warnings import stack_warnings
 
 
 class PoolRow(Spec):
@@ -213,6 +214,7 @@ class FrontDoorRow(Spec):
     queue_bound: int
     per_replica: int
     retry_after_s: int
+    retry_after_saturated_s: int
     idle_window_s: int
     fastest_cold_start_s: float
     """The cold start with the fastest choice the stack allows at each stage."""
@@ -269,6 +271,8 @@ class PlanContext(Spec):
     cold_starts: list[ColdStartRow]
     front_doors: list[FrontDoorRow]
     checklist: list[CheckRow]
+    warnings: list[str]
+    """What synth will log as ``warning:`` for this stack (``gpuscale.stack_warnings``)."""
     namespaces: list[str]
     leaf_queues: list[str]
     prometheus_url: str
@@ -411,6 +415,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
                 first_token_s=fa.first_token_s, request_timeout_s=fa.request_timeout_s,
                 speed_up=f"{fa.slowest_stage.replace('_', ' ')}: {fa.speed_up}", hold_limit_s=d.hold_limit_s,
                 queue_bound=d.queue_bound, per_replica=d.per_replica, retry_after_s=d.retry_after_s,
+                retry_after_saturated_s=d.retry_after_saturated_s,
                 idle_window_s=d.idle_window_s, fastest_cold_start_s=round(fast.total_s, 1),
             ))
         colds.append(ColdStartRow(
@@ -433,7 +438,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         node_ready_s=f"{prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g}", pools=pools, models=models, slos=slos,
         workloads=workloads, queues=queues, queue_mermaid="\n".join(mermaid),
         topology_levels=[f"{lv.node_label}" + (f" ({lv.alias})" if lv.alias else "") for lv in topo.levels],
-        sizing=sizing.models, gangs=gangs, reservations=[row for p in topo.gpu_pools for row in _reservation_rows(p)], trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist,
+        sizing=sizing.models, gangs=gangs, reservations=[row for p in topo.gpu_pools for row in _reservation_rows(p)], trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist, warnings=stack_warnings(spec, sizing),
         namespaces=sorted({m.serving.namespace for m in spec.models}), leaf_queues=spec.leaf_queue_names(), prometheus_url=spec.observability.prometheus_url,
         dump_command=KUBECTL_COMMAND,
     )

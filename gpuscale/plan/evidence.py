@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gpuscale.input_files import SIM_RESULT_MAX_BYTES, SYNTH_FILE_MAX_BYTES, read_text_bounded
 from gpuscale.plan.goal_table import GoalTable
 from gpuscale.problems import Refusal
 from gpuscale.schedule.report import ScheduleReport, shorten
@@ -221,7 +222,7 @@ def run_simulations(
 def load_result(path: Path) -> ScenarioResult:
     """A ``gpuscale simulate --json`` result; ``EvidenceError`` naming the file when it is not one."""
     try:
-        return ScenarioResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return ScenarioResult.model_validate(json.loads(read_text_bounded(path, SIM_RESULT_MAX_BYTES, "a simulate result")))
     except (OSError, ValueError, RecursionError) as exc:  # ValidationError and JSON/UTF-8 errors are ValueErrors
         reason = f"{exc.error_count()} field(s) do not match" if isinstance(exc, ValidationError) else str(exc)
         raise EvidenceError(
@@ -244,7 +245,7 @@ def manifests_from_synth_dir(path: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for f in sorted((path / "manifests").glob("*.yaml")):
         try:
-            docs = list(yaml.safe_load_all(f.read_text(encoding="utf-8")))
+            docs = list(yaml.safe_load_all(read_text_bounded(f, SYNTH_FILE_MAX_BYTES, "a synth manifest")))
         except (OSError, ValueError, yaml.YAMLError, RecursionError) as exc:
             raise EvidenceError(
                 f"{f}: not a manifest written by `gpuscale synth` ({exc}); re-run the synth or drop --synth"

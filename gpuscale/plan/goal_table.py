@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gpuscale.input_files import GOAL_TABLE_MAX_BYTES, InputFileError, read_text_bounded
 from gpuscale.problems import Refusal
 
 
@@ -109,7 +110,7 @@ class GoalTableError(Refusal):
 
 def load_goal_table(path: Path) -> GoalTable:
     try:
-        return GoalTable.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return GoalTable.model_validate(json.loads(read_text_bounded(path, GOAL_TABLE_MAX_BYTES, "a goal table")))
     except OSError as exc:
         raise GoalTableError(f"--goal-table {path}: cannot read it ({exc.strerror or exc})") from exc
     except json.JSONDecodeError as exc:
@@ -120,3 +121,7 @@ def load_goal_table(path: Path) -> GoalTable:
         raise GoalTableError(
             f"--goal-table {path}: not a bench/goal_table.py result ({where}: {first['msg']})"
         ) from exc
+    except InputFileError as exc:  # not a regular file, or larger than the bound
+        raise GoalTableError(f"--goal-table {exc}") from exc
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise GoalTableError(f"--goal-table {path}: not a bench/goal_table.py result ({exc})") from exc

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from gpuscale.input_files import SYNTH_FILE_MAX_BYTES, read_text_bounded
 from gpuscale.schedule.replay import Verdict, replay
 from gpuscale.schedule.report import ScheduleReport, build_report
 from gpuscale.schedule.snapshot import ReplicaLevel, RoleKey, Snapshot, SnapshotError, build_snapshot, replica_targets
@@ -45,7 +46,7 @@ def charts_from_synth_dir(synth_dir: Path) -> list[dict[str, Any]]:
     when it is missing or unreadable."""
     path = synth_dir / "charts.yaml"
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.safe_load(read_text_bounded(path, SYNTH_FILE_MAX_BYTES, "a synth charts.yaml"))
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise SnapshotError(f"{path}: no chart list from `gpuscale synth` ({exc})") from None
     charts = doc.get("charts", []) if isinstance(doc, dict) else []

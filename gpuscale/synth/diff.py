@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuscale import labels
+from gpuscale.input_files import SYNTH_FILE_MAX_BYTES, read_text_bounded
 from gpuscale.policy.rules import (
     EC2NODECLASS,
     HPA_TYPES,
@@ -168,7 +169,7 @@ def load_synth(path: Path) -> Synth:
     if not file.is_file():
         raise NotASynthDirError(path, f"no {RESOURCES_FILE}")
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
+        doc = json.loads(read_text_bounded(file, SYNTH_FILE_MAX_BYTES, "a synth resources.json"))
     except (OSError, ValueError, RecursionError) as exc:
         raise NotASynthDirError(path, f"{RESOURCES_FILE} is not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("resources"), list):

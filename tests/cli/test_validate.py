@@ -48,7 +48,7 @@ def test_validate_prints_the_front_door_numbers_of_a_model_at_zero() -> None:
     cells = [c.strip() for c in row.strip("│").split("│")]
     assert cells[1:3] == [f"{door.first_answer.total_s:.0f}", f"{door.first_answer.request_timeout_s:g}"]
     assert cells[4:] == [str(door.hold_limit_s), f"{door.queue_bound:,}", f"{door.per_replica:,}",
-                         str(door.retry_after_s), str(door.idle_window_s)]
+                         str(door.retry_after_s), str(door.retry_after_saturated_s), str(door.idle_window_s)]
     # prod keeps warm replicas everywhere: no door, no table
     prod = runner.invoke(app, ["validate", "--stack-file", str(stack_path("prod"))], terminal_width=400)
     assert "Front door" not in prod.output

@@ -67,3 +67,48 @@ def test_a_failed_or_interrupted_write_leaves_the_old_file_and_no_temporary(
     assert exit_.value.exit_code == (common.EXIT_INTERRUPTED if isinstance(failure, KeyboardInterrupt) else common.EXIT_INVALID)
     assert target.read_bytes() == b"before\n"
     assert _hidden(tmp_path) == []
+
+
+def test_a_hard_linked_file_is_rewritten_in_place_so_every_name_sees_the_new_bytes(tmp_path: Path) -> None:
+    first = tmp_path / "Pulumi.prod.yaml"
+    first.write_bytes(b"old\n")
+    other = tmp_path / "shared" / "prod.yaml"
+    other.parent.mkdir()
+    os.link(first, other)
+    inode = first.stat().st_ino
+    common.write_bytes(first, b"new\n", "--stack-file")
+    assert first.stat().st_ino == inode and first.stat().st_nlink == 2
+    assert other.read_bytes() == b"new\n"
+    assert _hidden(tmp_path) == []
+
+
+def test_a_failed_in_place_rewrite_puts_the_old_bytes_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = tmp_path / "a.yaml"
+    first.write_bytes(b"the old content\n")
+    os.link(first, tmp_path / "b.yaml")
+    real_ftruncate = os.ftruncate
+    calls = {"n": 0}
+
+    def failing_once(fd: int, length: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(28, "No space left on device")
+        real_ftruncate(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", failing_once)
+    with pytest.raises(typer.Exit) as exited:
+        common.write_bytes(first, b"new\n", "--stack-file")
+    assert exited.value.exit_code == 2
+    assert (tmp_path / "b.yaml").read_bytes() == b"the old content\n" and _hidden(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another owner needs root")
+def test_an_existing_file_keeps_its_owner_and_group(tmp_path: Path) -> None:
+    target = tmp_path / "stack.yaml"
+    target.write_bytes(b"a: 1\n")
+    os.chown(target, 4321, 4322)
+    target.chmod(0o2640)  # setgid, which chown clears, must come back
+    common.write_bytes(target, b"a: 2\n", "--stack-file")
+    st = target.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (4321, 4322, 0o2640)
+    assert target.read_bytes() == b"a: 2\n"

@@ -111,7 +111,7 @@ def test_a_bad_goal_table_is_refused_naming_the_problem(tmp_path: Path, content:
     path.write_text(content)
     with pytest.raises(GoalTableError, match=says):
         load_goal_table(path)
-    with pytest.raises(GoalTableError, match="cannot read it"):
+    with pytest.raises(GoalTableError, match="not found"):
         load_goal_table(tmp_path / "missing.json")
 
 

@@ -196,3 +196,16 @@ def test_dev_plan_snapshot(rendered: dict[str, tuple[str, Evidence]], snapshot: 
     # the document's shape on short simulations; `make plan-check` (run by CI) holds the committed full-length plan
     # to what `make plan` writes today
     assert rendered["dev"][0] == snapshot
+
+
+def test_the_plan_lists_what_synth_will_warn_about(rendered: dict[str, tuple[str, Evidence]],
+                                                   stack_specs: dict[str, PlatformSpec]) -> None:
+    from gpuscale.sizing import size_platform
+    from gpuscale.stack_warnings import stack_warnings
+
+    prod = stack_warnings(stack_specs["prod"], size_platform(stack_specs["prod"]))
+    assert any("runs on EFA with the stock image" in w for w in prod)
+    for w in prod:
+        assert f"- {w}\n" in rendered["prod"][0]
+    assert stack_warnings(stack_specs["dev"], size_platform(stack_specs["dev"])) == []
+    assert "Warnings (`gpuscale validate`" not in rendered["dev"][0]
