@@ -37,6 +37,12 @@ def _sel_text(sel: tuple[Matcher, ...]) -> str:
     return ",".join(f'{k}{op}"{v}"' for k, op, v in sel)
 
 
+def hpa_name(model: str, role: Role, backend: str) -> str:
+    """The HPA that scales the role: KEDA's ``keda-hpa-<ScaledObject>``, or gpuscale's own (backend ``hpa``)."""
+    return (m.KEDA_HPA_PREFIX + autoscaling.scaled_object_name(model, role) if backend == "keda"
+            else workload_name(model, role))
+
+
 class RoleContext:
     """What every alert of one role reads: the model, its sizing, the role's sizing and selector, and labels."""
 
@@ -51,11 +57,46 @@ class RoleContext:
         self.labels = {"model": self.model.name, "role": role, "namespace": self.namespace}
         self.prefix = f"{camel(self.model.name)}{camel(role)}"
         """Alert names carry model and role: one alert per model and role in Alertmanager's grouping."""
+        self.pods = f'namespace="{self.namespace}",pod=~"{workload_name(self.model.name, role)}-.+"'
+        """kube-state-metrics' series of the role's pods (their names start with the workload's)."""
+        self.hpa = hpa_name(self.model.name, role, self.model.autoscaling.backend)
 
     def rule(self, name: str, *, expr: str, for_s: int, severity: Severity, summary: str, description: str,
              runbook: str, thresholds: Mapping[str, float]) -> AlertRule:
         return AlertRule(alert=f"{self.prefix}{name}", labels=self.labels, expr=expr, for_s=for_s, severity=severity,
                          summary=summary, description=description, runbook=runbook, thresholds=dict(thresholds))
+
+
+def kv_signal(ctx: RoleContext) -> VllmGauge:
+    """The role's KV signal (decode and aggregated roles scale on it), or the same gauge at the KV ceiling."""
+    kv = next((s for s in ctx.rs.signals if isinstance(s, VllmGauge) and s.metric == vllm_metrics.KV_CACHE), None)
+    return kv or VllmGauge(metric=vllm_metrics.KV_CACHE, target=sizing_mod.KV_TARGET_UTILISATION, why="")
+
+
+def kv_per_replica(ctx: RoleContext) -> str:
+    """Mean KV use per replica: the KV signal's own query over the role's pods, divided by the pods reporting."""
+    return f"({kv_signal(ctx).expr(ctx.sel).render()}) / count({vllm_metrics.KV_CACHE}{{{_sel_text(ctx.sel)}}})"
+
+
+def hpa_series(ctx: RoleContext, metric: str) -> str:
+    return f'{metric}{{namespace="{ctx.namespace}",horizontalpodautoscaler="{ctx.hpa}"}}'
+
+
+def desired_replicas(ctx: RoleContext) -> str:
+    """The replicas the role's HPA wants (KEDA's HPA with backend keda)."""
+    return hpa_series(ctx, m.KSM_HPA_DESIRED)
+
+
+def ready_replicas(ctx: RoleContext) -> str:
+    """Ready replicas: the role's Ready pods over the pods of one replica (a LeaderWorkerSet group has several)."""
+    ready = f'sum({m.KSM_POD_READY}{{{ctx.pods},condition="true"}})'
+    return ready if ctx.ms.shape.pods == 1 else f"{ready} / {ctx.ms.shape.pods}"
+
+
+def unready_pod_age(ctx: RoleContext) -> str:
+    """Seconds since creation of each of the role's pods that is not Ready yet (none once all are Ready)."""
+    return (f"(time() - {m.KSM_POD_CREATED}{{{ctx.pods}}}) "
+            f'and on(namespace, pod) ({m.KSM_POD_READY}{{{ctx.pods},condition="true"}} == 0)')
 
 
 def latency_burn(ctx: RoleContext, histogram: str, target_s: float, target_field: str) -> list[AlertRule]:
@@ -91,10 +132,8 @@ def latency_burn(ctx: RoleContext, histogram: str, target_s: float, target_field
 def kv_saturated(ctx: RoleContext) -> list[AlertRule]:
     """The role's mean KV use per replica (what its KV signal's trigger compares with its target) above the highest
     target sizing allows, for longer than a new replica takes to come up: scaling is not relieving it."""
-    kv = next((s for s in ctx.rs.signals if isinstance(s, VllmGauge) and s.metric == vllm_metrics.KV_CACHE), None)
-    signal = kv or VllmGauge(metric=vllm_metrics.KV_CACHE, target=sizing_mod.KV_TARGET_UTILISATION, why="")
     ceiling = sizing_mod.KV_TARGET_UTILISATION
-    per_replica = f"({signal.expr(ctx.sel).render()}) / count({vllm_metrics.KV_CACHE}{{{_sel_text(ctx.sel)}}})"
+    per_replica = kv_per_replica(ctx)
     cold = ctx.ms.cold_start.total_s
     return [ctx.rule(
         "KvCacheSaturated",
@@ -113,12 +152,10 @@ def kv_saturated(ctx: RoleContext) -> list[AlertRule]:
 def cold_start_slow(ctx: RoleContext) -> list[AlertRule]:
     """A pod of the role not Ready longer after its creation than the sized cold start, stage by stage."""
     cold = ctx.ms.cold_start.total_s
-    pods = f'namespace="{ctx.namespace}",pod=~"{workload_name(ctx.model.name, ctx.role)}-.+"'
     stages = ", ".join(f"{name} {s:.0f} s" for name, s in ctx.ms.cold_start.stages())
     return [ctx.rule(
         "ColdStartSlow",
-        expr=(f"(time() - {m.KSM_POD_CREATED}{{{pods}}}) > {cold:.6g} "
-              f'and on(namespace, pod) ({m.KSM_POD_READY}{{{pods},condition="true"}} == 0)'),
+        expr=f"({unready_pod_age(ctx)}) > {cold:.6g}",
         for_s=0, severity="warning",
         summary=f"{ctx.model.name}/{ctx.role}: a replica is not Ready {cold:.0f} s after creation (the sized cold start)",
         description=f"Sized stage by stage: {stages}. The pod is slower than that; find the stage that is late.",
@@ -175,12 +212,10 @@ def pinned_at_max(ctx: RoleContext) -> list[AlertRule]:
     rs = ctx.rs
     if rs.max_replicas <= rs.min_replicas:
         return []  # min == max: always "at max" by construction
-    hpa = (m.KEDA_HPA_PREFIX + autoscaling.scaled_object_name(ctx.model.name, ctx.role)
-           if ctx.model.autoscaling.backend == "keda" else workload_name(ctx.model.name, ctx.role))
     hold = max(rs.scale_down_stabilization_s, 60)
     return [ctx.rule(
         "ReplicasPinnedAtMax",
-        expr=f'{m.KSM_HPA_DESIRED}{{namespace="{ctx.namespace}",horizontalpodautoscaler="{hpa}"}} >= {rs.max_replicas}',
+        expr=f"{desired_replicas(ctx)} >= {rs.max_replicas}",
         for_s=hold, severity="warning",
         summary=f"{ctx.model.name}/{ctx.role}: at max_replicas {rs.max_replicas} for {hold} s",
         description=(f"The autoscaler wants {rs.max_replicas} replicas or more ({rs.max_replicas_why or 'max_replicas'}) "
