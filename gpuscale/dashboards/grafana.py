@@ -9,7 +9,7 @@ datasource ``{"type": "prometheus", "uid": "${datasource}"}``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -18,8 +18,9 @@ from gpuscale.spec.base import Spec
 SCHEMA_VERSION = 39
 """The ``schemaVersion`` of the chart's own dashboards at 88.0.0 (33 of its 35; Grafana migrates older ones on load)."""
 DATASOURCE_VARIABLE = "datasource"
-DATASOURCE = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
-"""Every query reads the Prometheus the ``datasource`` variable selects (the chart's is ``uid: prometheus``)."""
+DATASOURCE: Final = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
+"""Every query reads the Prometheus the ``datasource`` variable selects (the chart's is ``uid: prometheus``); each body
+gets its own copy, so editing one emitted panel never changes another."""
 GRID_COLUMNS = 24
 """Grafana's grid is 24 columns wide."""
 PANEL_HEIGHT = 8
@@ -98,7 +99,7 @@ class Panel(Spec):
             "id": panel_id,
             "title": self.title,
             "description": self.description,
-            "datasource": DATASOURCE,
+            "datasource": dict(DATASOURCE),
             "gridPos": self.grid.model_dump(),
             "fieldConfig": {
                 "defaults": {
@@ -111,7 +112,7 @@ class Panel(Spec):
             },
             "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
                         "tooltip": {"mode": "multi"}},
-            "targets": [{"datasource": DATASOURCE, "refId": chr(ord("A") + i), "expr": q.expr, "legendFormat": q.legend}
+            "targets": [{"datasource": dict(DATASOURCE), "refId": chr(ord("A") + i), "expr": q.expr, "legendFormat": q.legend}
                         for i, q in enumerate(self.series())],
         }
 

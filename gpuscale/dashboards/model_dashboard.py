@@ -60,7 +60,7 @@ def signal_panel(layout: Layout, ctx: RoleContext, sig: Signal) -> None:
     (the SLO guard): against the target itself."""
     query = Query(expr=autoscaling.signal_query(sig, ctx.namespace, ctx.model.name, ctx.role),
                   legend=sig.trigger_name, source=trigger_source(ctx, sig.trigger_name))
-    target = Threshold(value=sig.target, label=f"target {sig.target:g}", field=f"signal.{sig.kind}.target",
+    target = Threshold(value=sig.target, label=f"target {sig.target:g}", field=f"signals[{sig.trigger_name}].target",
                        per_replica=sig.metric_type == "AverageValue")
     layout.add(f"{ctx.role}: {sig.label}", [query], [target], unit="s" if sig.metric_type == "Value" else "short",
                description=sig.why, per_replica=hpa_series(ctx, m.KSM_HPA_CURRENT))
@@ -96,7 +96,7 @@ def kv_panel(layout: Layout, ctx: RoleContext) -> None:
     kv = kv_signal(ctx)
     lines = [Threshold(value=sizing_mod.KV_TARGET_UTILISATION, label="KV ceiling", field="sizing.KV_TARGET_UTILISATION")]
     if kv in ctx.rs.signals and kv.target != sizing_mod.KV_TARGET_UTILISATION:
-        lines.append(Threshold(value=kv.target, label=f"KV target {kv.target:g}", field="signal.gauge.target"))
+        lines.append(Threshold(value=kv.target, label=f"KV target {kv.target:g}", field=f"signals[{kv.trigger_name}].target"))
     layout.add(f"{ctx.role}: KV cache use per replica",
                [Query(expr=kv_per_replica(ctx), legend="KV use", source=f"alert:{ctx.prefix}KvCacheSaturated")],
                lines, unit="percentunit")
