@@ -11,6 +11,7 @@ import math
 
 from gpuscale.alerts import exporter_metrics as m
 from gpuscale.alerts.rule import AlertRule, camel, doctor_runbook, plan_runbook
+from gpuscale.manifests import autoscaling
 from gpuscale.manifests.vllm import workload_name
 from gpuscale.sizing import GpuBound, PlatformSizing, gpu_bounds
 from gpuscale.spec.base import duration_seconds
@@ -144,9 +145,30 @@ def gpu_health() -> list[AlertRule]:
     ]
 
 
+def custom_metrics_api(spec: PlatformSpec) -> list[AlertRule]:
+    """The API server's aggregator marks prometheus-adapter's APIService unavailable: every HPA of backend ``hpa``
+    fails to read its metrics at once (each also raises its own ``AutoscalerInputFailing``)."""
+    if not autoscaling.needs_prometheus_adapter(spec):
+        return []
+    failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
+    return [AlertRule(
+        alert="CustomMetricsApiUnavailable",
+        expr=f'max({m.AGGREGATOR_UNAVAILABLE}{{name="{m.CUSTOM_METRICS_APISERVICE}"}}) == 1',
+        for_s=failures * m.HPA_SYNC_PERIOD_S, severity="critical", labels={"apiservice": m.CUSTOM_METRICS_APISERVICE},
+        summary=f"The custom metrics API ({m.CUSTOM_METRICS_APISERVICE}, prometheus-adapter) is unavailable",
+        description=(f"For {failures * m.HPA_SYNC_PERIOD_S} s ({failures} HPA syncs) the API server has marked the "
+                     "APIService unavailable: no HPA of backend hpa can read its metrics and each holds its count."),
+        runbook=plan_runbook("replicas", f"kubectl get apiservice {m.CUSTOM_METRICS_APISERVICE} -o yaml; the "
+                             "prometheus-adapter pods' logs"),
+        thresholds={"autoscaling.FALLBACK_FAILURE_THRESHOLD": failures,
+                    "exporter_metrics.HPA_SYNC_PERIOD_S": m.HPA_SYNC_PERIOD_S},
+    )]
+
+
 def platform_rules(spec: PlatformSpec, sizing: PlatformSizing) -> list[AlertRule]:
     bounds = gpu_bounds(spec)
     return [
+        *custom_metrics_api(spec),
         *(pool_at_limit(spec, sizing, b) for b in bounds if b.kind == "pool_gpu_limit"),
         *(queue_at_bound(spec, sizing, b) for b in bounds if b.kind != "pool_gpu_limit"),
         *drain_past_window(spec),

@@ -17,7 +17,7 @@ from gpuscale.alerts.rule import AlertRule, Severity, camel, plan_runbook
 from gpuscale.manifests import autoscaling
 from gpuscale.manifests.vllm import workload_name
 from gpuscale.signals import vllm_metrics
-from gpuscale.signals.base import ROLES
+from gpuscale.signals.base import RATE_WINDOW, ROLES, SingleMetric, adapter_metric_name
 from gpuscale.signals.gauge import VllmGauge
 from gpuscale.signals.promql import Matcher
 from gpuscale.sizing import ModelSizing, RoleSizing
@@ -165,10 +165,84 @@ def cold_start_slow(ctx: RoleContext) -> list[AlertRule]:
 
 
 def autoscaler_input(ctx: RoleContext) -> list[AlertRule]:
+    return keda_input(ctx) if ctx.model.autoscaling.backend == "keda" else hpa_input(ctx)
+
+
+def _adapter_series(ctx: RoleContext, sig: SingleMetric) -> str:
+    """The per-pod series prometheus-adapter's rule for the signal reads (``autoscaling.adapter_rules``: the gauge,
+    or the counter's ``rate()`` over the signals' window), over the role's pods."""
+    series = f"{sig.metric}{{{_sel_text(ctx.sel)}}}"
+    return f"rate({series}[{RATE_WINDOW}])" if sig.kind == "rate" else series
+
+
+def hpa_input(ctx: RoleContext) -> list[AlertRule]:
+    """Backend ``hpa``: the HPA reads each signal through prometheus-adapter's custom metrics API. prometheus-adapter
+    v0.12.0 exposes no per-metric error counter (its only own metric is
+    ``prometheus_adapter_prometheus_client_request_duration_seconds``, ``pkg/client/metrics/metrics.go`` L38-47), so
+    what fails is read where it shows: the HPA's ``ScalingActive`` condition (kube-state-metrics), the adapter's
+    inputs turned NaN, and Ready pods without a series (the adapter skips a pod with no value,
+    ``pkg/custom-provider/provider.go`` ``metricsFor`` L124-127, and the HPA then counts it at 0 when scaling up, at
+    the target when scaling down, Kubernetes v1.36.3 ``pkg/controller/podautoscaler/replica_calculator.go`` L226-236:
+    the role follows its load late)."""
+    signals = [sig for sig in ctx.rs.signals if isinstance(sig, SingleMetric)]
+    failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
+    sync = m.HPA_SYNC_PERIOD_S
+    window = max((failures + 1) * sync, 4 * ctx.spec.observability.scrape_interval_s)
+    names = ", ".join(adapter_metric_name(s.metric, s.kind) for s in signals)
+    thresholds = {"autoscaling.FALLBACK_FAILURE_THRESHOLD": failures, "exporter_metrics.HPA_SYNC_PERIOD_S": sync}
+    condition = (f'{m.KSM_HPA_CONDITION}{{namespace="{ctx.namespace}",horizontalpodautoscaler="{ctx.hpa}",'
+                 f'condition="{m.HPA_SCALING_ACTIVE}",status="false"}}')
+    nan = " or ".join(f"({x} != {x})" for x in (_adapter_series(ctx, s) for s in signals))
+    ready = f'({m.KSM_POD_READY}{{{ctx.pods},condition="true"}} == 1)'
+    stale = " or ".join(f"({ready} unless on(namespace, pod) {s.metric}{{{_sel_text(ctx.sel)}}})" for s in signals)
+    return [
+        ctx.rule(
+            "AutoscalerInputFailing",
+            expr=f"{condition} == 1",
+            for_s=failures * sync, severity="critical",
+            summary=f"{ctx.model.name}/{ctx.role}: HPA {ctx.hpa} cannot read its custom metrics; it holds the replica count",
+            description=(
+                f"ScalingActive has been False for {failures * sync} s ({failures} syncs of {sync} s): the custom "
+                f"metrics API (prometheus-adapter) answered no value for {names}, for all of them or for one while the "
+                "others would scale down. kubectl describe hpa names the reason (FailedGetPodsMetric: the adapter or "
+                "Prometheus; ScalingDisabled: the workload was scaled to 0 by hand)."
+            ),
+            runbook=plan_runbook("replicas", "kubectl get apiservice v1beta1.custom.metrics.k8s.io; kubectl get --raw "
+                                 f"/apis/custom.metrics.k8s.io/v1beta1/namespaces/{ctx.namespace}/pods/*/<metric>"),
+            thresholds=thresholds,
+        ),
+        ctx.rule(
+            "AutoscalerInputNaN",
+            expr=nan,
+            for_s=failures * sync, severity="critical",
+            summary=f"{ctx.model.name}/{ctx.role}: a metric the HPA reads is NaN, which prometheus-adapter serves as 0",
+            description=(
+                f"A pod's series behind {names} has read NaN for {failures * sync} s. prometheus-adapter v0.12.0 "
+                "turns NaN into 0 without an error (pkg/custom-provider/provider.go L89-92), so the HPA sees an "
+                "idle pod and may scale the role down while it is loaded."
+            ),
+            runbook=plan_runbook("replicas"),
+            thresholds=thresholds,
+        ),
+        ctx.rule(
+            "AutoscalerInputStale",
+            expr=stale,
+            for_s=window, severity="warning",
+            summary=f"{ctx.model.name}/{ctx.role}: a Ready pod has no series for a metric its HPA reads",
+            description=(
+                f"For {window} s a Ready pod of the role has had no series of {names} (its scrape fails or the "
+                "PodMonitor misses it). prometheus-adapter leaves the pod out of its answer and the HPA counts it "
+                "at 0 when scaling up: the role scales up late."
+            ),
+            runbook=plan_runbook("replicas", "Check the pod's scrape target in Prometheus (Status > Targets)"),
+            thresholds={**thresholds, "observability.scrape_interval_s": ctx.spec.observability.scrape_interval_s},
+        ),
+    ]
+
+
+def keda_input(ctx: RoleContext) -> list[AlertRule]:
     """KEDA cannot read a trigger (errors or an empty answer) or reads NaN: the fallback holds the replica count, so
-    the role no longer follows its load. Only for backend keda (prometheus-adapter exposes no per-trigger errors)."""
-    if ctx.model.autoscaling.backend != "keda":
-        return []
+    the role no longer follows its load."""
     so = autoscaling.scaled_object_name(ctx.model.name, ctx.role)
     poll = ctx.rs.polling_interval_s
     failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
