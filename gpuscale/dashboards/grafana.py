@@ -68,6 +68,9 @@ class Panel(Spec):
     description: str = ""
     replicas: str = ""
     """The replica count a per-replica threshold is multiplied by (a PromQL expression)."""
+    measure: str = ""
+    """What the panel shows, as a key (``replicas:<role>``, ``signal:<role>:<trigger>``, ``pool_gpus:<pool>``...):
+    how a rendering finds the simulated series of the same quantity (``gpuscale.dashboards.snapshot``)."""
     row: bool = False
     grid: GridPos
 
@@ -164,11 +167,11 @@ class Layout:
         self._y += ROW_HEIGHT
 
     def add(self, title: str, queries: list[Query], thresholds: list[Threshold], *, unit: Unit = "short",
-            width: int = 8, description: str = "", per_replica: str = "") -> None:
+            width: int = 8, description: str = "", per_replica: str = "", measure: str = "") -> None:
         if self._x + width > GRID_COLUMNS:
             self._newline()
         self.panels.append(Panel(title=title, queries=queries, thresholds=thresholds, unit=unit, description=description,
-                                 replicas=per_replica, grid=GridPos(x=self._x, y=self._y, w=width, h=PANEL_HEIGHT)))
+                                 replicas=per_replica, measure=measure, grid=GridPos(x=self._x, y=self._y, w=width, h=PANEL_HEIGHT)))
         self._x += width
 
     def _newline(self) -> None:

@@ -63,7 +63,8 @@ def signal_panel(layout: Layout, ctx: RoleContext, sig: Signal) -> None:
     target = Threshold(value=sig.target, label=f"target {sig.target:g}", field=f"signals[{sig.trigger_name}].target",
                        per_replica=sig.metric_type == "AverageValue")
     layout.add(f"{ctx.role}: {sig.label}", [query], [target], unit="s" if sig.metric_type == "Value" else "short",
-               description=sig.why, per_replica=hpa_series(ctx, m.KSM_HPA_CURRENT))
+               description=sig.why, per_replica=hpa_series(ctx, m.KSM_HPA_CURRENT),
+               measure=f"signal:{ctx.role}:{sig.trigger_name}")
 
 
 def replicas_panel(layout: Layout, ctx: RoleContext) -> None:
@@ -74,7 +75,7 @@ def replicas_panel(layout: Layout, ctx: RoleContext) -> None:
          Query(expr=ready_replicas(ctx), legend="ready")],
         [Threshold(value=rs.max_replicas, label=f"max {rs.max_replicas}", field="role.max_replicas"),
          Threshold(value=rs.min_replicas, label=f"min {rs.min_replicas}", field="role.min_replicas")],
-        description=rs.max_replicas_why,
+        description=rs.max_replicas_why, measure=f"replicas:{ctx.role}",
     )
 
 
@@ -89,7 +90,8 @@ def latency_panels(layout: Layout, ctx: RoleContext) -> None:
         sel = ",".join(f'{k}{op}"{v}"' for k, op, v in ctx.sel)
         expr = f"histogram_quantile({QUANTILE:g}, sum by (le) (rate({histogram}_bucket{{{sel}}}[{QUANTILE_WINDOW}])))"
         layout.add(f"{ctx.role}: {name} p{QUANTILE * 100:g}", [Query(expr=expr, legend=f"{name} p{QUANTILE * 100:g}")],
-                   [Threshold(value=target, label=f"SLO {target:g} s", field=field)], unit="s")
+                   [Threshold(value=target, label=f"SLO {target:g} s", field=field)], unit="s",
+                   measure=f"{name.lower()}:{ctx.role}")
 
 
 def kv_panel(layout: Layout, ctx: RoleContext) -> None:
@@ -99,7 +101,7 @@ def kv_panel(layout: Layout, ctx: RoleContext) -> None:
         lines.append(Threshold(value=kv.target, label=f"KV target {kv.target:g}", field=f"signals[{kv.trigger_name}].target"))
     layout.add(f"{ctx.role}: KV cache use per replica",
                [Query(expr=kv_per_replica(ctx), legend="KV use", source=f"alert:{ctx.prefix}KvCacheSaturated")],
-               lines, unit="percentunit")
+               lines, unit="percentunit", measure=f"kv:{ctx.role}")
 
 
 def cold_start_panel(layout: Layout, ctx: RoleContext) -> None:
@@ -109,7 +111,7 @@ def cold_start_panel(layout: Layout, ctx: RoleContext) -> None:
                [Query(expr=f"max({unready_pod_age(ctx)})", legend="oldest not Ready",
                       source=f"alert:{ctx.prefix}ColdStartSlow")],
                [Threshold(value=cold.total_s, label=f"sized cold start {cold.total_s:.0f} s", field="cold_start.total_s")],
-               unit="s", description=f"Sized stage by stage: {stages}.")
+               unit="s", description=f"Sized stage by stage: {stages}.", measure=f"unready:{ctx.role}")
 
 
 def door_panels(layout: Layout, spec: PlatformSpec, sizing: PlatformSizing, model_name: str) -> None:
@@ -127,13 +129,13 @@ def door_panels(layout: Layout, spec: PlatformSpec, sizing: PlatformSizing, mode
                source=f"trigger:{autoscaling.scaled_object_name(model.name, model.serving.roles[0])}/{front_door.TRIGGER_NAME}")],
         [Threshold(value=door.queue_bound, label=f"queue bound {door.queue_bound}", field="front_door.queue_bound"),
          Threshold(value=near, label=f"alert at {near:g}", field="front_door_alerts.HELD_SHARE x front_door.queue_bound")],
-        width=12,
+        width=12, measure="door:held",
         description=f"Past the queue bound the door answers 503; held longer than {door.hold_limit_s} s (the hold limit), too.",
     )
     outcomes = ",".join(f'{k}{op}"{v}"' for k, op, v in sel)
     layout.add("Requests through the door per second, by outcome",
                [Query(expr=f"sum by (outcome) (rate({m.EPP_REQUESTS}{{{outcomes}}}[1m]))", legend="{{outcome}}")],
-               [], unit="reqps", width=12)
+               [], unit="reqps", width=12, measure="door:outcomes")
 
 
 def bound_panel(layout: Layout, spec: PlatformSpec, bound: GpuBound) -> None:
@@ -143,17 +145,19 @@ def bound_panel(layout: Layout, spec: PlatformSpec, bound: GpuBound) -> None:
         layout.add(f"Node pool {bound.name}: GPUs", [
             Query(expr=platform_alerts.pool_gpu_usage(bound.name), legend="GPUs", source=f"alert:{pool}")],
             [Threshold(value=bound.gpus, label=f"gpu_limit {bound.gpus:g}", field="topology.gpu_pools.gpu_limit"),
-             Threshold(value=full, label=f"no node fits above {full:g}", field="gpu_limit - instance.gpus_per_node")])
+             Threshold(value=full, label=f"no node fits above {full:g}", field="gpu_limit - instance.gpus_per_node")],
+            measure=f"pool_gpus:{bound.name}")
         nodes = bound.gpus // smallest
         layout.add(f"Node pool {bound.name}: GPU nodes",
                    [Query(expr=platform_alerts.pool_gpu_nodes(bound.name), legend="nodes")],
-                   [Threshold(value=nodes, label=f"at most {nodes:g} nodes", field="gpu_limit // instance.gpus_per_node")])
+                   [Threshold(value=nodes, label=f"at most {nodes:g} nodes", field="gpu_limit // instance.gpus_per_node")],
+                   measure=f"pool_nodes:{bound.name}")
         return
     what = "gpu_quota" if bound.kind == "gpu_quota" else "gpu_limit"
     layout.add(f"Queue {bound.name}: GPUs allocated",
                [Query(expr=platform_alerts.queue_allocated_gpus(bound.name), legend="allocated")],
                [Threshold(value=bound.gpus, label=f"{what} {bound.gpus:g}", field=f"teams.{what}")],
-               description=bound.label)
+               description=bound.label, measure=f"queue_gpus:{bound.name}")
 
 
 def model_dashboard(spec: PlatformSpec, sizing: PlatformSizing, model_name: str) -> Dashboard:
