@@ -183,7 +183,9 @@ def hpa_input(ctx: RoleContext) -> list[AlertRule]:
     inputs turned NaN, and Ready pods without a series (the adapter skips a pod with no value,
     ``pkg/custom-provider/provider.go`` ``metricsFor`` L124-127, and the HPA then counts it at 0 when scaling up, at
     the target when scaling down, Kubernetes v1.36.3 ``pkg/controller/podautoscaler/replica_calculator.go`` L226-236:
-    the role follows its load late)."""
+    the role follows its load late). The vLLM series carry ``namespace`` and ``pod`` from the PodMonitor's scrape
+    config (prometheus-operator v0.93.0 ``pkg/prometheus/promcfg.go`` L1600-1614), which is what the stale rule joins
+    on with kube-state-metrics' ``kube_pod_status_ready``."""
     signals = [sig for sig in ctx.rs.signals if isinstance(sig, SingleMetric)]
     failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
     sync = m.HPA_SYNC_PERIOD_S
