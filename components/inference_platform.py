@@ -19,6 +19,7 @@ from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
@@ -97,7 +98,8 @@ class InferencePlatform(pulumi.ComponentResource):
     ``<name>-prometheus`` (optional), ``<name>-dcgm-exporter`` (GPU health), ``<name>-kai``, ``<name>-queues``,
     ``<name>-topology``, ``<name>-lws`` and
     ``<name>-keda`` / ``<name>-prometheus-adapter`` when a model needs them, ``<name>-ns-<namespace>``, ``<name>-alerts``
-    (AlertRules: the PrometheusRules, with the Prometheus stack, whose CRD they need), and per model
+    (AlertRules: the PrometheusRules, with the Prometheus stack, whose CRD they need), ``<name>-dashboards``
+    (Dashboards: a Grafana dashboard ConfigMap per model, with the stack, whose Grafana sidecar loads them), and per model
     ``<name>-<model>`` (VllmService) with ``<name>-<model>-<role>`` (RoleAutoscaler), and ``<name>-<model>-door``
     (FrontDoor) for a model with a front door.
 
@@ -255,9 +257,11 @@ class InferencePlatform(pulumi.ComponentResource):
             )
             for ns in vllm.serving_namespaces(spec)
         }
-        if spec.observability.install_prometheus_stack:  # the PrometheusRule CRD comes with the stack
+        if spec.observability.install_prometheus_stack:  # the PrometheusRule CRD and Grafana come with the stack
             AlertRules(f"{name}-alerts", AlertRulesArgs.from_platform(spec, sizing),
                        opts=self._on_cluster(*namespaces.values(), *monitoring))
+            Dashboards(f"{name}-dashboards", DashboardsArgs.from_platform(spec, sizing),
+                       opts=self._on_cluster(*namespaces.values()))
         endpoints: dict[str, pulumi.Output[str]] = {}
         for model in spec.models:
             # plain namespace names (objects built without waiting on an Output), the Namespace as a dependency

@@ -63,6 +63,27 @@ KSM_NODE_TAINT = "kube_node_spec_taint"
 """``internal/store/node.go`` L291: one series per taint (``key``, ``value``, ``effect``)."""
 KSM_HPA_DESIRED = "kube_horizontalpodautoscaler_status_desired_replicas"
 """``internal/store/horizontalpodautoscaler.go`` L354, label ``horizontalpodautoscaler``."""
+KSM_HPA_CURRENT = "kube_horizontalpodautoscaler_status_current_replicas"
+"""Same file L335: the replicas the HPA last saw (what an ``AverageValue`` target is multiplied by)."""
+KSM_HPA_CONDITION = "kube_horizontalpodautoscaler_status_condition"
+"""Same file L423-437: one series per condition ``type`` and ``status`` (``true``/``false``/``unknown``, lower-cased by
+``addConditionMetrics``, ``internal/store/utils.go`` L68-79), 1 on the condition's status."""
+
+# ---------------------------------------------------------------- the HPA controller, Kubernetes v1.36.3
+HPA_SCALING_ACTIVE = "ScalingActive"
+"""The condition ``pkg/controller/podautoscaler/horizontal.go`` sets False (reason ``FailedGetPodsMetric``, L587 and
+L1143-1150) when the custom metrics API fails for every metric, or for one while the others would scale down
+(L354-356); True (``ValidMetricFound``, L358) otherwise, so one failing metric among several that scale up stays True."""
+HPA_SYNC_PERIOD_S = 15
+"""``--horizontal-pod-autoscaler-sync-period``'s default (``pkg/controller/podautoscaler/config/v1alpha1/defaults.go``
+L40-41): the HPA reads its metrics every 15 s (EKS does not change it)."""
+
+# ---------------------------------------------------------------- kube-apiserver's aggregator, v1.36.3 (k8s.io/kube-aggregator v0.36.3)
+AGGREGATOR_UNAVAILABLE = "aggregator_unavailable_apiservice"
+"""``pkg/controllers/status/metrics/metrics.go`` L36-42: 1 per APIService the aggregator marks unavailable, label
+``name``; kube-prometheus-stack scrapes the API server."""
+CUSTOM_METRICS_APISERVICE = "v1beta1.custom.metrics.k8s.io"
+"""The APIService prometheus-adapter registers (chart 5.3.0, ``templates/custom-metrics-apiservice.yaml`` L19)."""
 
 # ---------------------------------------------------------------- llm-d router v0.10.0 (llm-d/llm-d-router)
 EPP_QUEUE_SIZE = front_door.QUEUE_METRIC

@@ -11,6 +11,7 @@ import math
 
 from gpuscale.alerts import exporter_metrics as m
 from gpuscale.alerts.rule import AlertRule, camel, doctor_runbook, plan_runbook
+from gpuscale.manifests import autoscaling
 from gpuscale.manifests.vllm import workload_name
 from gpuscale.sizing import GpuBound, PlatformSizing, gpu_bounds
 from gpuscale.spec.base import duration_seconds
@@ -23,13 +24,35 @@ def _slowest_node_s(sizing: PlatformSizing, bound: GpuBound) -> float:
     return max(sizing.model(model).cold_start.node_s for model, _ in bound.roles)
 
 
-def pool_at_limit(spec: PlatformSpec, sizing: PlatformSizing, bound: GpuBound) -> AlertRule:
+def pool_gpu_usage(pool: str) -> str:
+    """The GPUs a NodePool's nodes hold, as Karpenter counts them against the pool's ``nvidia.com/gpu`` limit."""
+    return f'{m.KARPENTER_NODEPOOL_USAGE}{{nodepool="{pool}",resource_type="{m.KARPENTER_GPU_RESOURCE_TYPE}"}}'
+
+
+def pool_gpu_nodes(pool: str) -> str:
+    """The NodePool's GPU nodes (one ``karpenter_nodes_allocatable`` series per node and resource)."""
+    return (f'count(max by (node_name) ({m.KARPENTER_NODE_ALLOCATABLE}{{nodepool="{pool}",'
+            f'resource_type="{m.KARPENTER_GPU_RESOURCE_TYPE}"}}))')
+
+
+def pool_full_gpus(spec: PlatformSpec, bound: GpuBound) -> tuple[float, int]:
+    """GPUs above which Karpenter launches no further node (the limit less the smallest node's GPUs), and that node's."""
     pool = next(p for p in spec.topology.gpu_pools if p.name == bound.name)
     smallest = min(it.gpus_per_node for it in pool.instances)
+    return bound.gpus - smallest, smallest
+
+
+def queue_allocated_gpus(queue: str) -> str:
+    """The GPUs KAI has allocated to a queue's workloads (the queue controller's gauge)."""
+    return f'{m.KAI_QUEUE_ALLOCATED_GPUS}{{{m.KAI_QUEUE_LABEL}="{queue}"}}'
+
+
+def pool_at_limit(spec: PlatformSpec, sizing: PlatformSizing, bound: GpuBound) -> AlertRule:
+    pool = next(p for p in spec.topology.gpu_pools if p.name == bound.name)
     # Karpenter launches a node only while usage + the node's GPUs stays within the limit
-    full = bound.gpus - smallest
+    full, smallest = pool_full_gpus(spec, bound)
     wait = _slowest_node_s(sizing, bound)
-    usage = f'{m.KARPENTER_NODEPOOL_USAGE}{{nodepool="{pool.name}",resource_type="{m.KARPENTER_GPU_RESOURCE_TYPE}"}}'
+    usage = pool_gpu_usage(pool.name)
     return AlertRule(
         alert=f"GpuPool{camel(pool.name)}AtGpuLimit",
         expr=f"{usage} > {full:.6g}",
@@ -56,7 +79,7 @@ def queue_at_bound(spec: PlatformSpec, sizing: PlatformSizing, bound: GpuBound) 
     )
     wait = _slowest_node_s(sizing, bound)
     what = "gpu_quota" if bound.kind == "gpu_quota" else "gpu_limit"
-    allocated = f'{m.KAI_QUEUE_ALLOCATED_GPUS}{{{m.KAI_QUEUE_LABEL}="{bound.name}"}}'
+    allocated = queue_allocated_gpus(bound.name)
     return AlertRule(
         alert=f"Queue{camel(bound.name)}At{camel(what)}WithPendingPods",
         expr=f"{allocated} >= {bound.gpus:.6g} and on() (count({pending}) > 0)",
@@ -122,9 +145,30 @@ def gpu_health() -> list[AlertRule]:
     ]
 
 
+def custom_metrics_api(spec: PlatformSpec) -> list[AlertRule]:
+    """The API server's aggregator marks prometheus-adapter's APIService unavailable: every HPA of backend ``hpa``
+    fails to read its metrics at once (each also raises its own ``AutoscalerInputFailing``)."""
+    if not autoscaling.needs_prometheus_adapter(spec):
+        return []
+    failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
+    return [AlertRule(
+        alert="CustomMetricsApiUnavailable",
+        expr=f'max({m.AGGREGATOR_UNAVAILABLE}{{name="{m.CUSTOM_METRICS_APISERVICE}"}}) == 1',
+        for_s=failures * m.HPA_SYNC_PERIOD_S, severity="critical", labels={"apiservice": m.CUSTOM_METRICS_APISERVICE},
+        summary=f"The custom metrics API ({m.CUSTOM_METRICS_APISERVICE}, prometheus-adapter) is unavailable",
+        description=(f"For {failures * m.HPA_SYNC_PERIOD_S} s ({failures} HPA syncs) the API server has marked the "
+                     "APIService unavailable: no HPA of backend hpa can read its metrics and each holds its count."),
+        runbook=plan_runbook("replicas", f"kubectl get apiservice {m.CUSTOM_METRICS_APISERVICE} -o yaml; the "
+                             "prometheus-adapter pods' logs"),
+        thresholds={"autoscaling.FALLBACK_FAILURE_THRESHOLD": failures,
+                    "exporter_metrics.HPA_SYNC_PERIOD_S": m.HPA_SYNC_PERIOD_S},
+    )]
+
+
 def platform_rules(spec: PlatformSpec, sizing: PlatformSizing) -> list[AlertRule]:
     bounds = gpu_bounds(spec)
     return [
+        *custom_metrics_api(spec),
         *(pool_at_limit(spec, sizing, b) for b in bounds if b.kind == "pool_gpu_limit"),
         *(queue_at_bound(spec, sizing, b) for b in bounds if b.kind != "pool_gpu_limit"),
         *drain_past_window(spec),

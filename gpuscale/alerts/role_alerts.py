@@ -17,7 +17,7 @@ from gpuscale.alerts.rule import AlertRule, Severity, camel, plan_runbook
 from gpuscale.manifests import autoscaling
 from gpuscale.manifests.vllm import workload_name
 from gpuscale.signals import vllm_metrics
-from gpuscale.signals.base import ROLES
+from gpuscale.signals.base import RATE_WINDOW, ROLES, SingleMetric, adapter_metric_name
 from gpuscale.signals.gauge import VllmGauge
 from gpuscale.signals.promql import Matcher
 from gpuscale.sizing import ModelSizing, RoleSizing
@@ -37,6 +37,12 @@ def _sel_text(sel: tuple[Matcher, ...]) -> str:
     return ",".join(f'{k}{op}"{v}"' for k, op, v in sel)
 
 
+def hpa_name(model: str, role: Role, backend: str) -> str:
+    """The HPA that scales the role: KEDA's ``keda-hpa-<ScaledObject>``, or gpuscale's own (backend ``hpa``)."""
+    return (m.KEDA_HPA_PREFIX + autoscaling.scaled_object_name(model, role) if backend == "keda"
+            else workload_name(model, role))
+
+
 class RoleContext:
     """What every alert of one role reads: the model, its sizing, the role's sizing and selector, and labels."""
 
@@ -51,11 +57,46 @@ class RoleContext:
         self.labels = {"model": self.model.name, "role": role, "namespace": self.namespace}
         self.prefix = f"{camel(self.model.name)}{camel(role)}"
         """Alert names carry model and role: one alert per model and role in Alertmanager's grouping."""
+        self.pods = f'namespace="{self.namespace}",pod=~"{workload_name(self.model.name, role)}-.+"'
+        """kube-state-metrics' series of the role's pods (their names start with the workload's)."""
+        self.hpa = hpa_name(self.model.name, role, self.model.autoscaling.backend)
 
     def rule(self, name: str, *, expr: str, for_s: int, severity: Severity, summary: str, description: str,
              runbook: str, thresholds: Mapping[str, float]) -> AlertRule:
         return AlertRule(alert=f"{self.prefix}{name}", labels=self.labels, expr=expr, for_s=for_s, severity=severity,
                          summary=summary, description=description, runbook=runbook, thresholds=dict(thresholds))
+
+
+def kv_signal(ctx: RoleContext) -> VllmGauge:
+    """The role's KV signal (decode and aggregated roles scale on it), or the same gauge at the KV ceiling."""
+    kv = next((s for s in ctx.rs.signals if isinstance(s, VllmGauge) and s.metric == vllm_metrics.KV_CACHE), None)
+    return kv or VllmGauge(metric=vllm_metrics.KV_CACHE, target=sizing_mod.KV_TARGET_UTILISATION, why="")
+
+
+def kv_per_replica(ctx: RoleContext) -> str:
+    """Mean KV use per replica: the KV signal's own query over the role's pods, divided by the pods reporting."""
+    return f"({kv_signal(ctx).expr(ctx.sel).render()}) / count({vllm_metrics.KV_CACHE}{{{_sel_text(ctx.sel)}}})"
+
+
+def hpa_series(ctx: RoleContext, metric: str) -> str:
+    return f'{metric}{{namespace="{ctx.namespace}",horizontalpodautoscaler="{ctx.hpa}"}}'
+
+
+def desired_replicas(ctx: RoleContext) -> str:
+    """The replicas the role's HPA wants (KEDA's HPA with backend keda)."""
+    return hpa_series(ctx, m.KSM_HPA_DESIRED)
+
+
+def ready_replicas(ctx: RoleContext) -> str:
+    """Ready replicas: the role's Ready pods over the pods of one replica (a LeaderWorkerSet group has several)."""
+    ready = f'sum({m.KSM_POD_READY}{{{ctx.pods},condition="true"}})'
+    return ready if ctx.ms.shape.pods == 1 else f"{ready} / {ctx.ms.shape.pods}"
+
+
+def unready_pod_age(ctx: RoleContext) -> str:
+    """Seconds since creation of each of the role's pods that is not Ready yet (none once all are Ready)."""
+    return (f"(time() - {m.KSM_POD_CREATED}{{{ctx.pods}}}) "
+            f'and on(namespace, pod) ({m.KSM_POD_READY}{{{ctx.pods},condition="true"}} == 0)')
 
 
 def latency_burn(ctx: RoleContext, histogram: str, target_s: float, target_field: str) -> list[AlertRule]:
@@ -91,10 +132,8 @@ def latency_burn(ctx: RoleContext, histogram: str, target_s: float, target_field
 def kv_saturated(ctx: RoleContext) -> list[AlertRule]:
     """The role's mean KV use per replica (what its KV signal's trigger compares with its target) above the highest
     target sizing allows, for longer than a new replica takes to come up: scaling is not relieving it."""
-    kv = next((s for s in ctx.rs.signals if isinstance(s, VllmGauge) and s.metric == vllm_metrics.KV_CACHE), None)
-    signal = kv or VllmGauge(metric=vllm_metrics.KV_CACHE, target=sizing_mod.KV_TARGET_UTILISATION, why="")
     ceiling = sizing_mod.KV_TARGET_UTILISATION
-    per_replica = f"({signal.expr(ctx.sel).render()}) / count({vllm_metrics.KV_CACHE}{{{_sel_text(ctx.sel)}}})"
+    per_replica = kv_per_replica(ctx)
     cold = ctx.ms.cold_start.total_s
     return [ctx.rule(
         "KvCacheSaturated",
@@ -113,12 +152,10 @@ def kv_saturated(ctx: RoleContext) -> list[AlertRule]:
 def cold_start_slow(ctx: RoleContext) -> list[AlertRule]:
     """A pod of the role not Ready longer after its creation than the sized cold start, stage by stage."""
     cold = ctx.ms.cold_start.total_s
-    pods = f'namespace="{ctx.namespace}",pod=~"{workload_name(ctx.model.name, ctx.role)}-.+"'
     stages = ", ".join(f"{name} {s:.0f} s" for name, s in ctx.ms.cold_start.stages())
     return [ctx.rule(
         "ColdStartSlow",
-        expr=(f"(time() - {m.KSM_POD_CREATED}{{{pods}}}) > {cold:.6g} "
-              f'and on(namespace, pod) ({m.KSM_POD_READY}{{{pods},condition="true"}} == 0)'),
+        expr=f"({unready_pod_age(ctx)}) > {cold:.6g}",
         for_s=0, severity="warning",
         summary=f"{ctx.model.name}/{ctx.role}: a replica is not Ready {cold:.0f} s after creation (the sized cold start)",
         description=f"Sized stage by stage: {stages}. The pod is slower than that; find the stage that is late.",
@@ -128,10 +165,86 @@ def cold_start_slow(ctx: RoleContext) -> list[AlertRule]:
 
 
 def autoscaler_input(ctx: RoleContext) -> list[AlertRule]:
+    return keda_input(ctx) if ctx.model.autoscaling.backend == "keda" else hpa_input(ctx)
+
+
+def _adapter_series(ctx: RoleContext, sig: SingleMetric) -> str:
+    """The per-pod series prometheus-adapter's rule for the signal reads (``autoscaling.adapter_rules``: the gauge,
+    or the counter's ``rate()`` over the signals' window), over the role's pods."""
+    series = f"{sig.metric}{{{_sel_text(ctx.sel)}}}"
+    return f"rate({series}[{RATE_WINDOW}])" if sig.kind == "rate" else series
+
+
+def hpa_input(ctx: RoleContext) -> list[AlertRule]:
+    """Backend ``hpa``: the HPA reads each signal through prometheus-adapter's custom metrics API. prometheus-adapter
+    v0.12.0 exposes no per-metric error counter (its only own metric is
+    ``prometheus_adapter_prometheus_client_request_duration_seconds``, ``pkg/client/metrics/metrics.go`` L38-47), so
+    what fails is read where it shows: the HPA's ``ScalingActive`` condition (kube-state-metrics), the adapter's
+    inputs turned NaN, and Ready pods without a series (the adapter skips a pod with no value,
+    ``pkg/custom-provider/provider.go`` ``metricsFor`` L124-127, and the HPA then counts it at 0 when scaling up, at
+    the target when scaling down, Kubernetes v1.36.3 ``pkg/controller/podautoscaler/replica_calculator.go`` L226-236:
+    the role follows its load late). The vLLM series carry ``namespace`` and ``pod`` from the PodMonitor's scrape
+    config (prometheus-operator v0.93.0 ``pkg/prometheus/promcfg.go`` L1600-1614), which is what the stale rule joins
+    on with kube-state-metrics' ``kube_pod_status_ready``."""
+    signals = [sig for sig in ctx.rs.signals if isinstance(sig, SingleMetric)]
+    failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
+    sync = m.HPA_SYNC_PERIOD_S
+    window = max((failures + 1) * sync, 4 * ctx.spec.observability.scrape_interval_s)
+    names = ", ".join(adapter_metric_name(s.metric, s.kind) for s in signals)
+    thresholds = {"autoscaling.FALLBACK_FAILURE_THRESHOLD": failures, "exporter_metrics.HPA_SYNC_PERIOD_S": sync}
+    condition = (f'{m.KSM_HPA_CONDITION}{{namespace="{ctx.namespace}",horizontalpodautoscaler="{ctx.hpa}",'
+                 f'condition="{m.HPA_SCALING_ACTIVE}",status="false"}}')
+    nan = " or ".join(f"({x} != {x})" for x in (_adapter_series(ctx, s) for s in signals))
+    ready = f'({m.KSM_POD_READY}{{{ctx.pods},condition="true"}} == 1)'
+    stale = " or ".join(f"({ready} unless on(namespace, pod) {s.metric}{{{_sel_text(ctx.sel)}}})" for s in signals)
+    return [
+        ctx.rule(
+            "AutoscalerInputFailing",
+            expr=f"{condition} == 1",
+            for_s=failures * sync, severity="critical",
+            summary=f"{ctx.model.name}/{ctx.role}: HPA {ctx.hpa} cannot read its custom metrics; it holds the replica count",
+            description=(
+                f"ScalingActive has been False for {failures * sync} s ({failures} syncs of {sync} s): the custom "
+                f"metrics API (prometheus-adapter) answered no value for {names}, for all of them or for one while the "
+                "others would scale down. kubectl describe hpa names the reason (FailedGetPodsMetric: the adapter or "
+                "Prometheus; ScalingDisabled: the workload was scaled to 0 by hand)."
+            ),
+            runbook=plan_runbook("replicas", "kubectl get apiservice v1beta1.custom.metrics.k8s.io; kubectl get --raw "
+                                 f"/apis/custom.metrics.k8s.io/v1beta1/namespaces/{ctx.namespace}/pods/*/<metric>"),
+            thresholds=thresholds,
+        ),
+        ctx.rule(
+            "AutoscalerInputNaN",
+            expr=nan,
+            for_s=failures * sync, severity="critical",
+            summary=f"{ctx.model.name}/{ctx.role}: a metric the HPA reads is NaN, which prometheus-adapter serves as 0",
+            description=(
+                f"A pod's series behind {names} has read NaN for {failures * sync} s. prometheus-adapter v0.12.0 "
+                "turns NaN into 0 without an error (pkg/custom-provider/provider.go L89-92), so the HPA sees an "
+                "idle pod and may scale the role down while it is loaded."
+            ),
+            runbook=plan_runbook("replicas"),
+            thresholds=thresholds,
+        ),
+        ctx.rule(
+            "AutoscalerInputStale",
+            expr=stale,
+            for_s=window, severity="warning",
+            summary=f"{ctx.model.name}/{ctx.role}: a Ready pod has no series for a metric its HPA reads",
+            description=(
+                f"For {window} s a Ready pod of the role has had no series of {names} (its scrape fails or the "
+                "PodMonitor misses it). prometheus-adapter leaves the pod out of its answer and the HPA counts it "
+                "at 0 when scaling up: the role scales up late."
+            ),
+            runbook=plan_runbook("replicas", "Check the pod's scrape target in Prometheus (Status > Targets)"),
+            thresholds={**thresholds, "observability.scrape_interval_s": ctx.spec.observability.scrape_interval_s},
+        ),
+    ]
+
+
+def keda_input(ctx: RoleContext) -> list[AlertRule]:
     """KEDA cannot read a trigger (errors or an empty answer) or reads NaN: the fallback holds the replica count, so
-    the role no longer follows its load. Only for backend keda (prometheus-adapter exposes no per-trigger errors)."""
-    if ctx.model.autoscaling.backend != "keda":
-        return []
+    the role no longer follows its load."""
     so = autoscaling.scaled_object_name(ctx.model.name, ctx.role)
     poll = ctx.rs.polling_interval_s
     failures = autoscaling.FALLBACK_FAILURE_THRESHOLD
@@ -175,12 +288,10 @@ def pinned_at_max(ctx: RoleContext) -> list[AlertRule]:
     rs = ctx.rs
     if rs.max_replicas <= rs.min_replicas:
         return []  # min == max: always "at max" by construction
-    hpa = (m.KEDA_HPA_PREFIX + autoscaling.scaled_object_name(ctx.model.name, ctx.role)
-           if ctx.model.autoscaling.backend == "keda" else workload_name(ctx.model.name, ctx.role))
     hold = max(rs.scale_down_stabilization_s, 60)
     return [ctx.rule(
         "ReplicasPinnedAtMax",
-        expr=f'{m.KSM_HPA_DESIRED}{{namespace="{ctx.namespace}",horizontalpodautoscaler="{hpa}"}} >= {rs.max_replicas}',
+        expr=f"{desired_replicas(ctx)} >= {rs.max_replicas}",
         for_s=hold, severity="warning",
         summary=f"{ctx.model.name}/{ctx.role}: at max_replicas {rs.max_replicas} for {hold} s",
         description=(f"The autoscaler wants {rs.max_replicas} replicas or more ({rs.max_replicas_why or 'max_replicas'}) "

@@ -266,3 +266,82 @@ def test_gpu_xid_and_ecc(tmp_path: Path, dev: tuple[PlatformSpec, PlatformSizing
         Case("a new double-bit error", {f"{m.DCGM_ECC_UNCORRECTABLE}{{{lab}}}": "0x5 1x10"}, "2m", True, gpu),
         Case("old errors only", {f"{m.DCGM_ECC_UNCORRECTABLE}{{{lab}}}": "3x60"}, "14m", False),
     ])
+
+
+# ---------------------------------------------------------------- backend hpa (prometheus-adapter): staging's llama-70b
+
+
+@pytest.fixture(scope="module")
+def staging(stack_specs: dict[str, PlatformSpec]) -> tuple[PlatformSpec, PlatformSizing]:
+    spec = stack_specs["staging"]
+    assert {mdl.autoscaling.backend for mdl in spec.models} == {"hpa"}
+    return spec, checked_sizing(spec)
+
+
+HPA_POD = "llama-70b-aggregated-7c9d-q4z"
+
+
+def test_hpa_input_failing(tmp_path: Path, staging: tuple[PlatformSpec, PlatformSizing]) -> None:
+    spec, sizing = staging
+    r = rule(model_groups(spec, sizing, "llama-70b"), "AutoscalerInputFailing")
+    hpa = 'namespace="inference",horizontalpodautoscaler="llama-70b-aggregated"'
+
+    def condition(false: str, true: str) -> dict[str, str]:
+        return {f'{m.KSM_HPA_CONDITION}{{{hpa},condition="ScalingActive",status="false"}}': false,
+                f'{m.KSM_HPA_CONDITION}{{{hpa},condition="ScalingActive",status="true"}}': true}
+
+    syncs = r.for_s // 15  # samples every 15 s
+    passes(tmp_path, r, [
+        Case("ScalingActive False for longer than the failure threshold", condition("1x40", "0x40"), "3m", True,
+             {"horizontalpodautoscaler": "llama-70b-aggregated", "condition": "ScalingActive", "status": "false"}),
+        Case("ScalingActive True", condition("0x40", "1x40"), "3m", False),
+        Case("False for fewer syncs than the threshold", condition(f"0x{40 - syncs + 1} 1x{syncs - 2}", "0x40"), "10m", False),
+        Case("another HPA", {k.replace("llama-70b-aggregated", "other"): v for k, v in condition("1x40", "0x40").items()},
+             "3m", False),
+    ])
+
+
+def test_hpa_input_nan_which_the_adapter_would_serve_as_zero(tmp_path: Path, staging: tuple[PlatformSpec, PlatformSizing]) -> None:
+    spec, sizing = staging
+    r = rule(model_groups(spec, sizing, "llama-70b"), "AutoscalerInputNaN")
+    s = sel("inference", "llama-70b", "aggregated") + f',pod="{HPA_POD}"'
+    labels = {"namespace": "inference", "gpuscale_io_model": "llama-70b", "gpuscale_io_role": "aggregated", "pod": HPA_POD}
+    kv = f"{vllm_metrics.KV_CACHE}{{{s}}}"
+    passes(tmp_path, r, [
+        Case("the KV gauge reads NaN", {kv: " ".join(["NaN"] * 20)}, "4m", True, labels),
+        Case("the KV gauge reads a number", {kv: "0.4x20"}, "4m", False),
+        Case("NaN for one scrape only", {kv: "0.4x10 NaN 0.4x9"}, "4m", False),
+        Case("another model's gauge reads NaN", {kv.replace("llama-70b", "other"): " ".join(["NaN"] * 20)}, "4m", False),
+    ])
+
+
+def test_hpa_input_stale_a_ready_pod_without_series(tmp_path: Path, staging: tuple[PlatformSpec, PlatformSizing]) -> None:
+    spec, sizing = staging
+    r = rule(model_groups(spec, sizing, "llama-70b"), "AutoscalerInputStale")
+    rs = sizing.model("llama-70b").role("aggregated")
+    ready = f'{m.KSM_POD_READY}{{namespace="inference",pod="{HPA_POD}",condition="true"}}'
+    s = sel("inference", "llama-70b", "aggregated") + f',pod="{HPA_POD}"'
+    every = {f"{sig.metric}{{{s}}}": "1+1x40" for sig in rs.signals}
+    missing_one = dict(list(every.items())[1:])
+    passes(tmp_path, r, [
+        Case("Ready, every metric scraped", {ready: "1x40", **every}, "5m", False),
+        Case("Ready, one metric the HPA reads missing", {ready: "1x40", **missing_one}, "5m", True,
+             {"namespace": "inference", "pod": HPA_POD, "condition": "true"}),
+        Case("Ready, no series at all", {ready: "1x40"}, "5m", True,
+             {"namespace": "inference", "pod": HPA_POD, "condition": "true"}),
+        Case("not Ready yet (loading), no series", {ready: "0x40"}, "5m", False),
+        Case("Ready only just now, not yet scraped", {ready: "0x16 1x24"}, "5m", False),
+    ])
+
+
+def test_custom_metrics_api_unavailable(tmp_path: Path, staging: tuple[PlatformSpec, PlatformSizing],
+                                        dev: tuple[PlatformSpec, PlatformSizing]) -> None:
+    spec, sizing = staging
+    r = rule(platform_groups(spec, sizing), "CustomMetricsApiUnavailable")
+    api = f'{m.AGGREGATOR_UNAVAILABLE}{{name="{m.CUSTOM_METRICS_APISERVICE}",instance="10.0.0.1:443"}}'
+    passes(tmp_path, r, [
+        Case("marked unavailable", {api: "1x40"}, "3m", True),
+        Case("available", {api: "0x40"}, "3m", False),
+        Case("another APIService unavailable", {api.replace("custom", "external"): "1x40"}, "3m", False),
+    ])
+    assert [x for g in platform_groups(*dev) for x in g.rules if x.alert == "CustomMetricsApiUnavailable"] == []

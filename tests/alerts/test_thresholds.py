@@ -71,7 +71,7 @@ def test_role_alerts_read_the_sizing(stack: tuple[PlatformSpec, PlatformSizing, 
             assert kv.expr.endswith(f"> {sizing_mod.KV_TARGET_UTILISATION:g}")
             assert kv.for_s == -(-ms.cold_start.total_s // 1)
             (cold,) = [r for r in mine if r.alert.endswith("ColdStartSlow")]
-            assert f"> {ms.cold_start.total_s:.6g} " in cold.expr
+            assert cold.expr.endswith(f") > {ms.cold_start.total_s:.6g}")
             assert cold.thresholds == {"cold_start.total_s": ms.cold_start.total_s}
             pinned = [r for r in mine if r.alert.endswith("ReplicasPinnedAtMax")]
             if rs.max_replicas > rs.min_replicas:
@@ -84,8 +84,14 @@ def test_role_alerts_read_the_sizing(stack: tuple[PlatformSpec, PlatformSizing, 
                 assert failing[0].expr.endswith(f"> {autoscaling.FALLBACK_FAILURE_THRESHOLD}")
                 (nan,) = [r for r in mine if r.alert.endswith("AutoscalerInputNaN")]
                 assert nan.for_s == autoscaling.FALLBACK_FAILURE_THRESHOLD * rs.polling_interval_s
-            else:
-                assert failing == []  # prometheus-adapter has no per-trigger error counter
+            else:  # the HPA's ScalingActive condition, held for as many syncs as KEDA's failureThreshold polls
+                assert failing[0].for_s == autoscaling.FALLBACK_FAILURE_THRESHOLD * 15  # the HPA sync period's default
+                (stale,) = [r for r in mine if r.alert.endswith("AutoscalerInputStale")]
+                assert stale.for_s == max((autoscaling.FALLBACK_FAILURE_THRESHOLD + 1) * 15,
+                                          4 * spec.observability.scrape_interval_s)
+                (nan,) = [r for r in mine if r.alert.endswith("AutoscalerInputNaN")]
+                for sig in rs.signals:  # every metric the HPA reads is checked
+                    assert sig.metric in nan.expr and sig.metric in stale.expr
 
 
 def test_front_door_alerts_read_the_door_sizing(stack: tuple[PlatformSpec, PlatformSizing, dict[str, AlertRule]]) -> None:
