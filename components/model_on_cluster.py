@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.children import Refused, child_opts
+from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.inputs import ClusterName, Namespace, PrometheusUrl, QueueName, StrInput
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
@@ -65,6 +66,9 @@ class ModelOnClusterArgs(Spec):
     alert_rules: bool = True
     """Create the model's PrometheusRule (``<name>-alerts``: SLO burn, KV, cold start, autoscaler input, replica
     ceiling, front door); needs prometheus-operator's CRDs on the cluster (kube-prometheus-stack)."""
+    dashboards: bool = True
+    """Create the model's Grafana dashboard ConfigMap (``<name>-dashboards``), labelled for kube-prometheus-stack's
+    Grafana sidecar; a plain ConfigMap, harmless where no Grafana reads it."""
 
     def platform_spec(self) -> PlatformSpec:
         """The one-model spec sizing reads; ``Refused`` at the path in these args when a value is invalid."""
@@ -107,7 +111,8 @@ class ModelOnCluster(pulumi.ComponentResource):
     """One model on a cluster that already runs KAI (with the ``gpuscale`` Topology), KEDA, the model's GPU pool and
     a Prometheus: ``<name>-queue`` (QueueTree: the team's queue), ``<name>`` (VllmService), ``<name>-door``
     (FrontDoor, when the model may scale to zero), ``<name>-<role>`` (RoleAutoscaler per role) and ``<name>-alerts``
-    (AlertRules, unless ``alert_rules`` is false), each waiting for
+    (AlertRules, unless ``alert_rules`` is false) and ``<name>-dashboards`` (Dashboards, unless ``dashboards`` is
+    false), each waiting for
     what it needs. Providers and ``depends_on`` come from ``opts``.
     """
 
@@ -147,6 +152,9 @@ class ModelOnCluster(pulumi.ComponentResource):
         if args.alert_rules:
             AlertRules(f"{name}-alerts", AlertRulesArgs.for_model(spec, sizing, model.name, namespace=args.namespace),
                        opts=child_opts(self, opts, *service.workloads.values()))
+        if args.dashboards:
+            Dashboards(f"{name}-dashboards", DashboardsArgs.for_model(spec, sizing, model.name, namespace=args.namespace),
+                       opts=child_opts(self, opts))
         self.queue_name = queues.leaf_queue_names.apply(lambda names: names[0])
         self.workload_names = service.workload_names
         self.register_outputs({"endpoint": self.endpoint, "queue_name": self.queue_name,

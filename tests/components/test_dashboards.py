@@ -77,3 +77,24 @@ def test_the_platform_creates_the_dashboards_with_the_prometheus_stack(install: 
         assert {r.inputs["metadata"]["name"] for r in maps} == {c.name for c in config_maps(spec, sizing)}
     else:
         assert boards == [] and maps == []
+
+
+def test_the_short_form_creates_the_models_dashboard_unless_told_not_to() -> None:
+    from gpuscale.components import ModelOnCluster
+    from tests.components.test_user_programs import short_form
+
+    def with_board() -> None:
+        ModelOnCluster("llama-8b", short_form(namespace="team-b-llm"))
+
+    def without() -> None:
+        ModelOnCluster("llama-8b", short_form(namespace="team-b-llm", dashboards=False))
+
+    records = run(with_board)
+    boards = [r for r in of_type(records, "kubernetes:core/v1:ConfigMap")
+              if "grafana_dashboard" in (r.inputs["metadata"].get("labels") or {})]
+    (board,) = boards
+    assert board.inputs["metadata"]["namespace"] == "team-b-llm"
+    (parent,) = [r for r in records if r.type == "gpuscale:index:Dashboards"]
+    assert board.parent_urn == parent.urn
+    assert not [r for r in of_type(run(without), "kubernetes:core/v1:ConfigMap")
+                if "grafana_dashboard" in (r.inputs["metadata"].get("labels") or {})]

@@ -19,6 +19,8 @@ import gpuscale.components as components
 from gpuscale.components import (
     AlertRules,
     AlertRulesArgs,
+    Dashboards,
+    DashboardsArgs,
     FrontDoorArgs,
     GpuNodePool,
     GpuNodePoolArgs,
@@ -303,6 +305,7 @@ def test_the_short_form_emits_what_the_long_form_did_from_fewer_values() -> None
             prometheus_url="http://prometheus.monitoring.svc:9090"), opts=pulumi.ResourceOptions(depends_on=[service]))
         AlertRules("llama-8b-alerts", AlertRulesArgs.for_model(spec, sizing, "llama-8b", namespace="team-b-llm"),
                    opts=pulumi.ResourceOptions(depends_on=[service]))
+        Dashboards("llama-8b-dashboards", DashboardsArgs.for_model(spec, sizing, "llama-8b", namespace="team-b-llm"))
 
     def objects(records: Records) -> dict[tuple[str, str], Any]:
         return {(r.type, r.name): r.inputs for r in records if r.custom}
