@@ -9,11 +9,11 @@ A vLLM step runs one forward pass over every scheduled token (one per decoding s
              + tensor-/pipeline-parallel traffic of all tokens over its link              (not overlapped)
 
 The parallel traffic is two all-reduces of every token's hidden state per layer (ring: 2 (tp - 1) / tp of the bytes
-cross each GPU's link) plus its hand-over between pipeline stages, each at the link's bandwidth; per token these are
-counted as the prefill compute is, with the stages pipelining (1/pp of the all-reduces, one boundary's hand-over), and
-their latencies per step, which crosses every stage
-(``GpuModel.tp_link_gb_s``: NVLink of its generation, else PCIe; a boundary between nodes crosses the network) plus a
-fixed latency. A client also waits ``REQUEST_OVERHEAD_S`` per request outside the engine (``request_overhead_s``).
+cross each GPU's link) plus its hand-over between pipeline stages, at the link's bandwidth (``GpuModel.tp_link_gb_s``:
+NVLink of its generation, else PCIe; a boundary between nodes crosses the network, ``stage_link_gb_s``). Per token it
+is counted as the prefill compute is, with the stages pipelining (each stage all-reduces its 1/pp of the layers, one
+boundary's hand-over); each all-reduce's and boundary's fixed latency is paid per step, which crosses every stage. A
+client of the API server also waits ``REQUEST_OVERHEAD_S`` per request outside the engine (``request_overhead_s``).
 
 A mixed chunked-prefill step therefore costs close to the larger of its prefill and decode parts, not their sum: the
 weights are read once for both. ``docs/simulator.md`` (Calibration) tabulates the error against published
@@ -38,7 +38,7 @@ MFU_GEMM = 0.48
 Anchor: NIM 1.8.0's single-request 5,000-token TTFT (407 ms, 70B FP8 on 2 x H100; perf-model.md 2.1) as vLLM would
 serve it (NIM runs TensorRT-LLM there; ``bench/calibration.py`` divides its latencies by the engine factor 0.88: 462
 ms), with the parallel traffic and the per-request overhead below included; the vLLM CI throughput test (200 ShareGPT
-prompts, BF16, perf-model.md 2.1) then lands within +2 to +16 %. Splitwise's 2023 stack reached ~36 %."""
+prompts, BF16, perf-model.md 2.1) then lands within +3 to +16 %. Splitwise's 2023 stack reached ~36 %."""
 MFU_ATTENTION = 0.50
 """Utilisation of prefill (causal) attention FLOPs: FlashAttention-2 reports 50-73% of peak on A100, FlashAttention-3
 up to 75% (BF16) on H100 for long sequences; serving mixes short variable-length prompts, so the low end."""
