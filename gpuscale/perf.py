@@ -6,6 +6,14 @@ A vLLM step runs one forward pass over every scheduled token (one per decoding s
              + max(weights streamed once, linear-layer FLOPs of all tokens at MFU_GEMM)    (roofline of the GEMMs)
              + KV read by decode attention                                                (memory-bound)
              + causal attention FLOPs of the prefill chunks at MFU_ATTENTION               (compute-bound)
+             + tensor-/pipeline-parallel traffic of all tokens over its link              (not overlapped)
+
+The parallel traffic is two all-reduces of every token's hidden state per layer (ring: 2 (tp - 1) / tp of the bytes
+cross each GPU's link) plus its hand-over between pipeline stages, at the link's bandwidth (``GpuModel.tp_link_gb_s``:
+NVLink of its generation, else PCIe; a boundary between nodes crosses the network, ``stage_link_gb_s``). Per token it
+is counted as the prefill compute is, with the stages pipelining (each stage all-reduces its 1/pp of the layers, one
+boundary's hand-over); each all-reduce's and boundary's fixed latency is paid per step, which crosses every stage. A
+client of the API server also waits ``REQUEST_OVERHEAD_S`` per request outside the engine (``request_overhead_s``).
 
 A mixed chunked-prefill step therefore costs close to the larger of its prefill and decode parts, not their sum: the
 weights are read once for both. ``docs/simulator.md`` (Calibration) tabulates the error against published
@@ -25,11 +33,12 @@ if TYPE_CHECKING:  # the array forms are the simulator's (numpy is its extra); s
 
 GIB = 1024**3
 
-MFU_GEMM = 0.50
+MFU_GEMM = 0.48
 """Model FLOPs utilisation of the linear layers once a step is compute-bound (prefill chunks, large batches).
-Anchors (perf-model.md 2.2): TensorRT-LLM 70B FP8 on 2 x H100 at 2048/128 reaches ~43% of FP8 peak with its decode
-time included, and NIM's single-request 5,000-token TTFT (407 ms, 2 x H100 FP8) needs ~50%; Splitwise's 2023 vLLM
-BF16 stack reached ~36% (10.2k tok/s, 70B TP4 H100), which current kernels exceed."""
+Anchor: NIM 1.8.0's single-request 5,000-token TTFT (407 ms, 70B FP8 on 2 x H100; perf-model.md 2.1) as vLLM would
+serve it (NIM runs TensorRT-LLM there; ``bench/calibration.py`` divides its latencies by the engine factor 0.88: 462
+ms), with the parallel traffic and the per-request overhead below included; the vLLM CI throughput test (200 ShareGPT
+prompts, BF16, perf-model.md 2.1) then lands within +3 to +16 %. Splitwise's 2023 stack reached ~36 %."""
 MFU_ATTENTION = 0.50
 """Utilisation of prefill (causal) attention FLOPs: FlashAttention-2 reports 50-73% of peak on A100, FlashAttention-3
 up to 75% (BF16) on H100 for long sequences; serving mixes short variable-length prompts, so the low end."""
@@ -44,9 +53,28 @@ FlashInfer) stream long KV at most of the bandwidth; anchor: NIM 70B FP8 TP2 at 
 STEP_OVERHEAD_S = 1.5e-3
 """Scheduler, sampling set-up and kernel launches per step with CUDA graphs: the residual of the vLLM CI latency
 test (8B TP1 on H100, H200 and A100) after the weights."""
-ALLREDUCE_S_PER_LAYER = 30e-6
-"""Two tensor-parallel all-reduces per layer over NVLink per step (~15 us each for decode-sized messages): the
-70B TP4 vs 8B TP1 gap of the vLLM CI latency test."""
+ALLREDUCE_LATENCY_S = 15e-6
+"""Fixed part of one tensor-parallel all-reduce (two per layer per step) with vLLM's custom all-reduce, beside its
+bandwidth term: the 70B TP4 vs 8B TP1 gap of the vLLM CI latency test (bs 8, 32/128, H100/H200/A100 over NVLink;
+perf-model.md 2.1)."""
+NCCL_PCIE_ALLREDUCE_LATENCY_S = 40e-6
+"""The same over PCIe with more than two GPUs, where vLLM falls back from its custom all-reduce to NCCL
+(``vllm/distributed/device_communicators/custom_all_reduce.py``: "not supported on more than two PCIe-only GPUs"):
+NCCL ``all_reduce_perf`` takes 37-42 us for its smallest messages on 8 PCIe GPUs (NVIDIA/nccl issue 1530, RTX 4090)
+and 54 us (issue 1439, RTX 3090) [C]; no 4-GPU figure was found, so this may be high for TP4."""
+CUSTOM_ALLREDUCE_MAX_PCIE_GPUS = 2
+"""Most PCIe-only GPUs vLLM's custom all-reduce serves (the check quoted above)."""
+LINK_EFFICIENCY = 0.7
+"""Share of a link's per-direction bandwidth a ring all-reduce or a stage hand-over achieves (NCCL's bus bandwidth on
+NVLink and PCIe typically reaches 70-85 % of the line rate; the low end: serving messages are small). An assumption,
+not fitted: no fit point separates it from ``MFU_GEMM``."""
+ACTIVATION_BYTES = 2
+"""Bytes per element of the hidden state the all-reduces and stage hand-overs move: BF16, also with FP8 weights
+(vLLM quantises weights and KV, not the residual stream)."""
+REQUEST_OVERHEAD_S = 0.035
+"""Per request, outside the engine's steps: HTTP, tokenisation, the API server handing the request to the engine core
+and streaming the first token back. Anchor: the vLLM CI serving test (70B BF16 TP4 on H200, ShareGPT at 1 QPS, TTFT
+mean 65.9 ms; perf-model.md 2.1) minus the simulated prefill and the wait for a step boundary (~31 ms)."""
 KV_TRANSFER_EFFICIENCY = 0.7
 """Share of the line rate a NIXL KV transfer achieves (an assumption; no published EFA/NIXL figure was found)."""
 PER_SEQ_S = 0.005e-3
@@ -82,7 +110,7 @@ class StepCost:
     """The coefficients of one replica's step time (``step_s``); the simulator's replica model carries them."""
 
     overhead_s: float
-    """Per step: scheduler, launches, all-reduces (x pipeline stages)."""
+    """Per step: scheduler, launches (x pipeline stages), the all-reduces' and hand-overs' fixed latency."""
     weights_s: float
     """Streaming every weight once."""
     s_per_token: float
@@ -93,16 +121,26 @@ class StepCost:
     """KV read per token of context held by decoding sequences."""
     attention_s_per_pair: float
     """Prefill attention per (query token x earlier token) pair."""
+    comm_s_per_token: float = 0.0
+    """Tensor- and pipeline-parallel traffic per scheduled token (decode or prefill) at the link's bandwidth; 0 for one
+    GPU. Not overlapped with the GEMMs (vLLM runs them in sequence), so outside the roofline."""
+
+    @property
+    def token_s(self) -> float:
+        """Seconds each scheduled token adds once a step is compute-bound: its linear layers plus its parallel
+        traffic (the per-token slope of ``step_s`` past the roofline)."""
+        return self.s_per_token + self.comm_s_per_token
 
     def step_s(self, n_decode: int, context_tokens: float, prefill_tokens: int = 0, prefill_pairs: float = 0.0) -> float:
         """One step of ``n_decode`` decoding sequences holding ``context_tokens`` of KV plus ``prefill_tokens`` prompt
         tokens whose attention spans ``prefill_pairs`` (query token x earlier token) pairs: the module's formula."""
-        gemm = self.s_per_token * (n_decode + prefill_tokens)
+        tokens = n_decode + prefill_tokens
+        gemm = self.s_per_token * tokens
         if gemm < self.weights_s:  # the roofline: weights stream once however few tokens (max() costs a call)
             gemm = self.weights_s
         return (
             self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
-            + self.attention_s_per_pair * prefill_pairs
+            + self.attention_s_per_pair * prefill_pairs + self.comm_s_per_token * tokens
         )
 
     def step_s_array(
@@ -113,10 +151,11 @@ class StepCost:
         bit): the simulator's per-request bounds evaluate every request at once."""
         import numpy as np
 
-        gemm = np.maximum(self.weights_s, self.s_per_token * (n_decode + prefill_tokens))
+        tokens = n_decode + prefill_tokens
+        gemm = np.maximum(self.weights_s, self.s_per_token * tokens)
         out: np.ndarray = (
             self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
-            + self.attention_s_per_pair * prefill_pairs
+            + self.attention_s_per_pair * prefill_pairs + self.comm_s_per_token * tokens
         )
         return out
 
@@ -135,22 +174,70 @@ class StepCost:
         return out
 
 
-def step_cost(arch: ModelArchitecture, gpu: GpuModel, tp: int, pp: int, *, prefill_rate: float | None = None) -> StepCost:
+def allreduce_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
+    """Bytes one token's all-reduces put on each GPU's link in one step: two per layer of its hidden state, of which a
+    ring all-reduce sends 2 (tp - 1) / tp across every GPU's link."""
+    if tp <= 1:
+        return 0.0
+    return 2 * arch.layers * 2.0 * (tp - 1) / tp * arch.hidden_size * ACTIVATION_BYTES
+
+
+def allreduce_latency_s(gpu: GpuModel, tp: int) -> float:
+    """Fixed part of one all-reduce across ``tp`` GPUs of this part: none for one GPU, vLLM's custom all-reduce over
+    NVLink or across two PCIe GPUs, NCCL across more PCIe GPUs."""
+    if tp <= 1:
+        return 0.0
+    if gpu.nvlink_gb_s <= 0 and tp > CUSTOM_ALLREDUCE_MAX_PCIE_GPUS:
+        return NCCL_PCIE_ALLREDUCE_LATENCY_S
+    return ALLREDUCE_LATENCY_S
+
+
+def step_cost(
+    arch: ModelArchitecture, gpu: GpuModel, tp: int, pp: int, *, prefill_rate: float | None = None,
+    stage_link_gb_s: float | None = None,
+) -> StepCost:
     """Step coefficients of a TP x PP replica. With pipeline parallelism each stage holds 1/pp of the layers and one
     step crosses every stage, so the memory-bound parts do not shrink with ``pp``; prefill throughput does (stages
-    pipeline micro-batches). ``prefill_rate`` overrides the linear-layer throughput (the sizing's figure)."""
+    pipeline micro-batches). ``prefill_rate`` overrides the linear-layer throughput (the sizing's figure).
+    ``stage_link_gb_s``: the bandwidth a pipeline-stage boundary crosses (the function ``stage_link_gb_s`` gives it per
+    instance), by default the GPU's own link within a node."""
     bw = gpu.memory_bandwidth_tb_s * 1e12
     gpus = tp * pp
     rate = prefill_rate if prefill_rate is not None else prefill_tokens_per_s(arch, gpu, gpus)
+    tp_link = gpu.tp_link_gb_s * 1e9 * LINK_EFFICIENCY
+    stage_link = (stage_link_gb_s if stage_link_gb_s is not None else gpu.tp_link_gb_s) * 1e9 * LINK_EFFICIENCY
+    boundaries = pp - 1
+    # the bandwidth terms are per token, so counted as the prefill compute is, with the stages pipelining (each stage
+    # all-reduces its 1/pp of the layers, and a token's hand-overs overlap: one boundary's worth); the latencies are per
+    # step, which crosses every stage in turn, so they add up
+    handover = arch.hidden_size * ACTIVATION_BYTES / stage_link if boundaries else 0.0
+    comm = allreduce_bytes_per_token(arch, tp) / pp / tp_link + handover
+    latency = 2 * arch.layers * allreduce_latency_s(gpu, tp) + boundaries * ALLREDUCE_LATENCY_S
     return StepCost(
-        overhead_s=STEP_OVERHEAD_S * pp + (ALLREDUCE_S_PER_LAYER * arch.layers if tp > 1 else 0.0),
+        overhead_s=STEP_OVERHEAD_S * pp + latency,
         weights_s=weight_bytes(arch) / tp / (bw * WEIGHT_BW_EFFICIENCY),
         s_per_token=1.0 / rate,
         per_seq_s=PER_SEQ_S,
         per_context_token_s=kv_bytes_per_token(arch) / tp / (bw * KV_BW_EFFICIENCY),
         attention_s_per_pair=4.0 * arch.layers * arch.attention_heads * arch.head_dim
         / (gpus * gpu.bf16_dense_tflops * 1e12 * MFU_ATTENTION),
+        comm_s_per_token=comm,
     )
+
+
+def stage_link_gb_s(gpu: GpuModel, gpus_per_node: int, network_gbps: float, tp: int, pp: int) -> float:
+    """Bandwidth a pipeline-stage boundary of a TP x PP replica crosses, GB/s: the GPU's own link while the replica
+    fits one node, else the network (EFA on p4d/p5), each TP rank sending its slice over its share of the node's NICs
+    (``network_gbps / gpus_per_node``, as ``kv_link_bytes_per_s``) and the ranks in parallel."""
+    if tp * pp <= gpus_per_node:
+        return gpu.tp_link_gb_s
+    return network_gbps / 8.0 * tp / gpus_per_node
+
+
+def request_overhead_s() -> float:
+    """Seconds each request spends outside the engine before its first token reaches the client (HTTP, tokenisation,
+    hand-over to the engine core, streaming back): what a client adds to the engine's own time to first token."""
+    return REQUEST_OVERHEAD_S
 
 
 def kv_link_bytes_per_s(network_gbps: float, gpus_per_node: int, replica_gpus: int) -> float:

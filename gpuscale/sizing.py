@@ -620,11 +620,11 @@ def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batc
     batch reads 1.0 whatever the context."""
     ctx = mean_decode_context(model)
     n = max(decode_batch, 1)
-    per_token = cost.s_per_token + cost.per_seq_s
+    per_token = cost.token_s + cost.per_seq_s
     step = cost.step_s(n, n * ctx)
     usable = n * (per_token + cost.per_context_token_s * ctx) / step
     return SignalCoefficients(
-        prefill_s_per_token=cost.s_per_token,
+        prefill_s_per_token=cost.token_s,
         prefill_s_per_pair=cost.attention_s_per_pair,
         decode_s_per_token=per_token / usable,
         decode_s_per_kv_share=cost.per_context_token_s * kv_tokens / usable,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpuscale import perf
-from gpuscale.spec.catalogue import CATALOGUE
+from gpuscale.spec.catalogue import CATALOGUE, L40S
+from gpuscale.spec.model_catalogue import MODELS
 from tests.sim.conftest import spec_of
 
 
@@ -24,8 +26,9 @@ def test_the_array_step_is_the_scalar_step_term_for_term() -> None:
     arr = c.step_s_array(n, ctx, tokens, pairs)
     assert arr.tolist() == [c.step_s(int(a), float(b), int(d), float(e)) for a, b, d, e in zip(n, ctx, tokens, pairs, strict=True)]
     # both sides of the roofline: a small batch is weight-bound, a long prefill chunk compute-bound
-    assert c.step_s(1, 0.0) == c.overhead_s + c.per_seq_s + c.weights_s
-    assert c.step_s(0, 0.0, 8192) == c.overhead_s + c.s_per_token * 8192 > c.overhead_s + c.weights_s
+    assert c.step_s(1, 0.0) == c.overhead_s + c.per_seq_s + c.weights_s + c.comm_s_per_token
+    assert c.step_s(0, 0.0, 8192) == c.overhead_s + c.s_per_token * 8192 + c.comm_s_per_token * 8192
+    assert c.s_per_token * 8192 > c.weights_s
 
 
 def test_a_prompt_alone_is_its_chunks_with_the_whole_prompt_attention() -> None:
@@ -47,3 +50,45 @@ def test_the_kv_link_is_the_replica_gpus_share_of_their_nodes_network() -> None:
     assert perf.kv_link_bytes_per_s(p5.network_gbps, p5.gpus_per_node, 8) == line
     # a replica over two nodes moves its ranks' KV slices over both nodes' NICs at once
     assert perf.kv_link_bytes_per_s(p5.network_gbps, p5.gpus_per_node, 16) == 2 * line
+
+
+def test_tensor_parallel_traffic_is_its_ring_bytes_over_the_parts_link() -> None:
+    arch = MODELS["llama-3.1-70b"]
+    h100, l40s = CATALOGUE["p5.48xlarge"].gpu, L40S
+    ring = 2 * arch.layers * 2 * (4 - 1) / 4 * arch.hidden_size * perf.ACTIVATION_BYTES
+    assert perf.allreduce_bytes_per_token(arch, 4) == ring
+    nvlink = perf.step_cost(arch, h100, 4, 1)
+    assert nvlink.comm_s_per_token == pytest.approx(ring / (450e9 * perf.LINK_EFFICIENCY))
+    # L40S has no NVLink: the same all-reduces cross PCIe Gen4 at 32 GB/s, 14x slower per token
+    pcie = perf.step_cost(arch, l40s, 4, 1)
+    assert pcie.comm_s_per_token == pytest.approx(ring / (32e9 * perf.LINK_EFFICIENCY))
+    assert pcie.comm_s_per_token / nvlink.comm_s_per_token == pytest.approx(450 / 32)
+    # the fixed part is two all-reduces per layer: vLLM's custom all-reduce over NVLink or two PCIe GPUs, NCCL beyond
+    assert nvlink.overhead_s == pytest.approx(perf.STEP_OVERHEAD_S + 2 * arch.layers * perf.ALLREDUCE_LATENCY_S)
+    assert pcie.overhead_s == pytest.approx(perf.STEP_OVERHEAD_S + 2 * arch.layers * perf.NCCL_PCIE_ALLREDUCE_LATENCY_S)
+    assert perf.allreduce_latency_s(l40s, 2) == perf.ALLREDUCE_LATENCY_S < perf.allreduce_latency_s(l40s, 4)
+    alone = perf.step_cost(arch, h100, 1, 1)
+    assert alone.comm_s_per_token == 0.0 and alone.overhead_s == perf.STEP_OVERHEAD_S
+    # a compute-bound prefill chunk pays its traffic on top of its GEMMs (vLLM does not overlap them)
+    assert pcie.token_s == pcie.s_per_token + pcie.comm_s_per_token
+
+
+def test_a_pipeline_boundary_between_nodes_crosses_the_network() -> None:
+    arch = MODELS["llama-3.1-70b"]
+    p4d = CATALOGUE["p4d.24xlarge"]
+    inside = perf.stage_link_gb_s(p4d.gpu, p4d.gpus_per_node, p4d.network_gbps, 4, 2)
+    across = perf.stage_link_gb_s(p4d.gpu, p4d.gpus_per_node, p4d.network_gbps, 8, 2)
+    assert inside == p4d.gpu.nvlink_gb_s == 300
+    assert across == pytest.approx(400 / 8 * 8 / 8)  # 8 ranks, each over its share of the node's 400 Gbit/s
+    one_hop = arch.hidden_size * perf.ACTIVATION_BYTES / (across * 1e9 * perf.LINK_EFFICIENCY)
+    within = perf.step_cost(arch, p4d.gpu, 8, 2)
+    between = perf.step_cost(arch, p4d.gpu, 8, 2, stage_link_gb_s=across)
+    assert between.comm_s_per_token - within.comm_s_per_token == pytest.approx(
+        one_hop - arch.hidden_size * perf.ACTIVATION_BYTES / (300e9 * perf.LINK_EFFICIENCY))
+    # stages pipeline: per token, each stage all-reduces its 1/pp of the layers and the hand-over costs one boundary,
+    # while a step pays every boundary's latency
+    pp4 = perf.step_cost(arch, p4d.gpu, 8, 4, stage_link_gb_s=across)
+    ring = perf.allreduce_bytes_per_token(arch, 8) / (300e9 * perf.LINK_EFFICIENCY)
+    assert pp4.comm_s_per_token == pytest.approx(ring / 4 + one_hop)
+    assert between.comm_s_per_token == pytest.approx(ring / 2 + one_hop)
+    assert pp4.overhead_s - between.overhead_s == pytest.approx(2 * perf.STEP_OVERHEAD_S + 2 * perf.ALLREDUCE_LATENCY_S)

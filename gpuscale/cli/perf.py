@@ -112,9 +112,6 @@ def _replica(arch: ModelArchitecture, gpu: str, tp: int, pp: int) -> tuple[Repli
         return None, [f"--tp {tp} --pp {pp}: {weights:.1f} GiB of weights leave no KV cache on {tp * pp} x {gpu} "
                       f"({instance.gpu.memory_gib:g} GiB each at gpu_memory_utilization 0.9); use more GPUs or "
                       "--precision fp8"]
-    if tp > instance.nvlink_domain_gpus:
-        warn(f"{gpu} GPUs talk over PCIe: the model costs tensor-parallel all-reduce as over NVLink, so TP{tp} here is "
-             "optimistic (docs/simulator.md, Calibration)")
     return replica, []
 
 

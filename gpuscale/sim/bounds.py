@@ -72,7 +72,7 @@ class LowerBound:
         hit = _prefix_hits(arrivals, idx, replica)
         c = replica.cost
         uncached = np.maximum(p - hit, 1.0)
-        prefill = c.s_per_token * uncached + c.attention_s_per_pair * (p * p - hit * hit) / 2.0
+        prefill = c.token_s * uncached + c.attention_s_per_pair * (p * p - hit * hit) / 2.0
         ctx = p + o / 2.0
         fixed = c.overhead_s + c.weights_s
         decode_var = o * (c.per_seq_s + c.per_context_token_s * ctx)
@@ -90,7 +90,7 @@ class LowerBound:
         self._increments.append(self._single(a_cost, b_cost if not disaggregated else None))
         # presence: shortest service of each request (its prefill compute, then one minimal step per further token)
         min_step = c.step_s(0, 0.0, 1)  # one token's step with no KV to read
-        prefill_s = c.s_per_token * uncached
+        prefill_s = c.token_s * uncached
         decode_s = np.maximum(o - 1.0, 0.0) * min_step
         g = gpus_per_replica
         node = max(gpus_per_node or g, g)

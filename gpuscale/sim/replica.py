@@ -85,7 +85,8 @@ def build_replica_model(
 ) -> ReplicaModel:
     """Replica numbers from ``gpuscale.perf`` and ``gpuscale.sizing`` for one TP x PP layout."""
     arch, gpu = model.architecture, instance.gpu
-    cost = perf.step_cost(arch, gpu, tp, pp, prefill_rate=prefill_tokens_per_s)
+    stage_link = perf.stage_link_gb_s(gpu, instance.gpus_per_node, instance.network_gbps, tp, pp)
+    cost = perf.step_cost(arch, gpu, tp, pp, prefill_rate=prefill_tokens_per_s, stage_link_gb_s=stage_link)
     kv = kv_capacity_tokens if kv_capacity_tokens is not None else sizing.kv_capacity_tokens(model, instance, tp, pp)
     return ReplicaModel(
         gpu=gpu.name,

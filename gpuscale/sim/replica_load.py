@@ -12,6 +12,10 @@ completion:
 * ``open_loop``: Poisson arrivals at a rate (``benchmark_serving --request-rate``); every request is measured.
 * ``offline``: every request submitted at t = 0 (``benchmark_throughput``, ``trtllm-bench``): maximum throughput.
 * ``batch_latency``: one batch of identical requests, prompt to last token (``benchmark_latency``).
+
+The two serving clients talk to an API server: each request reaches the engine ``perf.request_overhead_s()`` after
+the client sent it (HTTP, tokenisation, the hand-over to the engine core), and its TTFT is measured from the send. The
+offline loads run the engine in-process (``LLM.generate``) and pay none.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuscale import perf
 from gpuscale.sim.events import Environment
 from gpuscale.sim.replica import ReplicaModel, build_replica_model
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram, Request
@@ -149,11 +154,13 @@ def closed_loop(model: ReplicaModel, concurrency: int, prompt: int, output: int,
     pending: set[int] = set()
     stopped = False
 
+    overhead = perf.request_overhead_s()
+
     def send(t: float) -> None:
         p, o = int(jittered(rng, prompt, 1, jitter)[0]), int(jittered(rng, output, 1, jitter)[0])
-        r = Request(next(ids), t, p, o, NO_DEADLINE)
+        r = Request(next(ids), t + overhead, p, o, NO_DEADLINE)
         rec.arrival[r.rid], rec.output[r.rid] = t, o
-        eng.submit(r)
+        env.at(t + overhead, eng.submit, r)
 
     def complete(rid: int, t: float) -> None:
         nonlocal completed, t_warm, t_cap, snap, itl, stopped
@@ -180,13 +187,14 @@ def closed_loop(model: ReplicaModel, concurrency: int, prompt: int, output: int,
     return _result(rec, measured, itl, t_cap - t_warm, in_span, model.kv_capacity_tokens)
 
 
-def _run_all(model: ReplicaModel, arrivals: Sequence[float], prompts: Sequence[int], outputs: Sequence[int]) -> LoadResult:
+def _run_all(model: ReplicaModel, arrivals: Sequence[float], prompts: Sequence[int], outputs: Sequence[int], *,
+             overhead_s: float) -> LoadResult:
     env = Environment()
     rec = _Recorder(env)
     eng = Engine(env, model, rec, ItlHistogram())
     for i, (t, p, o) in enumerate(zip(arrivals, prompts, outputs, strict=True)):
         rec.arrival[i], rec.output[i] = t, o
-        env.at(t, eng.submit, Request(i, t, p, o, NO_DEADLINE))
+        env.at(t + overhead_s, eng.submit, Request(i, t + overhead_s, p, o, NO_DEADLINE))
     env.run(float("inf"))
     rids = list(rec.arrival)
     mean = eng.itl_sum / eng.itl_count if eng.itl_count else 0.0
@@ -201,12 +209,12 @@ def open_loop(model: ReplicaModel, rate_per_s: float, prompts: Sequence[int], ou
     rng = np.random.default_rng([seed, 1])
     gaps = rng.exponential(1.0 / rate_per_s, len(prompts))
     gaps[0] = 0.0
-    return _run_all(model, np.cumsum(gaps).tolist(), prompts, outputs)
+    return _run_all(model, np.cumsum(gaps).tolist(), prompts, outputs, overhead_s=perf.request_overhead_s())
 
 
 def offline(model: ReplicaModel, prompts: Sequence[int], outputs: Sequence[int]) -> LoadResult:
     """Every request submitted at t = 0: the replica's maximum throughput for these sizes."""
-    return _run_all(model, [0.0] * len(prompts), prompts, outputs)
+    return _run_all(model, [0.0] * len(prompts), prompts, outputs, overhead_s=0.0)
 
 
 def offline_requests(model: ReplicaModel, prompt: int, output: int) -> int:

@@ -29,6 +29,17 @@ class GpuModel(Spec):
     """Dense FP8 tensor throughput, TFLOP/s; 0 where the part has no FP8 tensor cores."""
     memory_bandwidth_tb_s: float = Field(gt=0)
     """HBM/GDDR bandwidth, TB/s; bounds decode step time."""
+    nvlink_gb_s: float = Field(default=0.0, ge=0)
+    """NVLink bandwidth per GPU and direction, GB/s (half the datasheet's bidirectional figure); 0 for parts without
+    NVLink, whose tensor-parallel all-reduces cross PCIe (``pcie_gb_s``)."""
+    pcie_gb_s: float = Field(gt=0)
+    """Host-link (PCIe x16) bandwidth per GPU and direction, GB/s: 32 for Gen4, 64 for Gen5 (PCI-SIG line rates)."""
+
+    @property
+    def tp_link_gb_s(self) -> float:
+        """The link a tensor-parallel all-reduce between GPUs of one node crosses: NVLink where the part has it, else
+        PCIe."""
+        return self.nvlink_gb_s if self.nvlink_gb_s > 0 else self.pcie_gb_s
 
     @property
     def supports_fp8(self) -> bool:
@@ -88,13 +99,23 @@ class GpuInstanceType(Spec):
         return self
 
 
-H100 = GpuModel(name="H100", memory_gib=80.0, bf16_dense_tflops=989, fp8_dense_tflops=1979, memory_bandwidth_tb_s=3.35)
-H200 = GpuModel(name="H200", memory_gib=140.0, bf16_dense_tflops=989, fp8_dense_tflops=1979, memory_bandwidth_tb_s=4.8)
-A100_40 = GpuModel(name="A100", memory_gib=40.0, bf16_dense_tflops=312, fp8_dense_tflops=0, memory_bandwidth_tb_s=1.555)
-A100_80 = GpuModel(name="A100", memory_gib=80.0, bf16_dense_tflops=312, fp8_dense_tflops=0, memory_bandwidth_tb_s=2.039)
-L40S = GpuModel(name="L40S", memory_gib=44.8, bf16_dense_tflops=362, fp8_dense_tflops=733, memory_bandwidth_tb_s=0.864)
-A10G = GpuModel(name="A10G", memory_gib=22.9, bf16_dense_tflops=70, fp8_dense_tflops=0, memory_bandwidth_tb_s=0.6)
-L4 = GpuModel(name="L4", memory_gib=22.0, bf16_dense_tflops=121, fp8_dense_tflops=242, memory_bandwidth_tb_s=0.3)
+# Interconnects (NVIDIA datasheets, not verified here, as perf-model.md 1.2 flags its GPU figures): H100 SXM and H200
+# NVLink 4 at 900 GB/s bidirectional and PCIe Gen5 x16; A100 SXM NVLink 3 at 600 GB/s and PCIe Gen4; L40S, L4 and A10G
+# have no NVLink and sit on PCIe Gen4 x16 (EC2's g6e, g6 and g5 have no NVLink bridges: nvlink_domain_gpus 1 below).
+H100 = GpuModel(name="H100", memory_gib=80.0, bf16_dense_tflops=989, fp8_dense_tflops=1979, memory_bandwidth_tb_s=3.35,
+                nvlink_gb_s=450, pcie_gb_s=64)
+H200 = GpuModel(name="H200", memory_gib=140.0, bf16_dense_tflops=989, fp8_dense_tflops=1979, memory_bandwidth_tb_s=4.8,
+                nvlink_gb_s=450, pcie_gb_s=64)
+A100_40 = GpuModel(name="A100", memory_gib=40.0, bf16_dense_tflops=312, fp8_dense_tflops=0, memory_bandwidth_tb_s=1.555,
+                   nvlink_gb_s=300, pcie_gb_s=32)
+A100_80 = GpuModel(name="A100", memory_gib=80.0, bf16_dense_tflops=312, fp8_dense_tflops=0, memory_bandwidth_tb_s=2.039,
+                   nvlink_gb_s=300, pcie_gb_s=32)
+L40S = GpuModel(name="L40S", memory_gib=44.8, bf16_dense_tflops=362, fp8_dense_tflops=733, memory_bandwidth_tb_s=0.864,
+                pcie_gb_s=32)
+A10G = GpuModel(name="A10G", memory_gib=22.9, bf16_dense_tflops=70, fp8_dense_tflops=0, memory_bandwidth_tb_s=0.6,
+                pcie_gb_s=32)
+L4 = GpuModel(name="L4", memory_gib=22.0, bf16_dense_tflops=121, fp8_dense_tflops=242, memory_bandwidth_tb_s=0.3,
+              pcie_gb_s=32)
 
 
 _NETWORK_NODE_LAYERS = {

@@ -49,6 +49,7 @@ def three_level_spec(raw_stack) -> PlatformSpec:  # type: ignore[no-untyped-def]
         ],
     }
     raw["models"][1]["workload"]["peak_rps"] = 16  # what search's 8 GPUs carry
+    raw["models"][0]["workload"]["peak_rps"] = 26  # what chat's 32 GPUs carry
     return validate_config(raw, "three-level")
 
 

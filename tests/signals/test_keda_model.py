@@ -64,7 +64,7 @@ def _as_before(body: dict[str, Any]) -> dict[str, Any]:
 
 BEFORE = {
     "prod/search-8b/aggregated": ["idle role holds 5 replicas, its warm minimum is 1"],
-    "prod/llama-70b-fp8/prefill": ["idle role holds 5 replicas, its warm minimum is 2"],
+    "prod/llama-70b-fp8/prefill": ["idle role holds 7 replicas, its warm minimum is 2"],
     "prod/llama-70b-fp8/decode": ["idle role holds 3 replicas, its warm minimum is 2"],
     "dev/llama-8b/aggregated": ["idle role holds 1 replicas, its warm minimum is 0", "woke from zero at 15 s with no request"],
 }

@@ -41,17 +41,17 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "33821dd55d1b4ed4",
-    "dev-stack-spot": "70618bd1474c4efc",
-    "prod-2am-huge-prompt": "47432951a7965658",
-    "prod-gang-7-of-8": "2d8010ac4d02ba83",
-    "prod-peak-hour-preemptions": "20b931f5dcba98d4",
-    "prod-prefix-trace-pd": "c610848a2ea830c1",
-    "prod-stack-pd": "b36a529bf395f07d",
-    "staging-ami-rollout": "13fadbe826972b4d",
-    "staging-consolidation": "321a7800b388636a",
-    "staging-scale-from-zero": "45d1e0fe818586cf",
-    "staging-stack-aggregated": "7a4fe13cbfd19a52",
+    "dev-scale-from-zero": "fe274b1a298f7c44",
+    "dev-stack-spot": "77cb1ed8484cc01d",
+    "prod-2am-huge-prompt": "8585c7fce3029d2a",
+    "prod-gang-7-of-8": "aa5f4adcdedd170f",
+    "prod-peak-hour-preemptions": "d668699c8de78458",
+    "prod-prefix-trace-pd": "ca15200eddf3cb79",
+    "prod-stack-pd": "7936162177c32c08",
+    "staging-ami-rollout": "87d1f1e82ce92b93",
+    "staging-consolidation": "73b0bf3573307cba",
+    "staging-scale-from-zero": "cc940bb9e23f2198",
+    "staging-stack-aggregated": "6b151cba5acf9f98",
 }
 
 

@@ -198,8 +198,9 @@ def test_every_policy_kind_has_one_controller_factory(prod_spec: PlatformSpec) -
 
 
 def test_gpuscale_controller_reads_the_emitted_signals(raw_stack) -> None:  # type: ignore[no-untyped-def]
-    # ceilings that do not bind in this test: 5 + 5 four-GPU replicas fill chat's 40-GPU quota
+    # ceilings that do not bind in this test: 5 + 5 four-GPU replicas fill chat's 40-GPU quota, and carry 28 rps
     raw = raw_stack("prod")
+    raw["models"][0]["workload"]["peak_rps"] = 28
     raw["models"][0]["autoscaling"]["prefill"]["max_replicas"] = 5
     raw["models"][0]["autoscaling"]["decode"]["max_replicas"] = 5
     prod_spec = validate_config(raw, "t")

@@ -55,7 +55,9 @@ def test_prod_stack_stays_within_the_bounds(prod_stack: ScenarioResult) -> None:
     assert ceiling is not None and ceiling.slo_attainment >= ours.slo_attainment
     for r in prod_stack.results:
         assert r.gpu_hours >= (r.lower_bound_gpu_hours or 0.0)
-        assert r.misses.rejected == 0 and r.misses.infeasible == 0  # the workload fits the stack
+        # the workload fits the stack but for its longest prompts: near the 32,768-token context a prompt alone takes
+        # ~2.4 s to prefill on 4 x H100 (its TP4 all-reduce traffic included) against the 2 s TTFT target
+        assert r.misses.rejected == 0 and r.misses.infeasible <= 1e-3 * r.arrived
 
 
 def test_two_am_on_prod() -> None:
