@@ -22,6 +22,7 @@ from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
+from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput
@@ -176,6 +177,7 @@ class InferencePlatform(pulumi.ComponentResource):
             f"{name}-karpenter", KarpenterControllerArgs.from_spec(spec, cluster_name=cluster.cluster_name),
             opts=self._on_cluster(),
         )
+        self._karpenter_chart = karpenter.chart  # installs the CapacityBuffer CRD the model headroom needs
         # existing subnets are not tagged for discovery: the node pools name them
         subnets = cluster.private_subnet_ids if isinstance(spec.environment.networking, ExistingSubnetsSpec) else None
         cpu = CpuNodePool(
@@ -268,6 +270,10 @@ class InferencePlatform(pulumi.ComponentResource):
                 opts=self._on_cluster(namespace, *serving_deps),
             )
             endpoints[model.name] = service.endpoint
+            spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name)
+            if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
+                CapacityBufferSet(f"{name}-{model.name}-headroom", spare,
+                                  opts=self._on_cluster(namespace, self._karpenter_chart, *service.workloads.values()))
             if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
                 door = FrontDoor(
                     f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
