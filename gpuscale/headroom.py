@@ -47,7 +47,8 @@ class HeadroomSizing(Spec):
     """Virtual (CapacityBuffer) or placeholder pods: N x pods per replica."""
     gpus: int = Field(ge=0)
     nodes: int = Field(ge=0)
-    """Spare nodes Karpenter keeps: the N replicas' GPUs packed onto the instance type."""
+    """Spare nodes the N replicas' GPUs fill on the instance type (the pool's buffers share nodes: the model's total
+    can be fewer than the roles' sum)."""
     node_wait_s: float
     """What a spare node saves each scale-up: the batch window, launch to Ready and GPU registration."""
     burst_rps: float
@@ -87,7 +88,7 @@ def size_headroom(
     target_utilisation: float, replicas_at_peak: int, max_replicas: int, gpus_per_replica: int, pods_per_replica: int,
     gpus_per_node: int, usd_per_gpu_hour: float,
 ) -> HeadroomSizing:
-    """N for one role (module docstring), priced at the on-demand rate all day (Karpenter keeps the nodes always)."""
+    """N for one role (module docstring), its GPUs priced at the on-demand rate all day (Karpenter keeps them always)."""
     wait = node_wait_s(cold)
     rate = burst_rps(workload, wait)
     # replicas_per_rps holds the autoscaler's target utilisation; at full utilisation a replica carries 1/target more
@@ -101,7 +102,8 @@ def size_headroom(
     answers = load < lasts
     gpus = n * gpus_per_replica
     nodes = math.ceil(gpus / gpus_per_node) if gpus else 0
-    gpu_h = float(nodes * gpus_per_node * 24)
+    # the GPUs it holds: Karpenter packs the virtual pods of every buffer of the pool onto the same nodes
+    gpu_h = float(gpus * 24)
     if shortfall == 0:
         why = (f"{replicas_at_peak} peak replica(s) at target {target_utilisation:g} carry {rate:.1f} req/s "
                f"({needed} needed at full utilisation): no spare node needed")

@@ -122,7 +122,7 @@ def findings(sc: Scenario, res: ScenarioResult) -> list[str]:
             if r is None:
                 continue
             saved, extra = base.misses.total - r.misses.total, r.cost_usd - base.cost_usd
-            per = f", ${extra / saved:,.2f} per request saved" if saved > 0 and extra > 0 else ""
+            per = f", ${1000 * extra / saved:,.2f} per 1,000 requests saved" if saved > 0 and extra > 0 else ""
             out.append(f"{name} vs {NO_HEADROOM}: {saved:+,} requests on time, ${extra:+,.0f}{per}")
     return out + comparison_lines(res)
 
