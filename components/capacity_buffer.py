@@ -11,7 +11,7 @@ import functools
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale.components.children import child_opts, claim, known_model
+from gpuscale.components.children import child_opts, claim, known_model, object_name
 from gpuscale.components.inputs import Namespace, StrInput, lift, resolved
 from gpuscale.manifests import capacity_buffer
 from gpuscale.manifests.vllm import ServingSettings
@@ -84,6 +84,6 @@ class CapacityBufferSet(pulumi.ComponentResource):
                 metadata=lift(buffer, lambda b: b["metadata"]), spec=lift(buffer, lambda b: b["spec"]),
                 opts=child_opts(self, opts, *after),
             )
-            names[role] = cr.metadata.apply(lambda m: str(m["name"]))
+            names[role] = object_name(cr)
         self.buffer_names = pulumi.Output.all(**names) if names else pulumi.Output.from_input({})
         self.register_outputs({"buffer_names": self.buffer_names})

@@ -17,12 +17,12 @@ from pydantic import Field
 
 from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
+from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
-from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput

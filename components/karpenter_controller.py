@@ -203,7 +203,6 @@ class KarpenterController(pulumi.ComponentResource):
                 node_role_arn=a[4],
                 queue_arn=a[5],
                 zonal_shift=args.zonal_shift,
-                capacity_buffer=args.capacity_buffer,
             )
         )
         trust = pulumi.Output.all(partition, region, account_id, cluster).apply(

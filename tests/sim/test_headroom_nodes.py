@@ -70,7 +70,7 @@ def test_taken_capacity_is_relaunched_by_the_next_pass_within_the_resync_and_a_l
 
 
 def test_a_pending_pod_pass_launches_for_the_virtual_pods_too() -> None:
-    prov, fake, env = layer(pods=2, needs=[4, 4])
+    prov, _, env = layer(pods=2, needs=[4, 4])
     prov.start()
     take(prov, 4)
     take(prov, 4)

@@ -11,6 +11,7 @@ like any other GPU of the pool (the GPU ledger counts empty GPUs of the model's 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import Field
 
@@ -48,7 +49,7 @@ class HeadroomParams(ScenarioParams):
 def lean(model: ModelDeployment) -> ModelDeployment:
     """The model with every role's target at ``PREFILL_TARGET_UTILISATION``: headroom left to spare nodes, not replicas."""
     scaling = model.autoscaling
-    update = {r: scaling.role(r).model_copy(update={"target_utilisation": sizing_mod.PREFILL_TARGET_UTILISATION})
+    update: dict[str, Any] = {r: scaling.role(r).model_copy(update={"target_utilisation": sizing_mod.PREFILL_TARGET_UTILISATION})
               for r in model.serving.roles}
     return model.model_copy(update={"autoscaling": scaling.model_copy(update=update)})
 
