@@ -44,7 +44,7 @@ class HeadroomSizing(Spec):
     replicas: int = Field(ge=0)
     """N: replicas' worth of spare GPU nodes (0: none)."""
     pods: int = Field(ge=0)
-    """Virtual (CapacityBuffer) or placeholder pods: N x pods per replica."""
+    """Virtual pods of the CapacityBuffer: N x pods per replica."""
     gpus: int = Field(ge=0)
     nodes: int = Field(ge=0)
     """Spare nodes the N replicas' GPUs fill on the instance type (the pool's buffers share nodes: the model's total

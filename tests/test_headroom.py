@@ -85,11 +85,11 @@ def test_a_capacity_buffer_without_the_gate_or_karpenter_is_refused_at_the_mode(
     with pytest.raises(ValidationError) as info:
         PlatformSpec.model_validate(raw)
     [problem] = format_errors(info.value)
-    assert problem.path == "models[0].headroom.mode" and fix in problem.message and "placeholder-pods" in problem.message
+    assert problem.path == "models[0].headroom.mode" and fix in problem.message and "headroom.mode: none" in problem.message
 
 
-def test_placeholder_pods_need_no_gate() -> None:
-    PlatformSpec.model_validate(bursty("placeholder-pods", gate=False))
+def test_no_headroom_needs_no_gate() -> None:
+    PlatformSpec.model_validate(bursty("none", gate=False))
 
 
 def test_headroom_above_the_cost_cap_is_refused_at_the_cap() -> None:

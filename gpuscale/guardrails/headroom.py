@@ -16,11 +16,11 @@ def capacity_buffer_breach(mode: str, gate: bool, provisioner: str) -> str | Non
         return None
     if provisioner != "karpenter":
         return ("headroom.mode capacity-buffer is a Karpenter feature here (gpuscale pins no Cluster Autoscaler); "
-                "use placeholder-pods, or node_provisioner: karpenter")
+                "use node_provisioner: karpenter, or headroom.mode: none")
     if not gate:
         return ("headroom.mode capacity-buffer needs Karpenter's CapacityBuffer feature gate (alpha, off by default in "
                 "v1.14.1: without it Karpenter stores the CapacityBuffer and keeps no node). Set "
-                "topology.provisioning.capacity_buffer_gate: true, or use headroom.mode: placeholder-pods")
+                "topology.provisioning.capacity_buffer_gate: true, or headroom.mode: none")
     return None
 
 

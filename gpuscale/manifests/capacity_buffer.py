@@ -22,7 +22,7 @@ keeps fewer (``status.conditions`` Provisioning False, ``RequiresNewCapacity``).
 Single-pod replicas point ``scalableRef`` at the role's Deployment, so the virtual pods follow its template. A
 multi-node replica (a LeaderWorkerSet, which Karpenter cannot resolve) gets a ``PodTemplate`` holding the worker pod's
 template as the LeaderWorkerSet has it, and ``replicas`` = N x pods per replica. The virtual pods pull no image: a
-replica on a spare node still pulls it (placeholder pods, ``gpuscale.manifests.placeholder_pods``, do pull it).
+replica on a spare node still pulls it (placeholder pods would: the ``headroom`` scenario simulates both).
 """
 
 from __future__ import annotations

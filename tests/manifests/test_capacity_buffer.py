@@ -10,6 +10,7 @@ from gpuscale.headroom import HeadroomSizing
 from gpuscale.manifests import capacity_buffer, karpenter, vllm
 from gpuscale.manifests.vllm import ServingSettings
 from gpuscale.sizing import size_platform
+from gpuscale.spec.headroom import HeadroomMode
 from gpuscale.spec.platform import PlatformSpec
 from tests.conftest import requires_shared
 from tests.k8s_schema import assert_valid
@@ -21,7 +22,7 @@ def settings(raw: dict[str, Any]) -> ServingSettings:
     return ServingSettings.from_platform(spec, size_platform(spec), spec.models[0].name)
 
 
-def paying(mode: str = "capacity-buffer", replicas: int = 2, pods: int = 1) -> HeadroomSizing:
+def paying(mode: HeadroomMode = "capacity-buffer", replicas: int = 2, pods: int = 1) -> HeadroomSizing:
     return HeadroomSizing(
         mode=mode, replicas=replicas, pods=replicas * pods, gpus=replicas * pods * 8, nodes=replicas * pods,
         node_wait_s=100.0, burst_rps=10.0, needed_replicas=5, load_s=300.0, gpu_hours_per_day=24.0 * 16,
@@ -57,10 +58,9 @@ def test_bodies_are_valid() -> None:
     assert_valid(*single, *multi)
 
 
-def test_nothing_for_headroom_that_does_not_pay_or_is_not_a_buffer() -> None:
+def test_nothing_for_headroom_that_does_not_pay_or_is_not_asked_for() -> None:
     s = settings(pd_raw())
     assert capacity_buffer.headroom_bodies(s, "prefill", paying().model_copy(update={"pays": False})) == []
-    assert capacity_buffer.headroom_bodies(s, "prefill", paying("placeholder-pods")) == []
     assert capacity_buffer.headroom_bodies(s, "prefill", paying("none")) == []
 
 

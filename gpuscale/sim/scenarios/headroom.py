@@ -56,7 +56,7 @@ def lean(model: ModelDeployment) -> ModelDeployment:
 
 def build(spec: PlatformSpec, model: ModelDeployment, p: ScenarioParams) -> Scenario:
     assert isinstance(p, HeadroomParams)
-    d = p.duration_s or 3 * 3600.0
+    d = p.duration_s or 2 * 3600.0
     w = model.workload
     ms = sizing_mod.size_model(spec, model)
     lm = lean(model)
@@ -130,5 +130,5 @@ def findings(sc: Scenario, res: ScenarioResult) -> list[str]:
 
 register(ScenarioDef(
     name="headroom", summary="no headroom vs warm replicas vs warm nodes (CapacityBuffer, placeholder pods)",
-    params=HeadroomParams, build=build, findings=findings,
+    params=HeadroomParams, build=build, findings=findings, plan_section="layer1", plan_order=6,
 ))
