@@ -113,7 +113,8 @@ class HeadroomSim(Spec):
     model's pods bind to at once, and a node that hosts a virtual pod is never empty-consolidated
     (``Cluster.HasBufferPods``). A pass runs on every pending real pod and at the buffer controller's resync.
     Placeholder pods (``prepull``) are the same capacity held by real low-priority pods, which pull the vLLM image on
-    their nodes; the model's pods preempt them at once (no KAI preemption delay on the model's workloads)."""
+    their nodes; the model's pods are taken to preempt them at once, as if its workloads carried no KAI preemption
+    delay (with the delay, the eviction waits the node time: why gpuscale does not emit placeholders)."""
 
     pods: int = Field(gt=0)
     """Virtual (or placeholder) pods kept placeable: the sized N replicas x pods per replica."""
