@@ -34,6 +34,7 @@ from gpuscale.sim.scenarios.base import (
     variant,
 )
 from gpuscale.sim.traffic import plateau_profile
+from gpuscale.spec.headroom import HeadroomSpec
 from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.platform import PlatformSpec
 
@@ -47,11 +48,13 @@ class HeadroomParams(ScenarioParams):
 
 
 def lean(model: ModelDeployment) -> ModelDeployment:
-    """The model with every role's target at ``PREFILL_TARGET_UTILISATION``: headroom left to spare nodes, not replicas."""
+    """The model with every role's target at ``PREFILL_TARGET_UTILISATION``: headroom left to spare nodes, not replicas.
+    Its own ``headroom`` section is dropped: the scenario sizes the spare nodes whatever the stack emits (and its cost
+    cap, a refusal of what would be emitted, does not apply to a comparison)."""
     scaling = model.autoscaling
     update: dict[str, Any] = {r: scaling.role(r).model_copy(update={"target_utilisation": sizing_mod.PREFILL_TARGET_UTILISATION})
-              for r in model.serving.roles}
-    return model.model_copy(update={"autoscaling": scaling.model_copy(update=update)})
+                              for r in model.serving.roles}
+    return model.model_copy(update={"autoscaling": scaling.model_copy(update=update), "headroom": HeadroomSpec()})
 
 
 def build(spec: PlatformSpec, model: ModelDeployment, p: ScenarioParams) -> Scenario:
