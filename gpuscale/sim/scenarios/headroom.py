@@ -133,5 +133,5 @@ def findings(sc: Scenario, res: ScenarioResult) -> list[str]:
 
 register(ScenarioDef(
     name="headroom", summary="no headroom vs warm replicas vs warm nodes (CapacityBuffer, placeholder pods)",
-    params=HeadroomParams, build=build, findings=findings, plan_section="layer1", plan_order=6,
+    params=HeadroomParams, build=build, findings=findings, plan_section="layer1", plan_order=5,
 ))
