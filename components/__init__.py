@@ -9,6 +9,7 @@ says which other components (or equivalents) it expects on the cluster.
 """
 
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
+from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.children import NameClash, Refused, UnknownName
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
@@ -32,7 +33,7 @@ from gpuscale.components.role_autoscaler import AutoscalerSettings, RoleAutoscal
 from gpuscale.components.vllm_service import ServingSettings, VllmService, VllmServiceArgs
 
 __all__ = [
-    "AlertRules", "AlertRulesArgs", "AutoscalerSettings", "AwsAssumeRole", "CpuNodePool", "CpuNodePoolArgs", "Dashboards", "DashboardsArgs", "DcgmExporter", "DcgmExporterArgs", "EksCluster",
+    "AlertRules", "AlertRulesArgs", "AutoscalerSettings", "AwsAssumeRole", "CapacityBufferSet", "CapacityBufferSetArgs", "CpuNodePool", "CpuNodePoolArgs", "Dashboards", "DashboardsArgs", "DcgmExporter", "DcgmExporterArgs", "EksCluster",
     "EksClusterArgs", "ExistingSubnets", "FrontDoor",
     "FrontDoorArgs", "FrontDoorSettings",
     "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
+from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
@@ -178,6 +179,7 @@ class InferencePlatform(pulumi.ComponentResource):
             f"{name}-karpenter", KarpenterControllerArgs.from_spec(spec, cluster_name=cluster.cluster_name),
             opts=self._on_cluster(),
         )
+        self._karpenter_chart = karpenter.chart  # installs the CapacityBuffer CRD the model headroom needs
         # existing subnets are not tagged for discovery: the node pools name them
         subnets = cluster.private_subnet_ids if isinstance(spec.environment.networking, ExistingSubnetsSpec) else None
         cpu = CpuNodePool(
@@ -272,6 +274,10 @@ class InferencePlatform(pulumi.ComponentResource):
                 opts=self._on_cluster(namespace, *serving_deps),
             )
             endpoints[model.name] = service.endpoint
+            spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name)
+            if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
+                CapacityBufferSet(f"{name}-{model.name}-headroom", spare,
+                                  opts=self._on_cluster(namespace, self._karpenter_chart, *service.workloads.values()))
             if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
                 door = FrontDoor(
                     f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),

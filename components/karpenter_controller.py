@@ -61,10 +61,14 @@ class KarpenterControllerArgs(Spec):
     """Honour ARC zonal shifts (``settings.enableZonalShift``) and grant the read-only permission it needs."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tags on every AWS resource."""
+    capacity_buffer: bool = False
+    """Karpenter's ``CapacityBuffer`` feature gate (alpha in v1.14.1): ``CapacityBufferSet`` keeps spare nodes only
+    with it on."""
 
     @classmethod
     def from_spec(cls, spec: PlatformSpec, *, cluster_name: StrInput) -> KarpenterControllerArgs:
-        return cls(cluster_name=cluster_name, tags=spec.environment.tags)
+        return cls(cluster_name=cluster_name, tags=spec.environment.tags,
+                   capacity_buffer=spec.topology.provisioning.capacity_buffer_gate)
 
 
 class KarpenterController(pulumi.ComponentResource):
@@ -116,6 +120,7 @@ class KarpenterController(pulumi.ComponentResource):
                 cpu=args.controller_cpu,
                 memory=args.controller_memory,
                 zonal_shift=args.zonal_shift,
+                capacity_buffer=args.capacity_buffer,
             )
         )
         # the controller must find its credentials and its nodes must be able to join before it launches any

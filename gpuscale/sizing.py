@@ -15,7 +15,9 @@ from pydantic import Field
 from gpuscale import perf
 from gpuscale.first_answer import ColdStart, FrontDoorSizing, first_answer, front_door_sizing
 from gpuscale.first_answer import cold_start as stage_cold_start
+from gpuscale.guardrails import headroom as headroom_rule
 from gpuscale.guardrails import warm_minimum
+from gpuscale.headroom import HeadroomSizing, size_headroom
 from gpuscale.problems import Refusal
 from gpuscale.signals import selection
 from gpuscale.signals.base import MEAN_PROMPT_WINDOW_S as MEAN_PROMPT_WINDOW_S  # re-exported: the simulator's windows
@@ -177,6 +179,8 @@ class RoleSizing(Spec):
     polling_interval_s: int
     cooldown_s: int
     activation_threshold: float
+    headroom: HeadroomSizing | None = None
+    """Spare GPU nodes for the role's scale-ups (``gpuscale.headroom``), sized once the ceiling is known."""
 
     @property
     def metric(self) -> str:
@@ -768,14 +772,35 @@ def size_models(spec: PlatformSpec, models: Sequence[ModelDeployment]) -> list[M
         for m, ms in zip(models, alone, strict=True) for r in ms.roles
     }
     ceilings = replica_ceilings(gpu_bounds(spec, models), demands)
-    return [
-        ms.model_copy(update={"roles": [
-            r.model_copy(update={"max_replicas": ceilings[(ms.model, r.role)][0],
-                                 "max_replicas_why": ceilings[(ms.model, r.role)][1]})
-            for r in ms.roles
-        ]})
-        for ms in alone
-    ]
+    out: list[ModelSizing] = []
+    for m, ms in zip(models, alone, strict=True):
+        roles = [r.model_copy(update={"max_replicas": ceilings[(ms.model, r.role)][0],
+                                      "max_replicas_why": ceilings[(ms.model, r.role)][1]}) for r in ms.roles]
+        roles = [r.model_copy(update={"headroom": role_headroom(spec, m, ms, r)}) for r in roles]
+        out.append(ms.model_copy(update={"roles": roles}))
+    return out
+
+
+def role_headroom(
+    spec: PlatformSpec, model: ModelDeployment, ms: ModelSizing, r: RoleSizing, *, utilisation: float | None = None,
+) -> HeadroomSizing:
+    """The role's spare nodes (``gpuscale.headroom.size_headroom``) at its target utilisation, or at ``utilisation``
+    (the simulator's warm-node variant sizes them for the undiscounted target); refused above the stack's cost cap."""
+    util = r.target_utilisation if utilisation is None else utilisation
+    per_rps = r.replicas_per_rps * r.target_utilisation / util
+    peak = max(1, math.ceil(per_rps * model.workload.peak_rps - 1e-9)) if model.workload.peak_rps > 0 else 0
+    inst = _instance(spec.topology.pool(model.node_pool), ms.shape)
+    sized = size_headroom(
+        mode=model.headroom.mode, role=r.role, workload=model.workload, cold=ms.cold_start, replicas_per_rps=per_rps,
+        target_utilisation=util, replicas_at_peak=peak if utilisation is not None else r.replicas_at_peak,
+        max_replicas=r.max_replicas, gpus_per_replica=ms.shape.gpus, pods_per_replica=ms.shape.pods,
+        gpus_per_node=inst.gpus_per_node, usd_per_gpu_hour=inst.usd_per_gpu_hour,
+    )
+    if sized.emitted:
+        breach = headroom_rule.cost_breach(sized.usd_per_day, model.headroom.max_usd_per_day, sized.replicas, r.role)
+        if breach:
+            raise SizingError(breach, "headroom.max_usd_per_day", model.name)
+    return sized
 
 
 def _size_one(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:

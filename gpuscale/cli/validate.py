@@ -49,6 +49,8 @@ def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
     console.print(role_table(sizing))
     if any(m.front_door is not None for m in sizing.models):
         console.print(front_door_table(sizing))
+    if any(r.headroom is not None and r.headroom.mode != "none" for m in sizing.models for r in m.roles):
+        console.print(headroom_table(sizing))
     for warning in stack_warnings(spec, sizing):
         warn(warning)
     say("valid", style="green")
@@ -97,6 +99,22 @@ def front_door_table(sizing: PlatformSizing) -> Table:
         t.add_row(m.model, f"{fa.total_s:.0f}", f"{fa.request_timeout_s:g}", f"{fa.slowest_stage}: {fa.speed_up}",
                   str(d.hold_limit_s), f"{d.queue_bound:,}", f"{d.per_replica:,}", str(d.retry_after_s),
                   str(d.retry_after_saturated_s), str(d.idle_window_s))
+    return t
+
+
+def headroom_table(sizing: PlatformSizing) -> Table:
+    t = Table(title="Headroom (spare GPU nodes for scale-ups, gpuscale.headroom)")
+    for col in ("model", "role", "mode", "N replicas", "nodes", "burst req/s", "node wait s", "load s", "GPU-h/day",
+                "$/day", "emitted", "why"):
+        t.add_column(col, justify="left" if col in ("model", "role", "mode", "emitted", "why") else "right")
+    for m in sizing.models:
+        for r in m.roles:
+            h = r.headroom
+            if h is None or h.mode == "none":
+                continue
+            t.add_row(m.model, r.role, h.mode, str(h.replicas), str(h.nodes), f"{h.burst_rps:,.1f}",
+                      f"{h.node_wait_s:.0f}", f"{h.load_s:.0f}", f"{h.gpu_hours_per_day:,.0f}", f"{h.usd_per_day:,.0f}",
+                      "yes" if h.emitted else "no", h.why)
     return t
 
 

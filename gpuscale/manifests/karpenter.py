@@ -422,20 +422,27 @@ def karpenter_chart_values(
     cpu: str,
     memory: str,
     zonal_shift: bool = False,
+    capacity_buffer: bool = False,
 ) -> dict[str, Any]:
-    """Values of the Karpenter chart: cluster, interruption queue, Pod Identity service account, system nodes.
+    """Values of the Karpenter chart: cluster, interruption queue, Pod Identity service account, system nodes, and
+    the ``CapacityBuffer`` feature gate when a model keeps spare nodes that way (the chart's
+    ``settings.featureGates.capacityBuffer``, rendered into ``FEATURE_GATES``; karpenter-provider-aws v1.14.1
+    ``charts/karpenter/templates/deployment.yaml``; unset, the chart's default ``false`` stands).
 
     The controller runs on the managed system node group (never on nodes it manages: the chart's default
     affinity already requires ``karpenter.sh/nodepool DoesNotExist``), tolerating its CriticalAddonsOnly taint.
     Requests equal limits (Guaranteed QoS) so node pressure never evicts the autoscaler.
     """
     resources = {"cpu": cpu, "memory": memory}
+    settings: dict[str, Any] = {
+        "clusterName": cluster_name,
+        "interruptionQueue": queue_name,
+        "enableZonalShift": zonal_shift,
+    }
+    if capacity_buffer:
+        settings["featureGates"] = {"capacityBuffer": True}
     return {
-        "settings": {
-            "clusterName": cluster_name,
-            "interruptionQueue": queue_name,
-            "enableZonalShift": zonal_shift,
-        },
+        "settings": settings,
         "serviceAccount": {"create": True, "name": service_account},
         "replicas": replicas,
         "nodeSelector": system_node_selector(),

@@ -255,6 +255,8 @@ class RunRecord:
     series_gpus: list[int]
     series_nodes: list[int]
     events: list[M.SimEvent]
+    scale_up_ready: tuple[tuple[float, float], ...] = ()
+    """``(created_at, seconds to ready)`` of each replica placed after t = 0 that became ready (``Scheduler.started``)."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,7 @@ def scored_record(end: RunRecord, mark: WarmupMark, itl_quantiles: tuple[float |
         series_t=[round(end.series_t[i] - t0, 3) for i in keep], series_gpus=window(end.series_gpus),
         series_nodes=window(end.series_nodes),
         events=[e.model_copy(update={"t_s": round(e.t_s - t0, 3)}) for e in end.events if e.t_s >= t0 - 1e-9],
+        scale_up_ready=tuple((c - t0, d) for c, d in end.scale_up_ready if c >= t0 - 1e-9),
     )
 
 
@@ -395,6 +398,9 @@ def policy_result(ctx: RunContext, record: RunRecord, servable: np.ndarray) -> M
             launched=r.launched, terminated=r.terminated, max_alive=r.max_nodes,
             first_ready_latency_s=_r(r.ready_latencies[0]) if r.ready_latencies else None,
             mean_ready_latency_s=_r(float(np.mean(r.ready_latencies))) if r.ready_latencies else None,
+            scale_ups=len(r.scale_up_ready),
+            scale_up_ready_mean_s=_r(float(np.mean(ups))) if (ups := [d for _, d in r.scale_up_ready]) else None,
+            scale_up_ready_p90_s=_r(float(np.percentile(ups, 90))) if ups else None,
         ),
         tracked=_tracked(ctx, status, ttft),
         events=r.events,

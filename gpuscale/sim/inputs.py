@@ -105,6 +105,25 @@ class FrontDoorSim(Spec):
                    poll_s=door.poll_s)
 
 
+class HeadroomSim(Spec):
+    """Spare GPU capacity Karpenter keeps for ``pods`` more pods of the model's size (``gpuscale.headroom``).
+
+    A CapacityBuffer's virtual pods join every provisioning pass (``GetPendingPods`` appends them at v1.14.1) and are
+    never bound: Karpenter launches nodes until they fit beside the real pods, the nodes' free GPUs are what the
+    model's pods bind to at once, and a node that hosts a virtual pod is never empty-consolidated
+    (``Cluster.HasBufferPods``). A pass runs on every pending real pod and at the buffer controller's resync.
+    Placeholder pods (``prepull``) are the same capacity held by real low-priority pods, which pull the vLLM image on
+    their nodes; the model's pods are taken to preempt them at once, as if its workloads carried no KAI preemption
+    delay (with the delay, the eviction waits the node time: why gpuscale does not emit placeholders)."""
+
+    pods: int = Field(gt=0)
+    """Virtual (or placeholder) pods kept placeable: the sized N replicas x pods per replica."""
+    resync_s: float = Field(gt=0)
+    """Longest wait for a provisioning pass after the spare capacity is taken (``headroom.BUFFER_RESYNC_S``)."""
+    prepull: bool = False
+    """The spare nodes pull the vLLM image before any serving pod lands (placeholder pods; virtual pods run nothing)."""
+
+
 class Variant(Spec):
     """One policy compared in a scenario: the autoscaler plus the layer-1 and layer-2 settings it runs with."""
 
@@ -120,6 +139,9 @@ class Variant(Spec):
     """Clients retry requests lost to an eviction or interruption (else they count as lost)."""
     initial_replicas: dict[str, int] | None = None
     """Override the setup's initial replicas per role."""
+    sizing: dict[str, RoleSizing] | None = None
+    """This variant's autoscaler numbers per role (the model sized another way, e.g. at another target utilisation);
+    None: the set-up's."""
     bound: Literal["ceiling"] | None = None
     """Set on the ceiling variant: it is a reference, not a policy to choose."""
     at_zero: Literal["hold", "connection-refused"] = "hold"
@@ -130,6 +152,8 @@ class Variant(Spec):
     """The front door holds requests at zero (and its 503s replace ``at_zero``)."""
     startup: StartupSpec | None = None
     """This variant's cold start (its cold-start choices); ``None``: the set-up's."""
+    headroom: HeadroomSim | None = None
+    """Spare nodes kept ready ahead of demand, consumed by scale-ups and refilled (``HeadroomSim``)."""
     prewarm: bool = False
     """When the front door first holds a request at zero, a low-priority placeholder of the replica's size asks for
     capacity at once (before KEDA has created the model's pod) and pulls the vLLM image on the new node."""

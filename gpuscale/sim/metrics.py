@@ -103,8 +103,14 @@ class NodeStats(Spec):
     terminated: int
     max_alive: int
     first_ready_latency_s: float | None
-    """Pending pod first seen -> first new node with allocatable GPUs."""
+    """Pending pod first seen -> first new node with allocatable GPUs (nodes launched for a headroom buffer, which no
+    pod waited for, are not counted)."""
     mean_ready_latency_s: float | None
+    scale_ups: int = 0
+    """Replicas placed after t = 0 that became ready (scale-ups, and replacements of evicted replicas)."""
+    scale_up_ready_mean_s: float | None = None
+    """Mean seconds from such a replica's creation (the autoscaler's decision) to serving: a scale-up's first answer."""
+    scale_up_ready_p90_s: float | None = None
 
 
 class SimEvent(Spec):

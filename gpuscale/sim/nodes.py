@@ -262,7 +262,7 @@ class Node:
 
     __slots__ = (
         "_free", "_state", "cordoned", "foreign", "gpus", "last_change", "nid", "pods", "prewarmed", "pull_done_at",
-        "ready_at", "requested_at", "watch", "weights_cached",
+        "ready_at", "requested_at", "spare", "watch", "weights_cached",
     )
     state = Watched[NodeState]()
     free = Watched[int]()
@@ -288,6 +288,8 @@ class Node:
         self.last_change = requested_at
         self.prewarmed = False
         """Launched for a placeholder pod, which pulls the vLLM image as soon as the node is Ready."""
+        self.spare = False
+        """Launched for the headroom's virtual pods, not for a pending pod (no pod waited for it)."""
 
     @property
     def used(self) -> int:

@@ -5,6 +5,9 @@ Three sources of node events, all through ``disrupt(node, reason, grace_s)``:
 * consolidation (``nodes.consolidation_candidate``), polled every 10 s, ``budget_nodes`` per poll, no grace;
 * spot interruptions: each spot node draws its interruption time from an exponential at the configured rate; on the
   two-minute notice Karpenter cordons and drains the node (replacement capacity is asked for at once);
+* headroom (``Variant.headroom``, a CapacityBuffer or placeholder pods): spare nodes for ``pods`` virtual pods exist
+  from the start; every provisioning pass (a pending real pod, or the buffer controller's resync) launches nodes for
+  the virtual pods that no longer fit beside the real ones, and a node hosting a virtual pod is not empty-consolidated;
 * drift (``Variant.drift``): every node drifts at once; one at a time (the budget) Karpenter launches a replacement, waits
   for it, and drains the old node: without ``terminationGracePeriod`` a node is a candidate while each of its pods' PDBs
   allows a disruption, and its pods are evicted one at a time as their PDBs allow (the eviction API); with one, the
@@ -51,6 +54,9 @@ class NodeLayer:
         self.nodes: list[Node] = []
         self.rng = random.Random(f"{ctx.seed}/nodes")
         self.rng_spot = random.Random(f"{ctx.seed}/spot")
+        self.rng_buffer = random.Random(f"{ctx.seed}/buffer")
+        self.buffer_pending = False
+        """A resync pass of the CapacityBuffer controller is in its batch window."""
         self._nid = 0
         self.decision_pending = False
         self.demand_since: float | None = None
@@ -77,6 +83,10 @@ class NodeLayer:
             self.env.at(self.ctx.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
         if self.ctx.variant.drift is not None:
             self.env.at(self.ctx.variant.drift.at_s, self._drift_start, priority=PRIORITY_CONTROL)
+        headroom = self.ctx.variant.headroom
+        if headroom is not None:
+            self._spare_at_start()
+            self.env.at(headroom.resync_s, self._buffer_resync, priority=PRIORITY_CONTROL)
 
     def warm_node(self) -> Node:
         """A node up since before the run, image (and weights, when cacheable) already local."""
@@ -121,7 +131,7 @@ class NodeLayer:
         needs = self._pods.unbound_needs()
         if not needs:
             return
-        left = placement.unplaced(needs, [n.free for n in self.nodes if not n.cordoned and n.state != GONE])
+        left = placement.unplaced(needs + self._virtual_needs(), self._capacities())
         if not left:
             return
         k = placement.nodes_for(left, s.gpus_per_node)
@@ -137,6 +147,76 @@ class NodeLayer:
             self.env.after(self.ctx.variant.provisioner.sample_boot(self.rng), self._node_ready, node)
         self.last_scale_up_t = now
         self._log.log("launch", f"{k} x {s.instance_type} ({self.ctx.variant.provisioner.kind})")
+
+    # ------------------------------------------------------------------ headroom (CapacityBuffer / placeholders)
+
+    def _virtual_needs(self) -> list[int]:
+        """GPUs of each virtual pod of the variant's buffer (none without one)."""
+        h = self.ctx.variant.headroom
+        return [self.ctx.setup.gpus_per_pod] * h.pods if h is not None else []
+
+    def _capacities(self) -> list[int]:
+        """Free GPUs per node a provisioning pass counts: Ready and launching nodes (in-flight NodeClaims), not cordoned."""
+        return [n.free for n in self.nodes if not n.cordoned and n.state != GONE]
+
+    def _spare_at_start(self) -> None:
+        """The buffer's nodes, up since before the run beside the warm replicas' nodes (the image pulled only when the
+        placeholders pulled it)."""
+        h = self.ctx.variant.headroom
+        assert h is not None
+        left = placement.unplaced(self._virtual_needs(), self._capacities())
+        for _ in range(min(placement.nodes_for(left, self.ctx.setup.gpus_per_node), self._room())):
+            node = self.new_node(0.0)
+            node.state, node.ready_at = READY, 0.0
+            node.prewarmed, node.spare = h.prepull, True
+            node.pull_done_at = 0.0 if h.prepull else None
+            self._arm_spot(node)
+
+    def _room(self) -> int:
+        """Nodes the NodePool's GPU limit still admits."""
+        s = self.ctx.setup
+        return max((s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node, 0)
+
+    def _buffer_resync(self) -> None:
+        """The CapacityBuffer controller's periodic trigger: a provisioning pass after Karpenter's batch window."""
+        h = self.ctx.variant.headroom
+        assert h is not None
+        if not self.buffer_pending and not self.decision_pending:
+            self.buffer_pending = True
+            self.env.after(self.ctx.variant.provisioner.sample_launch_delay(self.rng_buffer), self._buffer_pass)
+        self.env.at(self.env.now + h.resync_s, self._buffer_resync, priority=PRIORITY_CONTROL)
+
+    def _buffer_pass(self) -> None:
+        """A provisioning pass with no real pod pending: nodes for the virtual pods that do not fit (real pods that are
+        pending are in ``_provision``'s pass, which counts the virtual pods too)."""
+        self.buffer_pending = False
+        h = self.ctx.variant.headroom
+        assert h is not None
+        left = placement.unplaced(self._pods.unbound_needs() + self._virtual_needs(), self._capacities())
+        k = min(placement.nodes_for(left, self.ctx.setup.gpus_per_node), self._room()) if left else 0
+        for _ in range(k):
+            node = self.new_node(self.env.now)
+            node.prewarmed, node.spare = h.prepull, True
+            self.launched += 1
+            self.env.after(self.ctx.variant.provisioner.sample_boot(self.rng_buffer), self._node_ready, node)
+        if k:
+            self.last_scale_up_t = self.env.now
+            self._log.log("buffer", f"{k} x {self.ctx.setup.instance_type} for {len(left)} virtual pod(s) of the buffer")
+
+    def buffer_hosts(self) -> set[int]:
+        """Ready nodes the last pass placed virtual pods on (``Cluster.HasBufferPods``): not empty-consolidated.
+        The virtual pods pack onto the fullest nodes that fit (Karpenter fills existing capacity before new)."""
+        ready = [n for n in self.nodes if n.state == READY and not n.cordoned]
+        free = {n.nid: n.free for n in ready}
+        hosts: set[int] = set()
+        for need in self._virtual_needs():
+            fits = [n for n in ready if free[n.nid] >= need]
+            if not fits:
+                break
+            node = min(fits, key=lambda n: (free[n.nid], n.nid))
+            free[node.nid] -= need
+            hosts.add(node.nid)
+        return hosts
 
     def prewarm(self) -> None:
         """A low-priority placeholder of one replica's size: launch the nodes it needs now, before the model's pod
@@ -163,11 +243,14 @@ class NodeLayer:
         node.state = READY
         node.ready_at = now
         node.last_change = now
-        if node.prewarmed and node.pull_done_at is None:
+        if node.prewarmed and node.pull_done_at is None:  # a placeholder pod pulls the image once the node is Ready
             st = self.ctx.startup
             node.pull_done_at = now + st.sample(self.ctx.draws(f"pull/{node.nid}"), st.image_pull_s)
-        self.ready_latencies.append(now - node.requested_at)
-        self._log.log("node", f"node {node.nid} ready {now - node.requested_at:.0f} s after its pods went Pending")
+        if node.spare:
+            self._log.log("node", f"node {node.nid} ready for the buffer {now - node.requested_at:.0f} s after its launch")
+        else:
+            self.ready_latencies.append(now - node.requested_at)
+            self._log.log("node", f"node {node.nid} ready {now - node.requested_at:.0f} s after its pods went Pending")
         self._arm_spot(node)
         self._pods.schedule()
 
@@ -203,8 +286,10 @@ class NodeLayer:
     def _consolidate(self) -> None:
         now = self.env.now
         spec = self.ctx.variant.consolidation
+        held = self.buffer_hosts() if self.ctx.variant.headroom is not None else set()
+        nodes = [n for n in self.nodes if n.nid not in held] if held else self.nodes
         for _ in range(spec.budget_nodes):
-            cand = consolidation_candidate(self.nodes, now, spec, self.last_scale_up_t, self._fits_elsewhere)
+            cand = consolidation_candidate(nodes, now, spec, self.last_scale_up_t, self._fits_elsewhere)
             if cand is None:
                 break
             node, evict = cand

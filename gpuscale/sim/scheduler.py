@@ -43,6 +43,9 @@ class Scheduler:
         self.env = env
         self.spec = ctx.variant.scheduler
         self.pending: list[Replica] = []
+        self.started: list[Replica] = []
+        """Replicas this scheduler placed (scale-ups and re-placed evicted ones; not the warm replicas at t = 0), in
+        the order they started loading: their ``created_at`` to ``ready_at`` is a scale-up's first answer."""
         self._pool: NodePool
         self._loader: Loader
 
@@ -82,6 +85,7 @@ class Scheduler:
                     if target is not None:
                         self.bind(pod, target)
             if all(p.node is not None for p in rep.pods):
+                self.started.append(rep)
                 self._loader.start_loading(rep)
             else:
                 still.append(rep)
@@ -90,6 +94,14 @@ class Scheduler:
             self._pool.demand()
         else:
             self._pool.demand_met()
+
+    def scale_up_ready_s(self) -> tuple[tuple[float, float], ...]:
+        """``(created_at, seconds to ready)`` of every placed replica that became ready, once each."""
+        seen: dict[int, tuple[float, float]] = {}
+        for rep in self.started:
+            if rep.ready_at >= rep.created_at and rep.ready_at > 0:
+                seen[id(rep)] = (rep.created_at, rep.ready_at - rep.created_at)
+        return tuple(sorted(seen.values()))
 
     def bind(self, pod: Pod, node: Node) -> None:
         now = self.env.now

@@ -81,7 +81,8 @@ class Simulation:
         self.series_nodes: list[int] = []
         self._next_series = 0.0
         cctx = ControllerContext(
-            roles={r.role: r.sizing for r in setup.roles}, replica=setup.replica, backend=setup.backend,
+            roles=variant.sizing if variant.sizing is not None else {r.role: r.sizing for r in setup.roles},
+            replica=setup.replica, backend=setup.backend,
             clock_start=setup.clock_start, clock_rate=setup.clock_rate, horizon_s=setup.duration_s + 2 * setup.request_timeout_s,
         )
         self.controller: Controller = build_controller(variant.policy, cctx)
@@ -144,7 +145,7 @@ class Simulation:
             terminated=prov.terminated, max_nodes=prov.max_nodes, ready_latencies=tuple(prov.ready_latencies),
             scale_events=self.scale_events, roles=tuple(RoleRecord(r.name, r.series) for r in self.replicas.roles),
             series_t=self.series_t, series_gpus=self.series_gpus, series_nodes=self.series_nodes,
-            events=self.events.events,
+            events=self.events.events, scale_up_ready=self.scheduler.scale_up_ready_s(),
         )
 
     def _initial_state(self) -> None:

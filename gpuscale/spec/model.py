@@ -13,6 +13,7 @@ from gpuscale.problems import Problems, at
 from gpuscale.spec.base import INT32_MAX, CronExpression, Name, Namespace, Spec, TimeZone
 from gpuscale.spec.cold_start import ModelColdStartSpec
 from gpuscale.spec.front_door import FrontDoorSpec
+from gpuscale.spec.headroom import HeadroomSpec
 from gpuscale.spec.slo import SloSpec
 from gpuscale.spec.workload import WorkloadSpec
 from gpuscale.upstream_bounds import HPA_STABILIZATION_WINDOW_S
@@ -340,6 +341,9 @@ class ModelDeployment(Spec):
     """The holding front door before the model (present by default when a role may scale to zero)."""
     cold_start: ModelColdStartSpec = ModelColdStartSpec()
     """The model's cold-start choices: engine start (compile cache) and the node cache of downloaded weights."""
+    headroom: HeadroomSpec = HeadroomSpec()
+    """Spare GPU nodes for scale-ups (a CapacityBuffer or placeholder pods), sized from the workload's burst within the
+    node provisioning time (``gpuscale.headroom``)."""
 
     def scales_to_zero(self, role: Role) -> bool:
         """Whether the role's warm minimum is 0: set so, or left unset on a best-effort SLO."""

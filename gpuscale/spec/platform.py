@@ -6,7 +6,7 @@ from collections import Counter
 
 from pydantic import Field, model_validator
 
-from gpuscale.guardrails import production, reservations, warm_minimum
+from gpuscale.guardrails import headroom, production, reservations, warm_minimum
 from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
 from gpuscale.spec.environment import EnvironmentSpec
@@ -68,6 +68,10 @@ class PlatformSpec(Spec):
                 ))
             if m.node_pool not in pool_names:
                 problems.append((f"{where}.node_pool", f"node pool {m.node_pool!r} is not in topology.gpu_pools {pool_names}"))
+            prov = self.topology.provisioning
+            breach = headroom.capacity_buffer_breach(m.headroom.mode, prov.capacity_buffer_gate, prov.node_provisioner)
+            if breach:
+                problems.append((f"{where}.headroom.mode", breach))
         if production.is_production(self.environment.stage):
             for j, pool in enumerate(self.topology.gpu_pools):
                 if production.unpinned_alias(pool.ami_alias):

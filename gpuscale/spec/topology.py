@@ -520,6 +520,10 @@ class ProvisioningSpec(Spec):
     engine_init_s: float | None = Field(default=None, ge=0, le=86_400)
     """Measured vLLM engine start after the weights (compile + CUDA graphs), seconds; default derived per model from
     its size and ``cold_start.engine_start`` (perf-model.md 4.3: 8B 15-40 s, 70B 60-150 s)."""
+    capacity_buffer_gate: bool = False
+    """Karpenter's ``CapacityBuffer`` feature gate (alpha, off by default in v1.14.1): the chart value
+    ``settings.featureGates.capacityBuffer`` of the Karpenter gpuscale installs, or a statement that the cluster's own
+    Karpenter runs with it. Needed by ``models[].headroom.mode: capacity-buffer``."""
 
     @model_validator(mode="after")
     def _ordered(self) -> ProvisioningSpec:

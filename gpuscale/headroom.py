@@ -1,0 +1,123 @@
+"""How many spare GPU nodes a role keeps for its scale-ups, what they cost, and whether they pay: the one definition
+sizing stores (``RoleSizing.headroom``) and validate, the manifests, the simulator and the plan read.
+
+A spare node saves a scale-up the node's wait: Karpenter's batch window, the launch to node Ready and the GPUs'
+registration (``node_wait_s``). The replicas a role needs during that wait come from the workload: the rate at the top
+of a burst (``burst.multiplier`` x ``peak_rps``, or ``peak_rps`` without bursts) plus the Poisson fluctuation of the
+arrivals counted over the wait, at the 99th percentile (``rate + z * sqrt(rate / wait)``, the normal approximation of
+the count's quantile divided by the window). Replicas at full utilisation for that rate, less the peak replicas the
+autoscaler already keeps at its target (their spare share absorbs the rest), is the shortfall; N is the shortfall the
+role's ``max_replicas`` still lets the autoscaler add (a spare node beyond the ceiling is never used).
+
+It pays only when a replica started on a spare node at the burst's start serves before the burst is over (image,
+weights and engine start shorter than the burst): otherwise the spare node's replica arrives after the burst just as a
+cold one would, and the spare GPUs are pure cost. The plan prices it against the misses it saves in the simulator's
+``headroom`` scenario.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field
+
+from gpuscale.first_answer import ColdStart
+from gpuscale.spec.base import Spec
+from gpuscale.spec.headroom import HeadroomMode
+from gpuscale.spec.workload import WorkloadSpec
+
+KARPENTER_BATCH_MAX_S = 10.0
+"""Karpenter's ``BATCH_MAX_DURATION`` default: the longest a pending pod waits before the launch decision (settings
+reference; ``pkg/operator/options/options.go`` at v1.14.1)."""
+BURST_QUANTILE_Z = 2.326
+"""z of the 99th percentile of the normal distribution: the arrivals' fluctuation over the node wait sized for."""
+BUFFER_RESYNC_S = 30.0
+"""Karpenter v1.14.1's CapacityBuffer controller requeues every buffer each 30 s and triggers a provisioning pass
+(``pkg/controllers/capacitybuffer/controller.go``: ``RequeueAfter: 30 * time.Second``, ``c.trigger.Trigger``): a
+spare node taken by a serving pod is relaunched at the next pass, at most this long after."""
+
+
+class HeadroomSizing(Spec):
+    """The spare nodes of one role: N replicas' worth, the rate they are sized for, their price, and whether they pay."""
+
+    mode: HeadroomMode
+    replicas: int = Field(ge=0)
+    """N: replicas' worth of spare GPU nodes (0: none)."""
+    pods: int = Field(ge=0)
+    """Virtual pods of the CapacityBuffer: N x pods per replica."""
+    gpus: int = Field(ge=0)
+    nodes: int = Field(ge=0)
+    """Spare nodes the N replicas' GPUs fill on the instance type (the pool's buffers share nodes: the model's total
+    can be fewer than the roles' sum)."""
+    node_wait_s: float
+    """What a spare node saves each scale-up: the batch window, launch to Ready and GPU registration."""
+    burst_rps: float
+    """The rate sized for: the burst's top plus the 99th-percentile fluctuation over ``node_wait_s``."""
+    needed_replicas: int
+    """Replicas at full utilisation for ``burst_rps``."""
+    load_s: float
+    """A replica on a spare node: image pull, weights and engine start."""
+    gpu_hours_per_day: float
+    usd_per_day: float
+    pays: bool
+    """N > 0 and a replica on a spare node serves before the burst is over."""
+    why: str
+    """One sentence on how N came out (and why it does or does not pay)."""
+
+    @property
+    def emitted(self) -> bool:
+        """Whether the manifests hold it: asked for, sized above zero, and paying."""
+        return self.mode != "none" and self.pays
+
+
+def node_wait_s(cold: ColdStart) -> float:
+    """What a scale-up waits for a new node before its pod can bind: batch window + launch to Ready + GPU registration."""
+    return KARPENTER_BATCH_MAX_S + cold.node_s + cold.gpu_ready_s
+
+
+def burst_rps(workload: WorkloadSpec, window_s: float) -> float:
+    """The arrival rate a role meets within ``window_s`` at the 99th percentile: the burst's top (or the peak), plus the
+    Poisson count's fluctuation over the window expressed as a rate."""
+    b = workload.burst
+    top = workload.peak_rps * (b.multiplier if b.per_hour > 0 else 1.0)
+    return top + BURST_QUANTILE_Z * math.sqrt(top / window_s) if top > 0 else 0.0
+
+
+def size_headroom(
+    *, mode: HeadroomMode, role: str, workload: WorkloadSpec, cold: ColdStart, replicas_per_rps: float,
+    target_utilisation: float, replicas_at_peak: int, max_replicas: int, gpus_per_replica: int, pods_per_replica: int,
+    gpus_per_node: int, usd_per_gpu_hour: float,
+) -> HeadroomSizing:
+    """N for one role (module docstring), its GPUs priced at the on-demand rate all day (Karpenter keeps them always)."""
+    wait = node_wait_s(cold)
+    rate = burst_rps(workload, wait)
+    # replicas_per_rps holds the autoscaler's target utilisation; at full utilisation a replica carries 1/target more
+    needed = max(0, math.ceil(replicas_per_rps * target_utilisation * rate - 1e-9))
+    shortfall = max(0, needed - replicas_at_peak)
+    room = max(0, max_replicas - replicas_at_peak)
+    n = min(shortfall, room)
+    load = cold.image_pull_s + cold.weights_s + cold.engine_init_s
+    b = workload.burst
+    lasts = b.duration_s if b.per_hour > 0 and b.multiplier > 1 else wait
+    answers = load < lasts
+    gpus = n * gpus_per_replica
+    nodes = math.ceil(gpus / gpus_per_node) if gpus else 0
+    # the GPUs it holds: Karpenter packs the virtual pods of every buffer of the pool onto the same nodes
+    gpu_h = float(gpus * 24)
+    if shortfall == 0:
+        why = (f"{replicas_at_peak} peak replica(s) at target {target_utilisation:g} carry {rate:.1f} req/s "
+               f"({needed} needed at full utilisation): no spare node needed")
+    elif n == 0:
+        why = f"{shortfall} more replica(s) would be needed but max_replicas {max_replicas} leaves no room above the peak"
+    elif not answers:
+        why = (f"{n} replica(s) short at {rate:.1f} req/s, but a replica on a spare node needs {load:.0f} s (image, "
+               f"weights, engine) and the burst lasts {lasts:.0f} s: it would arrive after the burst, so spare nodes "
+               f"do not pay; lower the target utilisation instead (warm replicas)")
+    else:
+        why = (f"{n} replica(s) short at {rate:.1f} req/s within {wait:.0f} s of node wait; a replica on a spare node "
+               f"serves after {load:.0f} s, inside the {lasts:.0f} s burst")
+    return HeadroomSizing(
+        mode=mode, replicas=n, pods=n * pods_per_replica, gpus=gpus, nodes=nodes, node_wait_s=round(wait, 1),
+        burst_rps=round(rate, 2), needed_replicas=needed, load_s=round(load, 1), gpu_hours_per_day=gpu_h,
+        usd_per_day=round(gpu_h * usd_per_gpu_hour, 2), pays=n > 0 and answers, why=why,
+    )

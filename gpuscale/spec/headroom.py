@@ -1,0 +1,31 @@
+"""Spare GPU nodes kept ready before a burst (``models[].headroom``).
+
+Between a warm replica (serving, paid for all day) and a cold start (a new node, then the image, the weights and the
+engine), a model may keep spare *nodes*: the GPUs for N more replicas, launched ahead of demand so a scale-up skips the
+node's launch and GPU registration. N is sized from the workload (``gpuscale.headroom``); this section only says how
+the spare nodes are held.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from gpuscale.spec.base import Spec
+
+HeadroomMode = Literal["none", "capacity-buffer"]
+
+
+class HeadroomSpec(Spec):
+    """How a model keeps spare GPU nodes for its scale-ups."""
+
+    mode: HeadroomMode = "none"
+    """``capacity-buffer``: a Karpenter ``CapacityBuffer`` per role (autoscaling.x-k8s.io/v1beta1, alpha in Karpenter
+    v1.14.1; needs ``topology.provisioning.capacity_buffer_gate: true``): Karpenter keeps nodes for virtual pods that
+    no scheduler ever sees, so KAI charges no queue for them. ``none``: no spare nodes. (Low-priority placeholder pods,
+    for a Karpenter without the gate, are simulated by the ``headroom`` scenario but not emitted yet: under KAI the
+    serving pods' preemption delay would hold them for the node time they are meant to save.)"""
+    max_usd_per_day: float | None = Field(default=None, gt=0, le=1e9)
+    """Most the spare nodes may cost per day (their GPU-hours at the instance's on-demand price); sized headroom that
+    costs more is refused. None: no cap."""

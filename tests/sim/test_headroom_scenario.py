@@ -1,0 +1,60 @@
+"""The ``headroom`` scenario: warm nodes take the node's wait off a scale-up's first answer, placeholders also the image
+pull, and the spare GPUs are paid for; sized from ``gpuscale.headroom`` at the undiscounted target."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from gpuscale.sim.metrics import ScenarioResult
+from gpuscale.sim.runner import Runner
+from gpuscale.sim.scenarios import build_scenario, findings
+from gpuscale.sim.scenarios.headroom import NO_HEADROOM, WARM_NODES, WARM_NODES_IMAGE, WARM_REPLICAS
+from gpuscale.spec.platform import PlatformSpec
+from tests.sim.conftest import spec_of
+
+
+def bursty() -> PlatformSpec:
+    """The tiny stack with bursts (x2 for 10 min, 3 an hour) that outlast a replica's load on a spare node."""
+    raw = spec_of("tiny-aggregated").model_dump(mode="json")
+    raw["models"][0]["workload"].update(base_rps=0.5, peak_rps=6.0, burst={"multiplier": 2.0, "duration_s": 600, "per_hour": 3})
+    return PlatformSpec.model_validate(raw)
+
+
+@cache
+def result() -> tuple[ScenarioResult, list[str]]:
+    sc = build_scenario("headroom", bursty(), duration_s=3600.0)
+    res = Runner(sc, seed=0, policies=[NO_HEADROOM, WARM_NODES, WARM_NODES_IMAGE]).run()
+    return res, findings(sc, res)
+
+
+def test_variants_and_the_buffer_they_run_with() -> None:
+    sc = build_scenario("headroom", bursty(), duration_s=600.0)
+    by = {v.name: v for v in sc.variants}
+    assert list(by) == [NO_HEADROOM, WARM_REPLICAS, WARM_NODES, WARM_NODES_IMAGE, "ceiling"]
+    assert by[NO_HEADROOM].headroom is None and by[WARM_REPLICAS].headroom is None
+    nodes, image = by[WARM_NODES].headroom, by[WARM_NODES_IMAGE].headroom
+    assert nodes is not None and image is not None
+    assert nodes.pods == image.pods == sc.parameters["spare_pods"] >= 1
+    assert not nodes.prepull and image.prepull
+    # the warm-node variants scale at the undiscounted target; warm replicas at the stack's own sizing
+    assert by[WARM_NODES].sizing is not None and by[WARM_REPLICAS].sizing is None
+    assert all(r.target_utilisation == 0.7 for r in by[WARM_NODES].sizing.values())
+
+
+def test_warm_nodes_shorten_scale_ups_by_the_node_wait_and_placeholders_by_the_image_too() -> None:
+    res, _ = result()
+    by = {r.name: r for r in res.results}
+    cold, nodes, image = (by[n].nodes for n in (NO_HEADROOM, WARM_NODES, WARM_NODES_IMAGE))
+    assert cold.scale_ups and nodes.scale_ups and image.scale_ups
+    assert cold.scale_up_ready_mean_s is not None and nodes.scale_up_ready_mean_s is not None
+    assert image.scale_up_ready_mean_s is not None
+    # the node wait is 100 s (batch window, launch to Ready, GPU registration) less the launch jitter
+    assert cold.scale_up_ready_mean_s - nodes.scale_up_ready_mean_s > 60.0
+    assert image.scale_up_ready_mean_s < nodes.scale_up_ready_mean_s
+    assert by[WARM_NODES].misses.total < by[NO_HEADROOM].misses.total
+    assert by[WARM_NODES].gpu_hours > by[NO_HEADROOM].gpu_hours  # the spare GPUs are charged
+
+
+def test_findings_price_what_each_saves() -> None:
+    _, lines = result()
+    assert any(line.startswith(f"{WARM_NODES} vs {NO_HEADROOM}: +") and "per 1,000 requests saved" in line for line in lines)

@@ -1,0 +1,68 @@
+"""A stack with headroom synthesizes a CapacityBuffer per role whose spare nodes pay, valid against the CRD Karpenter
+v1.14.1 installs, pointing at the role's own workload, with the chart's feature gate on; without headroom nothing."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from gpuscale.sizing import size_platform
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import load_stack_file
+from gpuscale.synth.render import SynthResult, synth_spec
+from tests.conftest import requires_shared, stack_path
+from tests.k8s_schema import validate_object
+
+
+def prod_with_headroom() -> PlatformSpec:
+    """Prod with 10-minute bursts (longer than a replica's load on a spare node) and a CapacityBuffer for its 70B."""
+    raw = load_stack_file(stack_path("prod")).model_dump(mode="json", exclude_unset=True)
+    llama = raw["models"][0]
+    llama["workload"]["burst"] = {"multiplier": 2.0, "duration_s": 600, "per_hour": 2}
+    llama["headroom"] = {"mode": "capacity-buffer"}
+    raw["topology"].setdefault("provisioning", {})["capacity_buffer_gate"] = True
+    return PlatformSpec.model_validate(raw)
+
+
+@cache
+def synth() -> tuple[PlatformSpec, SynthResult]:
+    spec = prod_with_headroom()
+    return spec, synth_spec(spec, stack="prod")
+
+
+def of_kind(result: SynthResult, kind: str) -> list[dict[str, Any]]:
+    return [o for _, o in result.kubernetes_objects() if o["kind"] == kind]
+
+
+def test_one_buffer_per_paying_role_naming_its_deployment_with_the_sized_pods() -> None:
+    spec, result = synth()
+    ms = size_platform(spec).models[0]
+    want = {f"{ms.model}-{r.role}-headroom": r.headroom.pods for r in ms.roles if r.headroom and r.headroom.emitted}
+    assert want  # the sizing says they pay on this stack
+    buffers = {b["metadata"]["name"]: b for b in of_kind(result, "CapacityBuffer")}
+    assert {n: b["spec"]["replicas"] for n, b in buffers.items()} == want
+    deployments = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in of_kind(result, "Deployment")}
+    for b in buffers.values():
+        ref = b["spec"]["scalableRef"]
+        assert ref["apiGroup"] == "apps" and ref["kind"] == "Deployment"
+        assert (b["metadata"]["namespace"], ref["name"]) in deployments
+        assert b["apiVersion"] == "autoscaling.x-k8s.io/v1beta1"
+        assert b["spec"]["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
+
+
+@requires_shared
+def test_buffers_are_valid_against_the_pinned_crd() -> None:
+    _, result = synth()
+    buffers = of_kind(result, "CapacityBuffer")
+    assert buffers
+    assert {b["metadata"]["name"]: validate_object(b) for b in buffers} == {b["metadata"]["name"]: [] for b in buffers}
+
+
+def test_the_karpenter_chart_turns_the_gate_on_only_when_asked(stack_synths: dict[str, SynthResult]) -> None:
+    def gates(result: SynthResult) -> object:
+        [chart] = [c for c in result.charts() if c["release"] == "karpenter"]
+        return chart["values"]["settings"].get("featureGates")
+
+    assert gates(synth()[1]) == {"capacityBuffer": True}
+    assert gates(stack_synths["prod"]) is None  # the chart's default (off) stands
+    assert not of_kind(stack_synths["prod"], "CapacityBuffer")
