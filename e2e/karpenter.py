@@ -31,7 +31,7 @@ from e2e.controlplane import Controller
 from e2e.kube import load_documents
 from e2e.processes import free_port, http_ok
 from gpuscale import labels
-from gpuscale.schedule.nodes import _instance_labels, capacity
+from gpuscale.schedule.nodes import capacity, instance_labels
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
 from gpuscale.versions import E2E_KARPENTER, E2E_KWOK
 
@@ -53,7 +53,7 @@ def instance_types(zones: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def _instance_type(it: GpuInstanceType, zones: list[str]) -> dict[str, Any]:
-    node_labels = _instance_labels(it)
+    node_labels = instance_labels(it)
     static = [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(node_labels.items())
               if k not in (labels.ZONE_LABEL, labels.KARPENTER_CAPACITY_TYPE_LABEL, "kubernetes.io/os",
                            "kubernetes.io/arch", "node.kubernetes.io/instance-type")]
