@@ -19,12 +19,12 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from e2e.kube import Kubectl, load_documents
+from e2e.kube import Kubectl, Result, load_documents
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CRDS = REPO.parent / "shared" / "crds"
@@ -92,7 +92,15 @@ def digest(obj: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def accept(kubectl: Kubectl, objects: Sequence[dict[str, Any]],
+class ApplyAndDiff(Protocol):
+    """What ``accept`` needs of kubectl."""
+
+    def apply(self, objects: Iterable[Mapping[str, Any]], *, check: bool = True, force: bool = True) -> Result: ...
+
+    def diff(self, obj: Mapping[str, Any]) -> str: ...
+
+
+def accept(kubectl: ApplyAndDiff, objects: Sequence[dict[str, Any]],
            last_accepted: dict[str, str] | None = None) -> Verdict:
     """Apply each object (namespaces first, so each rejection names its object), then diff each accepted one.
 
