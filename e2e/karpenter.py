@@ -43,6 +43,7 @@ NAMESPACE = "karpenter"
 NODE_CLASS = "e2e-kwok"
 KWOK_NODECLASS_GROUP = "karpenter.kwok.sh"
 SPOT_PRICE_FRACTION = 0.6
+KWOK_NODE_LEASE_S = 40
 ROOT_VOLUME_BYTES = 500 * 1024**3
 """Ephemeral storage each kwok node reports (no EBS here)."""
 
@@ -176,6 +177,12 @@ class Karpenter(Controller):
             str(binary(E2E_KWOK, "kwok")), f"--kubeconfig={self.plane.kubeconfig}", f"--config={stage_file}",
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{free_port()}", "--cidr=10.244.0.0/16",
+            # the heartbeat-with-lease stage only rewrites node status every 10-20 min: the node's Lease is the
+            # heartbeat, and kwok renews one only with a lease duration. Without it the node lifecycle controller marks
+            # every node NotReady 40-50 s after it registers, and its pods NotReady, which nothing marks Ready again
+            # (seen in the drift scenario). 40 s is kwok v0.8.0's own default for a KwokConfiguration
+            # (pkg/apis/config/v1alpha1 zz_generated.defaults.go), which a --config of Stages alone does not get.
+            f"--node-lease-duration-seconds={KWOK_NODE_LEASE_S}",
         ])
 
         types_file = self.directory / "instance-types.json"
