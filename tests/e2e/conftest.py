@@ -62,6 +62,7 @@ _not_run: dict[str, str] = {}
 
 
 def scenario_name(test_name: str) -> str:
+    """A scenario's name in the report (the ``scenario`` fixture's)."""
     return test_name.removeprefix("test_")
 
 
@@ -124,7 +125,7 @@ class Scenario:
 
 @pytest.fixture
 def scenario(request: pytest.FixtureRequest, harness: Any, report: Any) -> Iterator[Scenario]:
-    sc = Scenario(scenario_name(request.node.name))
+    sc = Scenario(request.node.name.removeprefix("test_"))
     yield sc
     rep = request.node.stash.get(_outcome, None)
     passed = bool(rep is not None and rep.passed)
