@@ -286,7 +286,7 @@ def test_drift_waits_for_the_window_then_rolls_one_node_at_a_time_within_the_pdb
         time.sleep(2)
     values = rolling.values("open")
     # each old node's disruption: from the first sample it is taken (tainted or deleting) to the last one it exists;
-    # samples are 2 s apart, so an overlap shorter than that could be missed: the budget count is the sharper test
+    # samples are a few seconds apart (kubectl calls), so an overlap shorter than that could be missed
     spans = {}
     for name in old:
         taken = [s["t_s"] for s in rolling.samples if name in s["value"]["disrupting"]]
