@@ -296,3 +296,34 @@ def test_acceptance_skips_only_what_the_cluster_last_accepted_with_the_same_cont
     warned = FakeKubectl(warn=frozenset({"a"}))
     accept(warned, [_cm("a")], seen := {})
     assert seen == {}  # a warned object is judged again next time
+
+
+ISSUE_SCENARIOS = {
+    "acceptance of every shipped stack": ("test_acceptance", "test_apply_stack"),
+    "acceptance of the feature grid": ("test_acceptance", "test_apply_feature_grid"),
+    "KEDA scales up when the queue rises": ("test_keda", "test_keda_scales_up_when_the_queue_rises"),
+    "KEDA scales down when traffic stops": ("test_keda", "test_keda_scales_down_when_traffic_stops"),
+    "KEDA holds replicas while Prometheus is unreachable": (
+        "test_keda", "test_keda_holds_replicas_while_prometheus_is_unreachable"),
+    "KEDA wakes from zero on the door's queue": ("test_keda", "test_keda_wakes_from_zero_on_the_front_door_queue"),
+    "Karpenter launches an allowed type with the pool's taint and labels": (
+        "test_karpenter", "test_a_pending_gpu_pod_gets_a_node_of_an_allowed_type_with_the_pool_s_taint_and_labels"),
+    "Karpenter stops at the GPU limit": ("test_karpenter", "test_the_pool_s_gpu_limit_stops_launches"),
+    "Karpenter WhenEmpty": ("test_karpenter", "test_when_empty_removes_the_empty_node_and_never_the_serving_one"),
+    "Karpenter drift window and one node at a time": (
+        "test_karpenter", "test_drift_waits_for_the_window_then_rolls_one_node_at_a_time_within_the_pdb"),
+    "LWS group": ("test_lws", "test_a_multi_node_replica_s_group_has_the_pods_env_and_labels_its_templates_expect"),
+}
+"""Issue 25's scenarios and the test that runs each: every one takes the ``scenario`` fixture, so it is in
+``out/e2e/report.json`` (with ``passed`` and ``observed``, or ``not_run`` and why)."""
+
+
+@pytest.mark.parametrize("what", list(ISSUE_SCENARIOS))
+def test_every_scenario_of_the_issue_has_a_test_that_reports(what: str) -> None:
+    import importlib
+    import inspect
+
+    module, name = ISSUE_SCENARIOS[what]
+    test = getattr(importlib.import_module(f"tests.e2e.{module}"), name, None)
+    assert test is not None, f"{what}: no {module}.{name}"
+    assert "scenario" in inspect.signature(test).parameters, f"{what}: {name} does not report through the scenario fixture"
