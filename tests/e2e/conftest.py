@@ -83,6 +83,7 @@ def report(request: pytest.FixtureRequest) -> Iterator[Any]:
     from e2e.report import Report
 
     rep = Report(OUT / "report.json")
+    rep.write()  # an earlier run's report must not pass for this one's while it runs or if it dies
     yield rep
     # every scenario collected is in the report: those that did not run say why, and count as not passed
     recorded = {s["name"] for s in rep.scenarios}
