@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -90,14 +91,16 @@ def test_exporter_serves_vllm_names_and_labels_and_advances_counters_at_the_set_
         exporter.update("p0", gauges={"vllm:num_requests_waiting": 3.0},
                         counter_rates={"vllm:prompt_tokens_total": 1000.0},
                         observe={"vllm:request_queue_time_seconds": (2.0, 0.5)})
-        exporter.pods["p0"].last -= 2.0  # two seconds pass
+        start = time.monotonic()
+        exporter.pods["p0"].last -= 2.0  # two seconds pass, and then as long as the request takes on a loaded machine
         body = urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/pods/p0/metrics").read().decode()
+        passed_s = 2.0 + time.monotonic() - start
         lines = dict(line.rsplit(" ", 1) for line in body.splitlines() if not line.startswith("#"))
         labels = 'model_name="llama-8b",engine="0"'
         assert float(lines[f"vllm:num_requests_waiting{{{labels}}}"]) == 3.0
-        assert float(lines[f"vllm:prompt_tokens_total{{{labels}}}"]) == pytest.approx(2000.0, rel=0.01)
-        assert float(lines[f"vllm:request_queue_time_seconds_count{{{labels}}}"]) == pytest.approx(4.0, rel=0.01)
-        assert float(lines[f"vllm:request_queue_time_seconds_sum{{{labels}}}"]) == pytest.approx(2.0, rel=0.01)
+        for name, per_s in (("vllm:prompt_tokens_total", 1000.0), ("vllm:request_queue_time_seconds_count", 2.0),
+                            ("vllm:request_queue_time_seconds_sum", 1.0)):  # 2 observations a second of 0.5 s
+            assert 2.0 * per_s <= float(lines[f"{name}{{{labels}}}"]) <= passed_s * per_s, name
         exporter.door("d")
         exporter.doors["d"].waiting = 1.0
         door = urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/doors/d/metrics").read().decode()
