@@ -250,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = cache_root() / "build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     failed = 0
+    started = time.monotonic()
+    cold_cpu = 0.0
     for name in names:
         pin = E2E_BINARIES[name]
         if not is_built(pin):
@@ -265,9 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert isinstance(costs, dict)
         total_cpu = sum(c["cpu_s"] for c in costs.values())
         total_wall = sum(c["wall_s"] for c in costs.values())
+        cold_cpu += total_cpu
         state = "cached" if record["cached"] else "built"
         print(f"{name} {pin.version}: {state} ({total_cpu:.0f} CPU-s, {total_wall:.0f} s wall when built) "
               f"in {bin_dir(pin)}", flush=True)
+    print(f"e2e binaries: {time.monotonic() - started:.0f} s this run; a cold build of these cost "
+          f"{cold_cpu:.0f} CPU-s (each build.json){f'; {failed} failed' if failed else ''}", flush=True)
     return 1 if failed else 0
 
 

@@ -12,7 +12,9 @@ What stands in for AWS, and what is changed in the emitted objects (each scenari
   NodePool's ``nodeClassRef`` is swapped; the class is marked Ready (the NodePool readiness controller requires it,
   ``pkg/controllers/nodepool/readiness``), as Karpenter's own kwok e2e suite does.
 * Pods use the default kube-scheduler (``schedulerName`` removed): KAI cannot be built here.
-* Timing: only ``disruption.consolidateAfter``, where a scenario says so.
+* Timing: only ``disruption.consolidateAfter``, where a scenario says so; the drift scenario moves the pool's drift
+  window (its freeze budget's ``schedule``: the length, weekday rule, nodes and reasons stay as emitted) to the test's
+  clock, and changes one template label to make the pool's NodeClaims drift (``drifted_template``).
 """
 
 from __future__ import annotations
@@ -31,14 +33,17 @@ from e2e.controlplane import Controller
 from e2e.kube import load_documents
 from e2e.processes import free_port, http_ok
 from gpuscale import labels
-from gpuscale.schedule.nodes import _instance_labels, capacity
+from gpuscale.manifests.karpenter import budgets_body
+from gpuscale.schedule.nodes import capacity, instance_labels
 from gpuscale.spec.catalogue import CATALOGUE, GpuInstanceType
+from gpuscale.spec.topology import WEEKDAYS, DisruptionBudget, DriftWindow
 from gpuscale.versions import E2E_KARPENTER, E2E_KWOK
 
 NAMESPACE = "karpenter"
 NODE_CLASS = "e2e-kwok"
 KWOK_NODECLASS_GROUP = "karpenter.kwok.sh"
 SPOT_PRICE_FRACTION = 0.6
+KWOK_NODE_LEASE_S = 40
 ROOT_VOLUME_BYTES = 500 * 1024**3
 """Ephemeral storage each kwok node reports (no EBS here)."""
 
@@ -53,7 +58,7 @@ def instance_types(zones: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def _instance_type(it: GpuInstanceType, zones: list[str]) -> dict[str, Any]:
-    node_labels = _instance_labels(it)
+    node_labels = instance_labels(it)
     static = [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(node_labels.items())
               if k not in (labels.ZONE_LABEL, labels.KARPENTER_CAPACITY_TYPE_LABEL, "kubernetes.io/os",
                            "kubernetes.io/arch", "node.kubernetes.io/instance-type")]
@@ -87,6 +92,49 @@ def to_kwok(node_pool: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     pool["spec"]["template"]["spec"]["nodeClassRef"] = {"group": KWOK_NODECLASS_GROUP, "kind": "KWOKNodeClass",
                                                         "name": NODE_CLASS}
     return pool, changes
+
+
+DRIFT_LABEL = "gpuscale.io/e2e-drift"
+
+
+def drifted_template(node_pool: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch that changes the NodePool's template (one label added), so its hash changes and every NodeClaim
+    of the pool drifts: Karpenter v1.14.1 hashes ``spec.template`` (``pkg/apis/v1/nodepool.go`` ``Hash``) and marks a
+    NodeClaim whose ``karpenter.sh/nodepool-hash`` differs ``Drifted`` (``NodePoolDrifted``,
+    ``pkg/controllers/nodeclaim/disruption/drift.go`` ``areStaticFieldsDrifted``), as a new AMI pin does through the
+    EC2NodeClass on EKS (which the kwok provider cannot drift)."""
+    template_labels = dict(node_pool["spec"]["template"]["metadata"].get("labels", {}))
+    template_labels[DRIFT_LABEL] = "1"
+    return {"spec": {"template": {"metadata": {"labels": template_labels}}}}
+
+
+def drift_window(node_pool: Mapping[str, Any]) -> tuple[int, DriftWindow]:
+    """The index of the pool's drift freeze budget and the window it leaves open (``DriftWindow.from_freeze_budget``,
+    the reading ``gpuscale diff`` uses)."""
+    for i, budget in enumerate(node_pool["spec"]["disruption"].get("budgets", [])):
+        if budget.get("nodes") == "0" and "Drifted" in budget.get("reasons", []) and budget.get("schedule"):
+            window = DriftWindow.from_freeze_budget(budget["schedule"], budget["duration"])
+            if window is None:
+                raise ValueError(f"NodePool {node_pool['metadata']['name']}: budget {budget} is not a drift freeze")
+            return i, window
+    raise LookupError(f"NodePool {node_pool['metadata']['name']} emits no drift window (a Drifted budget of 0 nodes)")
+
+
+def with_drift_window_at(node_pool: Mapping[str, Any], start: datetime.datetime) -> tuple[list[dict[str, Any]], str]:
+    """The pool's budgets with its drift window moved to open at ``start`` (UTC, whole minutes; on ``start``'s
+    weekday when the window has one), its length as emitted, built by the same ``DriftWindow.freeze_budget`` that
+    emits it; and what was changed. Karpenter evaluates a budget's schedule in UTC (``Budget.IsActive``,
+    ``pkg/apis/v1/nodepool.go`` v1.14.1: active while a cron hit lies within the last ``duration``)."""
+    index, window = drift_window(node_pool)
+    start = start.astimezone(datetime.UTC)
+    moved = DriftWindow(start_utc=start.strftime("%H:%M"), duration=window.duration,
+                        day=WEEKDAYS[(start.weekday() + 1) % 7] if window.day else None)
+    budgets = [DisruptionBudget.model_validate(b) for b in node_pool["spec"]["disruption"]["budgets"]]
+    before = budgets[index].schedule
+    budgets[index] = moved.freeze_budget()
+    change = (f"drift window {window.describe()} -> {moved.describe()} (freeze schedule {before} -> "
+              f"{budgets[index].schedule}, duration {budgets[index].duration})")
+    return budgets_body(budgets), change
 
 
 def default_scheduled(workload: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -129,6 +177,12 @@ class Karpenter(Controller):
             str(binary(E2E_KWOK, "kwok")), f"--kubeconfig={self.plane.kubeconfig}", f"--config={stage_file}",
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{free_port()}", "--cidr=10.244.0.0/16",
+            # the heartbeat-with-lease stage only rewrites node status every 10-20 min: the node's Lease is the
+            # heartbeat, and kwok renews one only with a lease duration. Without it the node lifecycle controller marks
+            # every node NotReady 40-50 s after it registers, and its pods NotReady, which nothing marks Ready again
+            # (seen in the drift scenario). 40 s is kwok v0.8.0's own default for a KwokConfiguration
+            # (pkg/apis/config/v1alpha1 zz_generated.defaults.go), which a --config of Stages alone does not get.
+            f"--node-lease-duration-seconds={KWOK_NODE_LEASE_S}",
         ])
 
         types_file = self.directory / "instance-types.json"

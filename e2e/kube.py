@@ -56,7 +56,8 @@ class Kubectl:
         return self.run(args, stdin=json.dumps(doc), check=check)
 
     def diff(self, obj: Mapping[str, Any]) -> str:
-        """What applying ``obj`` again would change (``kubectl diff --server-side``): empty when nothing."""
+        """What applying ``obj`` (an object or a ``List``) again would change (``kubectl diff --server-side``): empty
+        when nothing."""
         result = self.run(["diff", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-"],
                           stdin=json.dumps(dict(obj)), check=False)
         if result.returncode == 0:

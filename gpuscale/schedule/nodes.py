@@ -188,7 +188,10 @@ def root_volume_bytes(node_class: Mapping[str, Any] | None) -> int | None:
     return None
 
 
-def _instance_labels(it: GpuInstanceType) -> dict[str, str]:
+def instance_labels(it: GpuInstanceType) -> dict[str, str]:
+    """The labels EKS and Karpenter put on a node of this instance type (well-known, ``karpenter.k8s.aws/*`` and the
+    GPU ones); zone and capacity type are the offering's, not the type's. ``gpuscale schedule``'s nodes and the e2e
+    tier's kwok instance types both read them here."""
     family, size = it.name.split(".", 1)
     out = {
         INSTANCE_TYPE_LABEL: it.name,
@@ -247,7 +250,7 @@ def pool_nodes(
         per_zone[zone] = index_in_zone + 1
         node_name = f"{name}-{zone}-{index_in_zone}"
         node_labels = {
-            **_instance_labels(it),
+            **instance_labels(it),
             **template.get("metadata", {}).get("labels", {}),
             labels.ZONE_LABEL: zone,
             REGION_LABEL: region,

@@ -25,14 +25,45 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs the real controllers (make e2e); skipped by make test")
 
 
+_expected = pytest.StashKey[dict[str, str]]()
+"""Every scenario collected (its report name -> its test's node id), so the report lists those that did not run."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     skip = pytest.mark.skip(reason=f"real-controllers tier: run by make e2e ({E2E_ENV}=1)")
+    expected = config.stash.setdefault(_expected, {})
     for item in items:
         if here in Path(str(item.fspath)).parents and "harness" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
             if os.environ.get(E2E_ENV) != "1":
                 item.add_marker(skip)
+            if "scenario" in getattr(item, "fixturenames", ()):
+                expected[scenario_name(item.name)] = item.nodeid
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    for item in items:
+        _not_run[item.nodeid] = "deselected"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    why = None
+    if report.skipped:
+        why = f"skipped: {report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr}"
+    elif report.failed and report.when == "setup":
+        why = f"error before the scenario started: {_failure(report)}"
+    if why is not None:
+        _not_run[report.nodeid] = why
+
+
+_not_run: dict[str, str] = {}
+"""Node id -> why its scenario did not run (skipped, an error before it started, deselected)."""
+
+
+def scenario_name(test_name: str) -> str:
+    """A scenario's name in the report (the ``scenario`` fixture's)."""
+    return test_name.removeprefix("test_")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -47,11 +78,18 @@ _outcome = pytest.StashKey[pytest.TestReport]()
 
 
 @pytest.fixture(scope="session")
-def report() -> Any:
+def report(request: pytest.FixtureRequest) -> Iterator[Any]:
     from e2e.harness import OUT
     from e2e.report import Report
 
-    return Report(OUT / "report.json")
+    rep = Report(OUT / "report.json")
+    rep.write()  # an earlier run's report must not pass for this one's while it runs or if it dies
+    yield rep
+    # every scenario collected is in the report: those that did not run say why, and count as not passed
+    recorded = {s["name"] for s in rep.scenarios}
+    for name, nodeid in request.config.stash.get(_expected, {}).items():
+        if name not in recorded:
+            rep.record(name, False, {"not_run": _not_run.get(nodeid, "not run (the session ended before it)")})
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,11 @@
 """Karpenter v1.14.1 (kwok provider) over the prod stack's emitted ``l40s`` NodePool and the ``search-8b`` Deployment
 that targets it. ``e2e.karpenter`` says what stands in for EC2 and what is changed (the node class reference, the
-default scheduler for the pods; ``consolidateAfter`` only in the consolidation scenario)."""
+default scheduler for the pods; ``consolidateAfter`` only in the consolidation scenario, the drift window's place in
+the day and one template label only in the drift scenario)."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +14,7 @@ import pytest
 import yaml
 
 from e2e.acceptance import manifest_objects
-from e2e.karpenter import default_scheduled, to_kwok
+from e2e.karpenter import default_scheduled, drifted_template, to_kwok, with_drift_window_at
 from e2e.report import Timeline
 from e2e.scaling import find
 from gpuscale import labels
@@ -24,6 +26,12 @@ WORKLOAD = "search-8b-aggregated"
 LAUNCH_S = 240
 """Batching (up to 10 s), launch, kwok registration and scheduling on a loaded 2-core machine."""
 FAST_CONSOLIDATE_AFTER = "30s"
+DRIFT_HOLD_S = 60
+"""How long drifted nodes are watched outside the window: six passes of Karpenter's disruption loop (``pollingPeriod``
+10 s, ``pkg/controllers/disruption/controller.go`` v1.14.1)."""
+FROZEN_FOR = datetime.timedelta(minutes=30)
+"""Outside the window: it opens this long after the scenario starts (longer than the scenario's frozen phase)."""
+OPENED_AGO = datetime.timedelta(minutes=2)
 
 
 class Setup:
@@ -46,6 +54,8 @@ class Setup:
         self.support = [o for o in objects if o["kind"] == "Namespace" and o["metadata"]["name"] == ns]
         self.support += [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == sa]
         self.support += priority_classes(kai["values"])  # the KAI chart's classes the pods name
+        self.pdb = find(objects, "PodDisruptionBudget", WORKLOAD)
+        self.support.append(self.pdb)
         self.namespace = ns
 
     @property
@@ -76,6 +86,14 @@ class Setup:
     def running(self) -> list[dict[str, Any]]:
         return [p for p in self.pods() if p.get("status", {}).get("phase") == "Running" and p["spec"].get("nodeName")]
 
+    def ready(self) -> list[dict[str, Any]]:
+        return [p for p in self.running() if any(c["type"] == "Ready" and c["status"] == "True"
+                                                 for c in p["status"].get("conditions", []))]
+
+    def node_claims(self) -> list[dict[str, Any]]:
+        return [c for c in self.kubectl.items("nodeclaims.karpenter.sh")
+                if c["metadata"].get("labels", {}).get("karpenter.sh/nodepool") == POOL]
+
     def teardown(self) -> None:
         self.kubectl.run(["delete", "deployment", WORKLOAD, "-n", self.namespace, "--ignore-not-found",
                           "--wait=true", "--timeout=120s"], check=False)
@@ -89,7 +107,12 @@ class Setup:
 @pytest.fixture
 def pool(harness: Any, synth_dir: Any, request: pytest.FixtureRequest) -> Iterator[Setup]:
     synth = synth_dir("prod")
-    setup = Setup(harness, synth, getattr(request, "param", None))
+    param = getattr(request, "param", None)
+    setup = Setup(harness, synth, param if param != "drift" else None)
+    if param == "drift":  # frozen when the scenario starts: the window opens FROZEN_FOR later
+        setup.pool["spec"]["disruption"]["budgets"], change = with_drift_window_at(
+            setup.pool, datetime.datetime.now(datetime.UTC) + FROZEN_FOR)
+        setup.changes.append(change)
     zones = [v for r in setup.pool["spec"]["template"]["spec"]["requirements"]
              if r["key"] == labels.ZONE_LABEL for v in r["values"]]
     harness.ensure_karpenter(zones)
@@ -190,3 +213,95 @@ def test_when_empty_removes_the_empty_node_and_never_the_serving_one(pool: Setup
     assert final == [serving_node], f"nodes at the end {final}; the serving pod's node {serving_node}"
     assert all(s["value"]["serving_pod_running"] and serving_node in s["value"]["nodes"] for s in timeline.samples), \
         "the serving pod or its node went away"
+
+
+def _condition(obj: dict[str, Any], kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+def _disrupting(node: dict[str, Any]) -> bool:
+    """Karpenter has taken the node for disruption: its ``karpenter.sh/disrupted`` taint (``pkg/apis/v1/taints.go``)
+    or a deletion under way."""
+    return bool(node["metadata"].get("deletionTimestamp")) or any(
+        t["key"] == "karpenter.sh/disrupted" for t in node["spec"].get("taints", []))
+
+
+def _budget_sample(pool: Setup) -> dict[str, Any]:
+    """The pool's nodes and those that count against its disruption budget as Karpenter counts them
+    (``BuildDisruptionBudgetMapping``, ``pkg/controllers/disruption/helpers.go`` v1.14.1: a node taken for
+    disruption, or not Ready, unless its NodeClaim is ``InstanceTerminating``, i.e. already gone from the cloud)."""
+    nodes = pool.nodes()
+    terminating = {c.get("status", {}).get("nodeName") for c in pool.node_claims()
+                   if _condition(c, "InstanceTerminating")}
+    consuming = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in terminating
+                 and (_disrupting(n) or not _condition(n, "Ready"))]
+    return {"nodes": sorted(n["metadata"]["name"] for n in nodes),
+            "disrupting": sorted(n["metadata"]["name"] for n in nodes if _disrupting(n)),
+            "consuming_budget": sorted(consuming), "ready_pods": len(pool.ready())}
+
+
+@pytest.mark.parametrize("pool", ["drift"], indirect=True)
+def test_drift_waits_for_the_window_then_rolls_one_node_at_a_time_within_the_pdb(pool: Setup, scenario: Any) -> None:
+    replicas = 2
+    min_available = int(pool.pdb["spec"]["minAvailable"])
+    scenario.observed.update(changes=pool.changes, replicas=replicas, pdb_min_available=min_available,
+                             budgets=pool.pool["spec"]["disruption"]["budgets"])
+    assert any(b.get("nodes") == "1" and not b.get("reasons") for b in pool.pool["spec"]["disruption"]["budgets"]), \
+        "the pool emits no one-node budget"
+    pool.scale(replicas)
+    deadline = time.monotonic() + LAUNCH_S
+    while len(pool.ready()) < replicas and time.monotonic() < deadline:
+        time.sleep(3)
+    assert len(pool.ready()) == replicas, f"{replicas} replicas not ready: {[node_summary(n) for n in pool.nodes()]}"
+    old = sorted(n["metadata"]["name"] for n in pool.nodes())
+    assert len(old) == replicas, f"expected one node per replica, got {old}"
+    claims_before = sorted(c["metadata"]["name"] for c in pool.node_claims())
+
+    pool.kubectl.patch("nodepool.karpenter.sh", POOL, drifted_template(pool.pool))
+    deadline = time.monotonic() + 90
+    while not (claims := pool.node_claims()) or not all(_condition(c, "Drifted") for c in claims):
+        assert time.monotonic() < deadline, f"NodeClaims not Drifted 90 s after the template change: {claims}"
+        time.sleep(2)
+    frozen = Timeline()
+    deadline = time.monotonic() + DRIFT_HOLD_S
+    while time.monotonic() < deadline:
+        frozen.add("frozen", {**_budget_sample(pool), "claims": len(pool.node_claims())})
+        time.sleep(3)
+    scenario.observed.update(old_nodes=old, frozen_timeline=frozen.samples)
+    for sample in frozen.samples:
+        value = sample["value"]
+        assert value["nodes"] == old and not value["disrupting"] and value["claims"] == len(claims_before), \
+            f"drift disrupted outside the window at {sample['t_s']} s: {value}"
+
+    budgets, change = with_drift_window_at(pool.pool, datetime.datetime.now(datetime.UTC) - OPENED_AGO)
+    pool.changes.append(change)
+    pool.kubectl.patch("nodepool.karpenter.sh", POOL, {"spec": {"disruption": {"budgets": budgets}}})
+    rolling = Timeline()
+    deadline = time.monotonic() + 2 * LAUNCH_S + 120
+    while time.monotonic() < deadline:
+        sample = _budget_sample(pool)
+        rolling.add("open", sample)
+        if not set(old) & set(sample["nodes"]) and sample["ready_pods"] == replicas:
+            break
+        time.sleep(2)
+    values = rolling.values("open")
+    # each old node's disruption: from the first sample it is taken (tainted or deleting) to the last one it exists;
+    # samples are a few seconds apart (kubectl calls), so an overlap shorter than that could be missed
+    spans = {}
+    for name in old:
+        taken = [s["t_s"] for s in rolling.samples if name in s["value"]["disrupting"]]
+        seen = [s["t_s"] for s in rolling.samples if name in s["value"]["nodes"]]
+        spans[name] = (taken[0] if taken else None, seen[-1] if seen else None)
+    scenario.observed.update(roll_timeline=rolling.samples, disruption_spans_s=spans,
+                             max_consuming_budget_at_once=max(len(v["consuming_budget"]) for v in values),
+                             min_ready_pods=min(v["ready_pods"] for v in values),
+                             final_nodes=values[-1]["nodes"])
+    assert not set(old) & set(values[-1]["nodes"]), f"drifted nodes still there after the window opened: {values[-1]}"
+    assert values[-1]["ready_pods"] == replicas, f"replicas not ready on the new nodes: {values[-1]}"
+    assert all(taken is not None for taken, _ in spans.values()), f"a node left without being seen disrupted: {spans}"
+    over = [s for s in rolling.samples if len(s["value"]["consuming_budget"]) > 1]
+    assert not over, f"more than one node against the one-node budget: {over[:3]}"
+    first, second = sorted(spans.values(), key=lambda s: s[0] or 0)
+    assert first[0] is not None and second[0] is not None and second[0] > first[0], \
+        f"both nodes taken in the same sample: {spans}"
+    assert min(v["ready_pods"] for v in values) >= min_available, "ready pods fell below the PDB's minAvailable"
