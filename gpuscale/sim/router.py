@@ -1,9 +1,14 @@
 """The request path: arrivals, the router in front of each role, the gateway queue, and P/D KV transfers.
 
 * A request longer than the model's context or a replica's KV is rejected (HTTP 400).
-* Prefill (or aggregated) routing: least outstanding work; with ``cache-aware`` routing (the P/D router gpuscale
-  emits, vLLM Router's ``cache_aware`` policy) a request whose prompt prefix is cached on a replica goes there when at
-  least ``CACHE_MATCH_THRESHOLD`` of the prompt matches and the load is balanced, else to the least loaded replica.
+* Prefill (or aggregated) routing: fewest outstanding requests; with ``cache-aware`` routing (the P/D router gpuscale
+  emits) and prefix ids, the replica that would finish the request's prefill first: the fewest scheduler steps to
+  compute its prefill backlog plus this request's uncached tokens there (``work_steps``). A cache hit lowers the
+  request's work on that replica only, so a hit wins when it saves more than the replicas' backlogs differ, and a
+  long prompt is not sent behind another long prompt because both count as one request. ``cache-aware-requests`` is
+  vLLM Router's ``cache_aware`` rule as documented (balance by request count; a prompt whose prefix is cached goes
+  there when at least ``CACHE_MATCH_THRESHOLD`` of it matches and the loads differ by at most
+  ``BALANCE_ABS_THRESHOLD`` requests): the reference ``bench/prefix_routing.py`` measures the work pick against.
 * Decode routing: fewest waiting, then least KV; or ``power-of-two`` (two random replicas, the less loaded).
 * No replica ready: with a front door (``Variant.front_door``) the door holds the request up to its hold limit, or
   answers 503 with ``Retry-After`` at once when its queue is at the bound, or when the limit runs out (the wake ran
@@ -28,9 +33,9 @@ from gpuscale.sim.states import LossReason, RequestFlag
 from gpuscale.sim.vllm_engine import DROPPED, Engine, Request
 
 CACHE_MATCH_THRESHOLD = 0.5
-"""SGLang / vLLM Router ``cache_aware``: route by prefix match when at least this share of the prompt matches."""
+"""vLLM Router ``cache_aware`` (as documented): route by prefix match when at least this share of the prompt matches,"""
 BALANCE_ABS_THRESHOLD = 32
-"""... unless the loads differ by more than this many requests (then shortest queue); the router's default."""
+"""... unless the loads differ by more than this many requests (then shortest queue)."""
 HELD, STARTING, EVICTED = int(RequestFlag.HELD), int(RequestFlag.STARTING), int(RequestFlag.EVICTED)
 """``RequestFlag`` as plain ints (the per-request flag list is read and or-ed on every arrival)."""
 
@@ -87,6 +92,7 @@ class Router:
         s = ctx.setup
         self._link_bytes_per_s = s.kv_link_bytes_per_s
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
+        self.cache_aware_requests = s.prefill_routing == "cache-aware-requests" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
         self._fits = s.replica.fits
         self._timeout = s.request_timeout_s
@@ -155,10 +161,21 @@ class Router:
         best.engine.submit(req)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
-        least, low, high = _load_range(ready)
-        if not self.cache_aware or req.prefix is None:
-            return least
-        if high - low > BALANCE_ABS_THRESHOLD:
+        if not self.cache_aware:
+            return self._pick_by_requests(ready, req) if self.cache_aware_requests else _least_requests(ready)
+        best, fewest = ready[0], math.inf
+        for rep in ready:
+            e = rep.engine
+            assert e is not None
+            steps = work_steps(e, req)
+            if steps < fewest:
+                best, fewest = rep, steps
+        return best
+
+    def _pick_by_requests(self, ready: list[Replica], req: Request) -> Replica:
+        loads = [_prefill_load(r) for r in ready]
+        least = ready[loads.index(min(loads))]
+        if req.prefix is None or max(loads) - min(loads) > BALANCE_ABS_THRESHOLD:
             return least
         best, hit = least, 0
         for r in ready:
@@ -346,17 +363,23 @@ def _prefill_load(rep: Replica) -> int:
     return len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
 
 
-def _load_range(ready: list[Replica]) -> tuple[Replica, int, int]:
-    """The least loaded replica (the first of equals), its load and the highest load, in one pass."""
+def _least_requests(ready: list[Replica]) -> Replica:
+    """The replica with the fewest outstanding requests (the first of equals)."""
     least = ready[0]
-    low = high = _prefill_load(least)
+    low = _prefill_load(least)
     for rep in ready[1:]:
         load = _prefill_load(rep)
         if load < low:
             least, low = rep, load
-        elif load > high:
-            high = load
-    return least, low, high
+    return least
+
+
+def work_steps(e: Engine, req: Request) -> float:
+    """Scheduler steps ``e`` needs to compute its prefill backlog and ``req``'s uncached prompt tokens: vLLM's step
+    budget is ``max_num_batched_tokens`` minus one token per running decode (``vllm/v1/core/sched/scheduler.py``
+    schedules the running requests first), so the decode load a replica carries slows its prefill."""
+    budget = e.m.max_num_batched_tokens - e.n_dec
+    return (e.backlog + e.uncached_tokens(req)) / (budget if budget > 1 else 1)
 
 
 def _decode_load(rep: Replica) -> tuple[int, int]:

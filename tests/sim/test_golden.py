@@ -46,7 +46,7 @@ GOLDEN: dict[str, str] = {
     "prod-2am-huge-prompt": "47432951a7965658",
     "prod-gang-7-of-8": "2d8010ac4d02ba83",
     "prod-peak-hour-preemptions": "20b931f5dcba98d4",
-    "prod-prefix-trace-pd": "c610848a2ea830c1",
+    "prod-prefix-trace-pd": "41fc24be6b8357ea",
     "prod-stack-pd": "b36a529bf395f07d",
     "staging-ami-rollout": "13fadbe826972b4d",
     "staging-consolidation": "321a7800b388636a",
