@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from gpuscale.sim.accounting import RequestLedger
@@ -94,7 +95,8 @@ class Router:
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
         self.cache_aware_requests = s.prefill_routing == "cache-aware-requests" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
-        self._fits = s.replica.fits
+        self._fit = s.replica.fits(a.prompt_tokens, a.output_tokens).tolist()
+        """Per arrival, whether it is accepted at all (the replica model's rule, asked once for the whole trace)."""
         self._timeout = s.request_timeout_s
         self.door = ctx.variant.front_door
         self.door_held: set[int] = set()
@@ -125,11 +127,10 @@ class Router:
         timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
         acct = self._acct
         acct.arrive()
-        prompt, output = self._p[i], self._o[i]
-        if not self._fits(prompt, output):  # longer than the context or a replica's KV: HTTP 400
+        if not self._fit[i]:  # longer than the context or a replica's KV: HTTP 400
             acct.reject(i, t)
             return
-        req = Request(i, t, prompt, output, t + timeout, self._pre[i] if self._pre is not None else None)
+        req = Request(i, t, self._p[i], self._o[i], t + timeout, self._pre[i] if self._pre is not None else None)
         role = self.first_role
         if len(role.ready) < len(role.replicas) or not role.ready:  # replicas asked for are still starting
             acct.flags[i] |= STARTING
@@ -154,7 +155,10 @@ class Router:
             best = self._pick_prefill(ready, req)
         elif self.power_of_two:
             a, b = two_at_random(self.rng, ready)
-            best = a if _decode_load(a) <= _decode_load(b) else b
+            ea, eb = a.engine, b.engine
+            assert ea is not None and eb is not None
+            wa, wb = len(ea.waiting), len(eb.waiting)  # _decode_load's order, without its tuples
+            best = a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
         else:
             best = min(ready, key=_decode_load)
         assert best.engine is not None
@@ -348,13 +352,15 @@ def two_at_random(rng: random.Random, ready: list[_T]) -> tuple[_T, _T]:
     """Two distinct replicas: the pair ``rng.sample(ready, 2)`` returns, from the same draws (CPython's algorithm for
     two, which a test pins), without its generic checks and copy on every decode routing."""
     n = len(ready)
-    i = rng.randrange(n)
+    # what randrange(n) returns for n > 0 (CPython calls it after its argument checks); typeshed leaves it out
+    below: Callable[[int], int] = rng._randbelow  # type: ignore[attr-defined]
+    i = below(n)
     if n <= SAMPLE_POOL_MAX:  # the pool: the last replica moves into the first pick's place
-        j = rng.randrange(n - 1)
+        j = below(n - 1)
         return ready[i], ready[n - 1 if j == i else j]
-    j = rng.randrange(n)
+    j = below(n)
     while j == i:
-        j = rng.randrange(n)
+        j = below(n)
     return ready[i], ready[j]
 
 
@@ -364,11 +370,11 @@ def _prefill_load(rep: Replica) -> int:
 
 
 def _least_requests(ready: list[Replica]) -> Replica:
-    """The replica with the fewest outstanding requests (the first of equals)."""
-    least = ready[0]
-    low = _prefill_load(least)
-    for rep in ready[1:]:
-        load = _prefill_load(rep)
+    """The replica with the fewest outstanding requests (the first of equals; ``_prefill_load`` inlined)."""
+    least, low = ready[0], 1 << 62
+    for rep in ready:
+        e = rep.engine
+        load = len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
         if load < low:
             least, low = rep, load
     return least

@@ -519,16 +519,13 @@ class Engine:
 
     def _touch(self, prefix: tuple[int, ...], hits: int) -> None:
         """The hit blocks become the most recently used, the tail first: the prompt's first block is evicted last."""
-        if hits:
-            self.cache.use(prefix[hits - 1 :: -1])
+        self.cache.use(prefix, hits)
 
     def _remember(self, r: Request) -> None:
         """A finished prefill leaves its full prompt blocks in the cache (most recently used), freed tail first as
         vLLM frees a request's blocks, so that a block never outlives the blocks in front of it."""
         assert r.prefix is not None
-        full = r.prompt // self.m.block_tokens
-        if full:
-            self.cache.use(r.prefix[full - 1 :: -1])
+        self.cache.use(r.prefix, r.prompt // self.m.block_tokens)
         self._trim_cache()
 
     def _trim_cache(self) -> None:
@@ -609,19 +606,20 @@ class Engine:
 
     def _next_boundary(self, elapsed: float) -> int:
         """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
-        c = self._c
-        q = c * self._run_n / 2.0
-        lin = self._run_A + c * self._run_C0 - q
+        c, A, C0, n = self._c, self._run_A, self._run_C0, self._run_n
+        q = c * n / 2.0
+        lin = A + c * C0 - q
         if elapsed <= 0:
             steps = 0
         elif q > 0:
             steps = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * q * elapsed)) / (2.0 * q))
         else:
             steps = math.ceil(elapsed / lin)
-        run_time = self._run_time
-        while steps > 0 and run_time(steps - 1) >= elapsed:
-            steps -= 1
-        while run_time(steps) < elapsed:
+        # correct the float root against ``_run_time`` itself (inlined, term for term: once per joining request)
+        k = steps - 1
+        while steps > 0 and k * A + c * (k * C0 + n * k * (k - 1) / 2.0) >= elapsed:
+            steps, k = k, k - 1
+        while steps * A + c * (steps * C0 + n * steps * (steps - 1) / 2.0) < elapsed:
             steps += 1
         return steps
 
