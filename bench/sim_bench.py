@@ -15,6 +15,9 @@ other work on the machine counts less, though a loaded machine still slows it th
 CPU-second, and for ``long-prefix`` its CPU time over ``long``'s (the prefix path's cost). The load average at start
 and end is recorded: compare speeds within one run, not across runs. The goal (issue 27 item 6) is at least 50,000
 requests per CPU-second per policy and the prefix path within 2x of the plain one.
+
+Before/after in one session: run this script from a checkout of the earlier code with ``--json BEFORE.json``, then
+from this one with ``--baseline BEFORE.json``: the table gains the speed-up per row and the JSON keeps both.
 """
 
 from __future__ import annotations
@@ -89,18 +92,36 @@ def render(doc: dict[str, Any]) -> Table:
         f"simulated requests per CPU-second, best of {doc['repeat']}; Python {doc['python']}, "
         f"load average {doc['load_average_start']:.1f} -> {doc['load_average_end']:.1f}"
     ))
-    for col in ("workload", "policy", "requests", "CPU s", "requests / CPU s", "x plain", "misses", "hit rate"):
+    cols = ["workload", "policy", "requests", "CPU s", "requests / CPU s", "x plain", "misses", "hit rate"]
+    before = cpu_by_row(doc["baseline"]) if "baseline" in doc else None
+    if before is not None:
+        cols += ["CPU s before", "speed-up"]
+    for col in cols:
         table.add_column(col, justify="left" if col in ("workload", "policy") else "right")
-    plain = {p["policy"]: p["cpu_s"] for w in doc["workloads"] if w["workload"] == "long" for p in w["policies"]}
     for w in doc["workloads"]:
         for p in w["policies"]:
-            ratio = p["cpu_s"] / plain[p["policy"]] if w["workload"] == "long-prefix" and p["policy"] in plain else None
-            table.add_row(
+            ratio = prefix_slowdown(doc, p["policy"]) if w["workload"] == "long-prefix" else None
+            row = [
                 w["workload"], p["policy"], f"{w['requests']:,}", f"{p['cpu_s']:.2f}", f"{p['requests_per_cpu_s']:,}",
                 f"{ratio:.2f}" if ratio is not None else "", str(p["misses"]),
                 f"{p['prefix_hit_rate']:.3f}" if p["prefix_hit_rate"] is not None else "",
-            )
+            ]
+            if before is not None:
+                b = before.get((w["workload"], p["policy"]))
+                row += [f"{b:.2f}", f"{b / p['cpu_s']:.2f}"] if b is not None else ["", ""]
+            table.add_row(*row)
     return table
+
+
+def cpu_by_row(doc: dict[str, Any]) -> dict[tuple[str, str], float]:
+    return {(w["workload"], p["policy"]): p["cpu_s"] for w in doc["workloads"] for p in w["policies"]}
+
+
+def prefix_slowdown(doc: dict[str, Any], policy: str) -> float | None:
+    """The prefix path's CPU time over the plain path's, same requests and policy."""
+    cpu = cpu_by_row(doc)
+    plain, prefix = cpu.get(("long", policy)), cpu.get(("long-prefix", policy))
+    return prefix / plain if plain and prefix else None
 
 
 def main() -> None:
@@ -109,6 +130,7 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None, help="write the results here (bench/results/sim_bench.json)")
+    ap.add_argument("--baseline", type=Path, default=None, help="an earlier run's JSON, to compare with")
     args = ap.parse_args()
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,6 +141,8 @@ def main() -> None:
         "goal_requests_per_cpu_s": GOAL_REQUESTS_PER_CPU_S, "goal_prefix_slowdown": GOAL_PREFIX_SLOWDOWN,
         "workloads": results,
     }
+    if args.baseline is not None:
+        doc["baseline"] = json.loads(args.baseline.read_text())
     Console(width=200).print(render(doc))
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=1) + "\n")

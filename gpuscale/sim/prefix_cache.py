@@ -84,21 +84,47 @@ class PrefixCache:
         stamp = self._stamp
         node, pos = self._root, 0
         node.stamp = stamp
+        path: list[_Node] = []
         while pos < blocks:
             child = node.children.get(prefix[pos])
-            if child is None:  # the rest of the prompt is new: one leaf
-                leaf = _Node(tuple(prefix[pos:blocks]), node, stamp, next(self._uids))
-                node.children[prefix[pos]] = leaf
+            if child is None:  # the rest of the prompt is new
                 self._n += blocks - pos
-                heappush(self._leaves, (stamp, leaf.uid, leaf))
-                return
-            common = _common(child.run, prefix, pos, blocks)
-            if common < len(child.run):  # the prompt leaves (or ends inside) this run: split it there
+                if node.children or node is self._root:
+                    child = _Node(tuple(prefix[pos:blocks]), node, stamp, next(self._uids))
+                    node.children[prefix[pos]] = child
+                else:  # a leaf the prompt continues: it grows (its blocks and the new ones share the stamp)
+                    node.run += tuple(prefix[pos:blocks])
+                    child = path.pop()
+                path.append(child)
+                break
+            run = child.run
+            end = pos + len(run)
+            common = len(run) if end <= blocks and prefix[end - 1] == run[-1] else _common(run, prefix, pos, blocks)
+            if common < len(run):  # the prompt leaves (or ends inside) this run: split it there
                 child = self._split(child, common)
             child.stamp = stamp
+            path.append(child)
             node, pos = child, pos + common
-        if not node.children:
-            heappush(self._leaves, (stamp, node.uid, node))
+        self._merge(path)
+        last = path[-1]
+        if not last.children:
+            heappush(self._leaves, (stamp, last.uid, last))
+
+    def _merge(self, path: list[_Node]) -> None:
+        """Join each node of a just-used path to its only child: they share the stamp, so one run evicted from its
+        tail keeps their order, and the next walk down this prompt is one node shorter."""
+        i = 0
+        while i < len(path) - 1:
+            upper, lower = path[i], path[i + 1]
+            if len(upper.children) != 1:
+                i += 1
+                continue
+            upper.run += lower.run
+            upper.children = lower.children
+            for g in upper.children.values():
+                g.parent = upper
+            lower.parent = None  # its leaf entries are stale now
+            del path[i + 1]
 
     def evict(self, n: int) -> None:
         """Drop the ``n`` least recently used blocks (all of them if fewer are held)."""
