@@ -31,7 +31,7 @@ from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import PRIORITY_ARRIVAL, Environment
 from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.states import LossReason, RequestFlag
-from gpuscale.sim.vllm_engine import DROPPED, Engine, Request
+from gpuscale.sim.vllm_engine import DROPPED, Engine, Request, hit_of
 
 CACHE_MATCH_THRESHOLD = 0.5
 """vLLM Router ``cache_aware`` (as documented): route by prefix match when at least this share of the prompt matches,"""
@@ -105,6 +105,7 @@ class Router:
         """A placeholder asked for capacity for this wake (``Variant.prewarm``)."""
         self._timeouts = a.timeouts_s
         self._kv_bytes_per_token = s.replica.kv_bytes_per_token
+        self._block_tokens = s.replica.block_tokens
         self._env = env
         self._acct = ledger
         self._owners: Owners
@@ -168,9 +169,14 @@ class Router:
         if not self.cache_aware:
             return self._pick_by_requests(ready, req) if self.cache_aware_requests else _least_requests(ready)
         best, fewest = ready[0], math.inf
+        # the most a hit can save: every block the request names (vLLM recomputes at least the last token)
+        floor = req.target - hit_of(req, len(req.prefix), self._block_tokens) if req.prefix else req.target
         for rep in ready:
             e = rep.engine
             assert e is not None
+            budget = e.m.max_num_batched_tokens - e.n_dec
+            if (e.backlog + floor) / (budget if budget > 1 else 1) >= fewest:
+                continue  # cannot beat the best even with a full hit: skip its cache look-up (same pick)
             steps = work_steps(e, req)
             if steps < fewest:
                 best, fewest = rep, steps

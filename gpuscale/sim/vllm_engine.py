@@ -94,6 +94,13 @@ class Request:
         """When that engine first scheduled it (``scheduled_ts``); -1 before."""
 
 
+def hit_of(r: Request, cached_blocks: int, block_tokens: int) -> int:
+    """Prompt tokens of ``r`` served by ``cached_blocks`` cached leading blocks: vLLM always recomputes the last
+    prompt token."""
+    hit = cached_blocks * block_tokens
+    return hit if hit < r.target else r.target - 1
+
+
 class EngineSink(Protocol):
     """What an engine reports to the simulation."""
 
@@ -296,8 +303,7 @@ class Engine:
         prompt token)."""
         if r.prefix is None:
             return 0
-        hit = self.cached_prefix_blocks(r.prefix) * self.m.block_tokens
-        return hit if hit < r.target else r.target - 1
+        return hit_of(r, self.cache.held(r.prefix), self.m.block_tokens)
 
     def uncached_tokens(self, r: Request) -> int:
         """Prompt tokens ``r`` would compute here if admitted now."""
