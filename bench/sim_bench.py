@@ -10,8 +10,9 @@ Workloads, each on prod's disaggregated 70B (the shipped P/D router: cache-aware
 * ``long``: the long-prompt trace of ``bench/long_prompt_trace.py`` (seed 0, 8,441 requests, prompts ~9,000 tokens);
 * ``long-prefix``: the same requests carrying conversation prefix ids (the prefix cache and the cache-aware pick run).
 
-For each policy: CPU seconds of the process (``time.process_time``, best of ``--repeat``; CPU time, not wall time, so
-other work on the machine counts less, though a loaded machine still slows it through shared caches), requests per
+For each policy: CPU seconds of the process (``time.process_time``, best of ``--repeat`` rounds, each round running
+every workload and policy once; CPU time, not wall time, so other work on the machine counts less, though a loaded
+machine still slows it through shared caches and hyper-threads), requests per
 CPU-second, and for ``long-prefix`` its CPU time over ``long``'s (the prefix path's cost). The load average at start
 and end is recorded: compare speeds within one run, not across runs. The goal (issue 27 item 6) is at least 50,000
 requests per CPU-second per policy and the prefix path within 2x of the plain one.
@@ -60,31 +61,47 @@ def trace_of(workload: str, workdir: Path) -> Path:
     return path
 
 
-def bench_workload(workload: str, workdir: Path, stack: str, repeat: int) -> dict[str, Any]:
+def prepare(workload: str, workdir: Path, stack: str) -> dict[str, Any]:
     spec = load_stack(stack, ROOT / "stacks" / f"Pulumi.{stack}.yaml")
     path = trace_of(workload, workdir)
     sc = build_scenario("trace", spec, trace=traffic.TraceTraffic(path=path))
     arrivals = traffic.generate(sc.traffic, 0, sc.setup.duration_s)
-    servable = servable_of(sc.setup, arrivals)
-    rows = []
-    for v in sc.variants:
-        best = float("inf")
-        r = None
-        for _ in range(repeat):
-            t0 = time.process_time()
-            r = Simulation(sc.setup, v, arrivals, 0, servable).run()
-            best = min(best, time.process_time() - t0)
-        assert r is not None
-        rows.append({
-            "policy": v.name, "cpu_s": round(best, 3), "requests_per_cpu_s": round(len(arrivals) / best),
-            "simulated_s_per_cpu_s": round(sc.setup.duration_s / best), "completed": r.completed,
-            "misses": r.misses.total, "slo_attainment_servable": r.slo_attainment_servable, "gpu_hours": r.gpu_hours,
-            "prefix_hit_rate": r.prefix_hit_rate,
+    return {"workload": workload, "path": path, "scenario": sc, "arrivals": arrivals,
+            "servable": servable_of(sc.setup, arrivals)}
+
+
+def bench(workloads: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
+    """Best of ``repeat`` CPU times per workload and policy; the repeats go round every workload and policy in turn,
+    so a change in the machine's load reaches all of them alike (the prefix path's ratio to the plain one above all)."""
+    best: dict[tuple[str, str], float] = {}
+    last: dict[tuple[str, str], Any] = {}
+    for _ in range(repeat):
+        for w in workloads:
+            sc = w["scenario"]
+            for v in sc.variants:
+                t0 = time.process_time()
+                r = Simulation(sc.setup, v, w["arrivals"], 0, w["servable"]).run()
+                key = (w["workload"], v.name)
+                best[key] = min(best.get(key, float("inf")), time.process_time() - t0)
+                last[key] = r
+    out = []
+    for w in workloads:
+        sc, n = w["scenario"], len(w["arrivals"])
+        rows = []
+        for v in sc.variants:
+            cpu, r = best[(w["workload"], v.name)], last[(w["workload"], v.name)]
+            rows.append({
+                "policy": v.name, "cpu_s": round(cpu, 3), "requests_per_cpu_s": round(n / cpu),
+                "simulated_s_per_cpu_s": round(sc.setup.duration_s / cpu), "completed": r.completed,
+                "misses": r.misses.total, "slo_attainment_servable": r.slo_attainment_servable,
+                "gpu_hours": r.gpu_hours, "prefix_hit_rate": r.prefix_hit_rate,
+            })
+        out.append({
+            "workload": w["workload"], "trace": w["path"].name, "stack": w["stack"],
+            "model": sc.setup.model, "mode": sc.setup.mode, "requests": n, "simulated_s": sc.setup.duration_s,
+            "policies": rows,
         })
-    return {
-        "workload": workload, "trace": path.name, "stack": stack, "model": sc.setup.model, "mode": sc.setup.mode,
-        "requests": len(arrivals), "simulated_s": sc.setup.duration_s, "policies": rows,
-    }
+    return out
 
 
 def render(doc: dict[str, Any]) -> Table:
@@ -134,7 +151,8 @@ def main() -> None:
     args = ap.parse_args()
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        results = [bench_workload(w, Path(tmp), args.stack, args.repeat) for w in args.workloads.split(",")]
+        prepared = [prepare(w, Path(tmp), args.stack) | {"stack": args.stack} for w in args.workloads.split(",")]
+        results = bench(prepared, args.repeat)
     doc = {
         "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
         "repeat": args.repeat, "load_average_start": load0, "load_average_end": os.getloadavg()[0],
