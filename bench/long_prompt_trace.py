@@ -8,9 +8,14 @@ it. This generator makes such a trace, seeded, in the ``*_norm.csv`` format:
   cold start);
 * prompts lognormal with mean 9,000 and p99 28,000 tokens (Azure conversation: 1,155 / 4,142), outputs mean 250 and
   p99 1,200;
-* arrivals recorded in 2 s buckets (every request of a bucket has the bucket's timestamp).
+* arrivals recorded in 2 s buckets (every request of a bucket has the bucket's timestamp);
+* with ``--prefix-ids``, the same requests carry prefix ids as a chat service's would: every conversation opens with
+  one shared 2,000-token system prompt, and about half the requests are the next turn of an earlier conversation
+  (asked at least 20 s after it, its prompt holding that turn's prompt and answer), whose prompt blocks they share.
+  Block ids name their whole prefix (a fresh id wherever two prompts part), as vLLM's chained block hashes do.
 
-Usage: ``python bench/long_prompt_trace.py OUT.csv [--seed N]``; ``write(path, seed)`` from code.
+Usage: ``python bench/long_prompt_trace.py OUT.csv [--seed N] [--prefix-ids]``; ``write(path, seed, prefix_ids=)``
+from code.
 """
 
 from __future__ import annotations
@@ -33,6 +38,15 @@ BURSTS = ((300.0, 60.0, 3.0), (1000.0, 120.0, 2.5), (1650.0, 45.0, 4.0), (2100.0
 PROMPT = TokenDistribution(mean=9000, p99=28000)
 OUTPUT = TokenDistribution(mean=250, p99=1200)
 MAX_PROMPT, MAX_OUTPUT = 30_000, 2_000
+BLOCK_TOKENS = 16
+"""vLLM's KV block size, the unit of prefix ids."""
+SYSTEM_TOKENS = 2_000
+FOLLOW_UP = 0.5
+"""Share of requests that continue an earlier conversation (when one fits: shorter than the new prompt)."""
+THINK_S = 20.0
+"""A follow-up is asked at least this long after the turn it continues."""
+RECENT = 64
+"""A follow-up continues one of this many most recent conversations."""
 
 
 def rows(seed: int = 0) -> list[tuple[float, int, int]]:
@@ -50,8 +64,38 @@ def rows(seed: int = 0) -> list[tuple[float, int, int]]:
     return [(float(a), int(p), int(o)) for a, p, o in zip(t, prompts, outputs, strict=True)]
 
 
-def write(path: Path, seed: int = 0) -> Path:
-    lines = ["arrival_s,input_tokens,output_tokens"] + [f"{a:.1f},{p},{o}" for a, p, o in rows(seed)]
+def conversation_prefix_ids(requests: list[tuple[float, int, int]], seed: int = 0) -> list[list[int]]:
+    """Each request's prompt block ids (one per full block): the system prompt's, then the continued turn's prompt
+    blocks for a follow-up, then fresh ids."""
+    rng = np.random.default_rng([seed, 16])
+    system = list(range(SYSTEM_TOKENS // BLOCK_TOKENS))
+    fresh = iter(range(1_000_000, 1 << 62))
+    turns: list[tuple[float, int, list[int]]] = []  # (arrival, prompt + output tokens, prompt block ids) per conversation
+    out: list[list[int]] = []
+    for arrival, prompt, output in requests:
+        blocks = prompt // BLOCK_TOKENS
+        fits = [i for i in range(max(0, len(turns) - RECENT), len(turns))
+                if turns[i][0] <= arrival - THINK_S and turns[i][1] <= prompt]
+        if fits and rng.uniform() < FOLLOW_UP:
+            i = fits[int(rng.integers(len(fits)))]
+            shared = turns[i][2]
+            del turns[i]  # the conversation moves on: its next turn continues this one
+        else:
+            shared = system
+        ids = shared[:blocks] + [next(fresh) for _ in range(blocks - min(blocks, len(shared)))]
+        turns.append((arrival, prompt + output, ids))
+        out.append(ids)
+    return out
+
+
+def write(path: Path, seed: int = 0, *, prefix_ids: bool = False) -> Path:
+    reqs = rows(seed)
+    if prefix_ids:
+        ids = conversation_prefix_ids(reqs, seed)
+        lines = ["arrival_s,input_tokens,output_tokens,prefix_ids"] + [
+            f"{a:.1f},{p},{o},{' '.join(map(str, b))}" for (a, p, o), b in zip(reqs, ids, strict=True)]
+    else:
+        lines = ["arrival_s,input_tokens,output_tokens"] + [f"{a:.1f},{p},{o}" for a, p, o in reqs]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -60,8 +104,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefix-ids", action="store_true", help="add a prefix_ids column (conversations, system prompt)")
     args = ap.parse_args()
-    print(f"wrote {write(args.out, args.seed)} ({len(rows(args.seed)):,} requests)")
+    print(f"wrote {write(args.out, args.seed, prefix_ids=args.prefix_ids)} ({len(rows(args.seed)):,} requests)")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 """The request path: arrivals, the router in front of each role, the gateway queue, and P/D KV transfers.
 
 * A request longer than the model's context or a replica's KV is rejected (HTTP 400).
-* Prefill (or aggregated) routing: least outstanding work; with ``cache-aware`` routing (the P/D router gpuscale
-  emits, vLLM Router's ``cache_aware`` policy) a request whose prompt prefix is cached on a replica goes there when at
-  least ``CACHE_MATCH_THRESHOLD`` of the prompt matches and the load is balanced, else to the least loaded replica.
+* Prefill (or aggregated) routing: fewest outstanding requests; with ``cache-aware`` routing (the P/D router gpuscale
+  emits) and prefix ids, the replica that would finish the request's prefill first: the fewest scheduler steps to
+  compute its prefill backlog plus this request's uncached tokens there (``work_steps``). A cache hit lowers the
+  request's work on that replica only, so a hit wins when it saves more than the replicas' backlogs differ, and a
+  long prompt is not sent behind another long prompt because both count as one request. ``cache-aware-requests`` is
+  vLLM Router's ``cache_aware`` rule as documented (balance by request count; a prompt whose prefix is cached goes
+  there when at least ``CACHE_MATCH_THRESHOLD`` of it matches and the loads differ by at most
+  ``BALANCE_ABS_THRESHOLD`` requests): the reference ``bench/prefix_routing.py`` measures the work pick against.
 * Decode routing: fewest waiting, then least KV; or ``power-of-two`` (two random replicas, the less loaded).
 * No replica ready: with a front door (``Variant.front_door``) the door holds the request up to its hold limit, or
   answers 503 with ``Retry-After`` at once when its queue is at the bound, or when the limit runs out (the wake ran
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from gpuscale.sim.accounting import RequestLedger
@@ -25,12 +31,12 @@ from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import PRIORITY_ARRIVAL, Environment
 from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.states import LossReason, RequestFlag
-from gpuscale.sim.vllm_engine import DROPPED, Engine, Request
+from gpuscale.sim.vllm_engine import DROPPED, Engine, Request, hit_of
 
 CACHE_MATCH_THRESHOLD = 0.5
-"""SGLang / vLLM Router ``cache_aware``: route by prefix match when at least this share of the prompt matches."""
+"""vLLM Router ``cache_aware`` (as documented): route by prefix match when at least this share of the prompt matches,"""
 BALANCE_ABS_THRESHOLD = 32
-"""... unless the loads differ by more than this many requests (then shortest queue); the router's default."""
+"""... unless the loads differ by more than this many requests (then shortest queue)."""
 HELD, STARTING, EVICTED = int(RequestFlag.HELD), int(RequestFlag.STARTING), int(RequestFlag.EVICTED)
 """``RequestFlag`` as plain ints (the per-request flag list is read and or-ed on every arrival)."""
 
@@ -87,8 +93,10 @@ class Router:
         s = ctx.setup
         self._link_bytes_per_s = s.kv_link_bytes_per_s
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
+        self.cache_aware_requests = s.prefill_routing == "cache-aware-requests" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
-        self._fits = s.replica.fits
+        self._fit = s.replica.fits(a.prompt_tokens, a.output_tokens).tolist()
+        """Per arrival, whether it is accepted at all (the replica model's rule, asked once for the whole trace)."""
         self._timeout = s.request_timeout_s
         self.door = ctx.variant.front_door
         self.door_held: set[int] = set()
@@ -97,6 +105,7 @@ class Router:
         """A placeholder asked for capacity for this wake (``Variant.prewarm``)."""
         self._timeouts = a.timeouts_s
         self._kv_bytes_per_token = s.replica.kv_bytes_per_token
+        self._block_tokens = s.replica.block_tokens
         self._env = env
         self._acct = ledger
         self._owners: Owners
@@ -119,11 +128,10 @@ class Router:
         timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
         acct = self._acct
         acct.arrive()
-        prompt, output = self._p[i], self._o[i]
-        if not self._fits(prompt, output):  # longer than the context or a replica's KV: HTTP 400
+        if not self._fit[i]:  # longer than the context or a replica's KV: HTTP 400
             acct.reject(i, t)
             return
-        req = Request(i, t, prompt, output, t + timeout, self._pre[i] if self._pre is not None else None)
+        req = Request(i, t, self._p[i], self._o[i], t + timeout, self._pre[i] if self._pre is not None else None)
         role = self.first_role
         if len(role.ready) < len(role.replicas) or not role.ready:  # replicas asked for are still starting
             acct.flags[i] |= STARTING
@@ -148,17 +156,36 @@ class Router:
             best = self._pick_prefill(ready, req)
         elif self.power_of_two:
             a, b = two_at_random(self.rng, ready)
-            best = a if _decode_load(a) <= _decode_load(b) else b
+            ea, eb = a.engine, b.engine
+            assert ea is not None and eb is not None
+            wa, wb = len(ea.waiting), len(eb.waiting)  # _decode_load's order, without its tuples
+            best = a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
         else:
             best = min(ready, key=_decode_load)
         assert best.engine is not None
         best.engine.submit(req)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
-        least, low, high = _load_range(ready)
-        if not self.cache_aware or req.prefix is None:
-            return least
-        if high - low > BALANCE_ABS_THRESHOLD:
+        if not self.cache_aware:
+            return self._pick_by_requests(ready, req) if self.cache_aware_requests else _least_requests(ready)
+        best, fewest = ready[0], math.inf
+        # the most a hit can save: every block the request names (vLLM recomputes at least the last token)
+        floor = req.target - hit_of(req, len(req.prefix), self._block_tokens) if req.prefix else req.target
+        for rep in ready:
+            e = rep.engine
+            assert e is not None
+            budget = e.m.max_num_batched_tokens - e.n_dec
+            if (e.backlog + floor) / (budget if budget > 1 else 1) >= fewest:
+                continue  # cannot beat the best even with a full hit: skip its cache look-up (same pick)
+            steps = work_steps(e, req)
+            if steps < fewest:
+                best, fewest = rep, steps
+        return best
+
+    def _pick_by_requests(self, ready: list[Replica], req: Request) -> Replica:
+        loads = [_prefill_load(r) for r in ready]
+        least = ready[loads.index(min(loads))]
+        if req.prefix is None or max(loads) - min(loads) > BALANCE_ABS_THRESHOLD:
             return least
         best, hit = least, 0
         for r in ready:
@@ -331,13 +358,15 @@ def two_at_random(rng: random.Random, ready: list[_T]) -> tuple[_T, _T]:
     """Two distinct replicas: the pair ``rng.sample(ready, 2)`` returns, from the same draws (CPython's algorithm for
     two, which a test pins), without its generic checks and copy on every decode routing."""
     n = len(ready)
-    i = rng.randrange(n)
+    # what randrange(n) returns for n > 0 (CPython calls it after its argument checks); typeshed leaves it out
+    below: Callable[[int], int] = rng._randbelow  # type: ignore[attr-defined]
+    i = below(n)
     if n <= SAMPLE_POOL_MAX:  # the pool: the last replica moves into the first pick's place
-        j = rng.randrange(n - 1)
+        j = below(n - 1)
         return ready[i], ready[n - 1 if j == i else j]
-    j = rng.randrange(n)
+    j = below(n)
     while j == i:
-        j = rng.randrange(n)
+        j = below(n)
     return ready[i], ready[j]
 
 
@@ -346,17 +375,23 @@ def _prefill_load(rep: Replica) -> int:
     return len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
 
 
-def _load_range(ready: list[Replica]) -> tuple[Replica, int, int]:
-    """The least loaded replica (the first of equals), its load and the highest load, in one pass."""
-    least = ready[0]
-    low = high = _prefill_load(least)
-    for rep in ready[1:]:
-        load = _prefill_load(rep)
+def _least_requests(ready: list[Replica]) -> Replica:
+    """The replica with the fewest outstanding requests (the first of equals; ``_prefill_load`` inlined)."""
+    least, low = ready[0], 1 << 62
+    for rep in ready:
+        e = rep.engine
+        load = len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
         if load < low:
             least, low = rep, load
-        elif load > high:
-            high = load
-    return least, low, high
+    return least
+
+
+def work_steps(e: Engine, req: Request) -> float:
+    """Scheduler steps ``e`` needs to compute its prefill backlog and ``req``'s uncached prompt tokens: vLLM's step
+    budget is ``max_num_batched_tokens`` minus one token per running decode (``vllm/v1/core/sched/scheduler.py``
+    schedules the running requests first), so the decode load a replica carries slows its prefill."""
+    budget = e.m.max_num_batched_tokens - e.n_dec
+    return (e.backlog + e.uncached_tokens(req)) / (budget if budget > 1 else 1)
 
 
 def _decode_load(rep: Replica) -> tuple[int, int]:

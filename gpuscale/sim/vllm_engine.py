@@ -14,6 +14,11 @@ Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
 * Prefix cache (only when requests carry prefix block ids): an LRU over full prompt blocks. The longest cached prefix of
   a new request skips prefill (vLLM always recomputes the last prompt token). Cached blocks no running request holds
   are free space (``kv_cache_usage_perc`` does not count them), so the cache shrinks as running requests need blocks.
+  A request's blocks return to the LRU tail first, as vLLM frees them (``prefix_cache``), so the cached part of a
+  prompt is a prefix of it.
+* The engine keeps its prefill backlog: the uncached prompt tokens of its waiting and prefilling requests not yet
+  computed (a waiting request counted at the cache hit it would get now, corrected when it is admitted), which the
+  router balances.
 
 Each step costs ``perf.StepCost.step_s`` (the replica model's ``cost``): a mixed step pays close to the larger of its
 prefill and decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs
@@ -26,10 +31,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
+from gpuscale.sim.prefix_cache import PrefixCache
 from gpuscale.sim.replica import ReplicaModel
 from gpuscale.sim.states import EngineMode, RequestState
 
@@ -51,8 +57,8 @@ class Request:
     """One request in flight; mutable, owned by the run that created it."""
 
     __slots__ = (
-        "arrival", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "output", "prefilled",
-        "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
+        "arrival", "backlog", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "output",
+        "prefilled", "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
     )
 
     def __init__(
@@ -72,6 +78,8 @@ class Request:
         self.generated = 0
         """Output tokens produced before a preemption (recomputed, not re-sent)."""
         self.prefilled = 0
+        self.backlog = 0
+        """Tokens of this request in its engine's ``prefill_backlog``."""
         self.kv = 0
         """KV tokens allocated at admission (block-rounded); decode growth is counted on top."""
         self.join_step = 0
@@ -84,6 +92,13 @@ class Request:
         """When the current engine queued it (vLLM's ``queued_ts``)."""
         self.sched_t = -1.0
         """When that engine first scheduled it (``scheduled_ts``); -1 before."""
+
+
+def hit_of(r: Request, cached_blocks: int, block_tokens: int) -> int:
+    """Prompt tokens of ``r`` served by ``cached_blocks`` cached leading blocks: vLLM always recomputes the last
+    prompt token."""
+    hit = cached_blocks * block_tokens
+    return hit if hit < r.target else r.target - 1
 
 
 class EngineSink(Protocol):
@@ -158,6 +173,7 @@ class Engine:
         "_step_dur",
         "_step_s",
         "_truncated",
+        "backlog",
         "busy_cum",
         "cache",
         "ctx_k",
@@ -204,8 +220,7 @@ class Engine:
         self.decoding: list[tuple[int, int, Request]] = []
         self.order: list[Request] = []
         """Decoding requests in the order they joined (the preemption victim is the last live one)."""
-        self.cache: OrderedDict[int, None] = OrderedDict()
-        """Prefix cache: block id -> None, least recently used first."""
+        self.cache = PrefixCache()
         self._seq = itertools.count()
         self.step = 0
         self.n_dec = 0
@@ -228,6 +243,8 @@ class Engine:
         """``vllm:inter_token_latency_seconds`` sum and count: every inter-token gap."""
         self.prefix_query_tokens = 0
         self.prefix_hit_tokens = 0
+        self.backlog = 0
+        """Prefill backlog: uncached prompt tokens of the waiting and prefilling requests still to compute."""
         self._busy_since: float | None = None
         self.draining = False
         self._mode = _IDLE
@@ -253,7 +270,7 @@ class Engine:
         """``vllm:num_requests_waiting``, after dropping requests whose client has already given up."""
         w = self.waiting
         while w and w[0].deadline < t and w[0].first_t is None:
-            self.sink.on_timeout(w.popleft(), t)
+            self._gave_up(w.popleft(), t)
         return len(w)
 
     @property
@@ -279,14 +296,18 @@ class Engine:
 
     def cached_prefix_blocks(self, prefix: tuple[int, ...] | None) -> int:
         """Leading blocks of ``prefix`` this engine holds in its prefix cache."""
-        if not prefix or not self.cache:
+        return self.cache.held(prefix) if prefix else 0
+
+    def hit_tokens(self, r: Request) -> int:
+        """Prompt tokens of ``r`` the prefix cache would serve if it were admitted now (vLLM always recomputes the last
+        prompt token)."""
+        if r.prefix is None:
             return 0
-        n = 0
-        for b in prefix:
-            if b not in self.cache:
-                break
-            n += 1
-        return n
+        return hit_of(r, self.cache.held(r.prefix), self.m.block_tokens)
+
+    def uncached_tokens(self, r: Request) -> int:
+        """Prompt tokens ``r`` would compute here if admitted now."""
+        return r.target - self.hit_tokens(r)
 
     # ------------------------------------------------------------------ input
 
@@ -295,6 +316,9 @@ class Engine:
         req.state = WAITING
         req.queued_t = self.env.now
         req.sched_t = -1.0
+        if self.does_prefill:
+            b = req.backlog = req.target if req.prefix is None else self.uncached_tokens(req)
+            self.backlog += b
         self.waiting.append(req)
         mode = self._mode
         if mode == _IDLE:
@@ -312,15 +336,21 @@ class Engine:
         self.prefilling = []
         self.decoding = []
         self.order = []
-        self.n_dec = self.ctx_k = self.kv_used = 0
+        self.n_dec = self.ctx_k = self.kv_used = self.backlog = 0
         self._chunks = _NO_CHUNKS
         for r in waiting + running:
             r.engine = None
-            r.kv = 0
+            r.kv = r.backlog = 0
             r.dseq = -1
         return waiting, running
 
     # ------------------------------------------------------------------ stepping
+
+    def _gave_up(self, r: Request, t: float) -> None:
+        """A waiting request whose client left: out of the backlog, reported."""
+        self.backlog -= r.backlog
+        r.backlog = 0
+        self.sink.on_timeout(r, t)
 
     def _set_busy(self, t: float) -> None:
         if self._busy_since is None:
@@ -337,9 +367,7 @@ class Engine:
         m = self.m
         if not self.does_prefill:
             return r.prompt + r.output
-        hit = self.cached_prefix_blocks(r.prefix) * m.block_tokens if r.prefix is not None else 0
-        hit = min(hit, r.target - 1)
-        return -(-(r.target - hit) // m.block_tokens) * m.block_tokens
+        return -(-self.uncached_tokens(r) // m.block_tokens) * m.block_tokens
 
     def _head_admissible(self) -> bool:
         r = self.waiting[0]
@@ -406,6 +434,8 @@ class Engine:
             r.target = r.prompt + generated
             r.prefilled = 0
             r.state = WAITING
+            b = r.backlog = self.uncached_tokens(r)
+            self.backlog += b
             self.waiting.appendleft(r)
             self.preemptions += 1
             preempted = True
@@ -424,7 +454,8 @@ class Engine:
         for r in self.prefilling:
             if r.deadline < t and r.first_t is None:  # the client left: the router aborts it and vLLM frees its blocks
                 self.kv_used -= r.kv
-                r.kv = 0
+                self.backlog -= r.backlog
+                r.kv = r.backlog = 0
                 r.engine = None
                 sink.on_timeout(r, t)
                 continue
@@ -440,11 +471,9 @@ class Engine:
             r = w[0]
             if r.deadline < t and r.first_t is None:
                 w.popleft()
-                sink.on_timeout(r, t)
+                self._gave_up(r, t)
                 continue
-            hit = 0
-            if r.prefix is not None:
-                hit = min(self.cached_prefix_blocks(r.prefix) * m.block_tokens, r.target - 1)
+            hit = self.hit_tokens(r) if r.prefix is not None else 0
             need = -(-(r.target - hit) // m.block_tokens) * m.block_tokens
             if self.kv_used + need > cap:
                 break
@@ -459,6 +488,8 @@ class Engine:
             if r.sched_t < 0:
                 r.sched_t = t
             r.prefilled = hit
+            self.backlog += r.target - hit - r.backlog  # the hit it gets now, not the one it was queued with
+            r.backlog = r.target - hit
             keep.append(r)
             take = min(r.target - hit, budget)
             chunks.append((r, take))
@@ -493,25 +524,21 @@ class Engine:
     # prefix cache ------------------------------------------------------
 
     def _touch(self, prefix: tuple[int, ...], hits: int) -> None:
-        cache = self.cache
-        for b in prefix[:hits]:
-            cache.move_to_end(b)
+        """The hit blocks become the most recently used, the tail first: the prompt's first block is evicted last."""
+        self.cache.use(prefix, hits)
 
     def _remember(self, r: Request) -> None:
-        """A finished prefill leaves its full prompt blocks in the cache (most recently used)."""
+        """A finished prefill leaves its full prompt blocks in the cache (most recently used), freed tail first as
+        vLLM frees a request's blocks, so that a block never outlives the blocks in front of it."""
         assert r.prefix is not None
-        cache = self.cache
-        for b in r.prefix[: r.prompt // self.m.block_tokens]:
-            cache[b] = None
-            cache.move_to_end(b)
+        self.cache.use(r.prefix, r.prompt // self.m.block_tokens)
         self._trim_cache()
 
     def _trim_cache(self) -> None:
         room = self.m.kv_capacity_blocks - -(-self.kv_used // self.m.block_tokens)
-        cache = self.cache
-        excess = len(cache) - (room if room > 0 else 0)
-        for _ in range(excess):
-            cache.popitem(last=False)
+        excess = len(self.cache) - (room if room > 0 else 0)
+        if excess > 0:
+            self.cache.evict(excess)
 
     # planning ------------------------------------------------------------
 
@@ -585,19 +612,20 @@ class Engine:
 
     def _next_boundary(self, elapsed: float) -> int:
         """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
-        c = self._c
-        q = c * self._run_n / 2.0
-        lin = self._run_A + c * self._run_C0 - q
+        c, A, C0, n = self._c, self._run_A, self._run_C0, self._run_n
+        q = c * n / 2.0
+        lin = A + c * C0 - q
         if elapsed <= 0:
             steps = 0
         elif q > 0:
             steps = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * q * elapsed)) / (2.0 * q))
         else:
             steps = math.ceil(elapsed / lin)
-        run_time = self._run_time
-        while steps > 0 and run_time(steps - 1) >= elapsed:
-            steps -= 1
-        while run_time(steps) < elapsed:
+        # correct the float root against ``_run_time`` itself (inlined, term for term: once per joining request)
+        k = steps - 1
+        while steps > 0 and k * A + c * (k * C0 + n * k * (k - 1) / 2.0) >= elapsed:
+            steps, k = k, k - 1
+        while steps * A + c * (steps * C0 + n * steps * (steps - 1) / 2.0) < elapsed:
             steps += 1
         return steps
 
@@ -622,6 +650,8 @@ class Engine:
             if r.state != PREFILL or r.engine is not self:
                 continue
             r.prefilled += take
+            r.backlog -= take
+            self.backlog -= take
             if r.prefilled < r.target:
                 continue
             self.prefilling.remove(r)

@@ -136,3 +136,49 @@ def test_alone_a_ready_replica_gets_the_request_on_its_engine() -> None:
     env.run(100.0)
     assert ledger.status[0] == Outcome.COMPLETED and ledger.flags[0] == 0
     assert rep.engine.done_requests == 1 and not math.isnan(ledger.first[0])
+
+
+def prefill_replicas(ctx: RunContext, n: int) -> tuple[Environment, list[Replica]]:
+    """``n`` ready prefill-only replicas of ``ctx``'s model, on one clock, reporting nowhere."""
+    from tests.sim.test_vllm_engine import Sink
+
+    env = Environment()
+    role = RoleGroup(ctx.setup.roles[0])
+    reps = []
+    for i in range(n):
+        rep = Replica(i, role, 1, 1, 0.0)
+        rep.engine = Engine(env, ctx.setup.replica, Sink(), ItlHistogram(), prefill=True, decode=False)
+        reps.append(rep)
+    return env, reps
+
+
+def work_router(ctx: RunContext, routing: str) -> Router:
+    s = ctx.setup.model_copy(update={"prefill_routing": routing})
+    arrivals = Arrivals(np.zeros(1), np.array([1]), np.array([1]), prefixes=((1,),))
+    return Router(RunContext(setup=s, variant=ctx.variant, arrivals=arrivals, seed=0), Environment(), RequestLedger(1),
+                  [RoleGroup(r) for r in s.roles])
+
+
+def test_cache_aware_routing_balances_prefill_work_not_requests() -> None:
+    from gpuscale.sim.vllm_engine import Request
+
+    ctx = context("tiny-disaggregated")
+    bt = ctx.setup.replica.block_tokens
+    env, (warm, cold) = prefill_replicas(ctx, 2)
+    assert warm.engine is not None and cold.engine is not None
+    prefix = tuple(range(400))  # 6,400 tokens
+    warm.engine.submit(Request(0, 0.0, 400 * bt + 8, 1, 1e9, prefix))
+    env.run(1e3)  # prefilled: its blocks are in warm's cache
+    new = Request(1, 1e3, 400 * bt + 8, 1, 1e9, prefix)
+    assert warm.engine.uncached_tokens(new) == 8 and cold.engine.uncached_tokens(new) == 400 * bt + 8
+    by_work, by_requests = work_router(ctx, "cache-aware"), work_router(ctx, "cache-aware-requests")
+    assert by_work._pick_prefill([cold, warm], new) is warm and by_requests._pick_prefill([cold, warm], new) is warm
+    # a backlog of one long prompt on the warm replica: still one request, but more work than the hit saves
+    warm.engine.submit(Request(2, 1e3, 8000, 1, 1e9, None))
+    assert warm.engine.backlog == 8000
+    assert by_work._pick_prefill([cold, warm], new) is cold  # 6,408 tokens on cold < 8,008 on warm
+    assert by_requests._pick_prefill([cold, warm], new) is warm  # one request apart: the documented rule keeps the hit
+    # a shorter backlog than the hit saves: the hit wins again
+    env.run(2e3)
+    warm.engine.submit(Request(3, 2e3, 3000, 1, 1e9, None))
+    assert by_work._pick_prefill([cold, warm], new) is warm

@@ -215,3 +215,35 @@ def test_itl_histogram_quantiles() -> None:
     assert h.quantile(0.5) == pytest.approx(0.010, rel=0.03)
     assert h.quantile(0.995) == pytest.approx(0.5, rel=0.03)
     assert ItlHistogram().quantile(0.5) is None
+
+
+def test_the_prefill_backlog_is_the_uncached_work_left(model: ReplicaModel) -> None:
+    """Waiting requests count at the hit they would get now, admitted ones at their real hit; timeouts, preemptions
+    and completions leave no residue."""
+    env, e, sink = engine(model)
+    bt = model.block_tokens
+    shared = tuple(range(50))
+    e.submit(req(0, 50 * bt + 10, 2, prefix=shared))
+    assert e.backlog == 50 * bt + 10
+    env.run(100)
+    assert e.backlog == 0
+    e.submit(req(1, 50 * bt + 10, 2, t=100, prefix=shared))  # hits the 50 cached blocks
+    e.submit(req(2, 30_000, 2, t=100))
+    e.submit(req(3, 20_000, 2, t=100, timeout=0.01))  # its client leaves while it waits
+    assert e.backlog == 10 + 30_000 + 20_000
+    seen = []
+
+    def check() -> None:
+        left = sum(r.backlog for r in e.waiting) + sum(r.target - r.prefilled for r in e.prefilling)
+        seen.append(e.backlog)
+        assert e.backlog == left
+
+    for k in range(1, 200):
+        env.at(100 + 0.01 * k, check)
+    env.run(1e4)
+    assert 3 in sink.timeouts and e.backlog == 0 and max(seen) > 0
+    cap = model.kv_capacity_tokens  # preemption: the victim's prompt and generated tokens are work again
+    e.submit(req(4, cap // 2, cap // 3, t=1e4))
+    e.submit(req(5, cap // 3, cap // 3, t=1e4))
+    env.run(1e6)
+    assert e.preemptions >= 1 and e.backlog == 0 and e.kv_used == 0

@@ -1,0 +1,71 @@
+"""Prefix-aware routing, measured: the ceiling's misses on the long-prompt trace with prefix ids, per prefill routing.
+
+Usage (from the repository root): ``.venv/bin/python bench/prefix_routing.py [--compress 1,1.5,2,2.5] [--json PATH]``.
+
+The trace is ``bench/long_prompt_trace.py`` (seed 0): the same requests without prefix ids, and with the ids of chat
+conversations over one system prompt. Each runs on prod's disaggregated 70B under the ceiling (every role at its
+maximum, so what is left is the routing and the replicas' own work), with the prefill pick:
+
+* ``cache-aware`` (what the simulator runs for the emitted P/D router): the fewest scheduler steps to the replica's
+  prefill backlog plus the request's uncached tokens there;
+* ``cache-aware-requests``: vLLM Router's documented ``cache_aware`` rule (request counts; a hit of half the prompt
+  wins while loads differ by at most 32 requests), the pick before issue 27 item 5;
+* ``least-load``: fewest outstanding requests, no cache awareness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import long_prompt_trace  # noqa: E402
+from gpuscale.sim import traffic  # noqa: E402
+from gpuscale.sim.runner import servable_of  # noqa: E402
+from gpuscale.sim.scenarios import build_scenario  # noqa: E402
+from gpuscale.sim.simulation import Simulation  # noqa: E402
+from gpuscale.stackfile import load_stack  # noqa: E402
+
+ROUTINGS = ("cache-aware", "cache-aware-requests", "least-load")
+
+
+def ceiling(path: Path, compress: float, routing: str | None) -> dict[str, Any]:
+    spec = load_stack("prod", ROOT / "stacks" / "Pulumi.prod.yaml")
+    sc = build_scenario("trace", spec, trace=traffic.TraceTraffic(path=path, compress=compress))
+    setup = sc.setup if routing is None else sc.setup.model_copy(update={"prefill_routing": routing})
+    arrivals = traffic.generate(sc.traffic, 0, setup.duration_s)
+    v = next(v for v in sc.variants if v.name == "ceiling")
+    r = Simulation(setup, v, arrivals, 0, servable_of(setup, arrivals)).run()
+    return {"misses": r.misses.total, "queueing_misses": r.misses.queueing, "slo_attainment_servable": r.slo_attainment_servable,
+            "ttft_p99_s": r.ttft_p99_s, "prefix_hit_rate": r.prefix_hit_rate, "requests": len(arrivals)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compress", default="1,1.5,2,2.5")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = long_prompt_trace.write(Path(tmp) / "long.csv", seed=0)
+        ids = long_prompt_trace.write(Path(tmp) / "long_prefix.csv", seed=0, prefix_ids=True)
+        for k in (float(x) for x in args.compress.split(",")):
+            row: dict[str, Any] = {"compress": k, "no_prefix_ids": ceiling(plain, k, None)}
+            for routing in ROUTINGS:
+                row[routing] = ceiling(ids, k, routing)
+            rows.append(row)
+            print(f"x{k:g}: misses without ids {row['no_prefix_ids']['misses']}, with ids "
+                  + ", ".join(f"{r} {row[r]['misses']} (hit {row[r]['prefix_hit_rate']:.3f})" for r in ROUTINGS), flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"stack": "prod", "policy": "ceiling", "trace": "long_prompt_trace seed 0",
+                                         "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
