@@ -7,14 +7,20 @@ each with its reason. So the engine tier's verdict on the cluster half is a verd
 
 from __future__ import annotations
 
+import json
+import tomllib
+from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
 import pulumi_kubernetes as k8s
 import pytest
 
+from e2e import build
+
 from e2e.pulumi_engine_compare import KNOWN_DIFFERENCES, compare, differences, is_object, strip_skip_await
 from e2e.pulumi_engine_program import SKIP_AWAIT, cluster_half, left_out, with_skip_await
+from gpuscale import versions
 from gpuscale.stackfile import load_stack_file
 from gpuscale.synth.render import synth_spec, synthesize
 
@@ -63,3 +69,52 @@ def test_differences_name_each_path() -> None:
     b = {"spec": {"x": [1, {"y": 3}]}, "same": "s"}
     assert list(differences(a, b)) == ["spec.only_a", "spec.x[1].y"]
     assert list(differences([1], [1, 2])) == ["(whole value)"]
+
+
+def release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.removeprefix("v").split("-")[0].split("."))
+
+
+@pytest.mark.parametrize("name", list(versions.E2E_PULUMI_BINARIES))
+def test_each_engine_wrapper_module_requires_the_pinned_version(name: str) -> None:
+    pin = versions.E2E_PULUMI_BINARIES[name]
+    build.check_wrapper(pin)
+    assert (build.wrapper(pin) / "go.sum").is_file()
+    assert not list(build.wrapper(pin).rglob("*.go")), "no Go source: the upstream packages are built as tools"
+    assert not list(build.wrapper(pin).rglob("*.json")), "the embed files are generated at build time, never kept"
+
+
+def test_the_engine_pins_agree_with_the_python_sdks_the_project_allows() -> None:
+    """The Automation API of the installed pip SDK drives the CLI: same major, CLI not older (it refuses an older
+    CLI than its minimum); the provider's skew against the pip Kubernetes SDK is stated, not hidden."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    cli = release(versions.E2E_PULUMI.version)
+    sdk = release(dist_version("pulumi"))
+    assert cli[0] == sdk[0] and cli >= sdk, (cli, sdk)
+    assert any(d.startswith("pulumi>=") for d in project) and any(d.startswith("pulumi-kubernetes>=") for d in project)
+    assert versions.E2E_PULUMI.ldflags == (
+        f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={versions.E2E_PULUMI.version}",)
+    k8s_pin = versions.E2E_PULUMI_KUBERNETES
+    assert k8s_pin.skew and dist_version("pulumi-kubernetes") in k8s_pin.skew
+    assert any(version == k8s_pin.version.removeprefix("v") for _, _, version in k8s_pin.generated_json)
+
+
+def test_the_providers_embed_files_are_generated_from_the_module_zip(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    pin = versions.E2E_PULUMI_KUBERNETES
+    module = tmp_path / "module"
+    (module / "cmd" / "pulumi-resource-kubernetes").mkdir(parents=True)
+    (module / "cmd" / "pulumi-resource-kubernetes" / "schema.json").write_text('{\n  "name": "kubernetes"\n}\n')
+    (module / "cmd" / "pulumi-resource-kubernetes" / "terraform-mapping.json").write_text('{ "a": [1, 2] }')
+    (module / "cmd" / "pulumi-resource-kubernetes").chmod(0o555)  # the module cache is read-only
+    monkeypatch.setattr(build, "module_dir", lambda _: module)
+    args = build.with_generated_files(pin, tmp_path / "scratch")
+    src = tmp_path / "scratch" / "src" / "cmd" / "pulumi-resource-kubernetes"
+    assert json.loads((src / "schema-embed.json").read_text()) == {"name": "kubernetes",
+                                                                   "version": pin.version.removeprefix("v")}
+    assert (src / "terraform-mapping-embed.json").read_text() == '{"a":[1,2]}'
+    assert args == ["-modfile", str(tmp_path / "scratch" / "go.mod")]
+    go_mod = (tmp_path / "scratch" / "go.mod").read_text()
+    assert go_mod.startswith((build.wrapper(pin) / "go.mod").read_text())
+    assert go_mod.endswith(f"replace {pin.module} => {tmp_path / 'scratch' / 'src'}\n")
+    assert build.with_generated_files(versions.E2E_PULUMI, tmp_path / "other") == []
