@@ -17,7 +17,6 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from e2e import build
-
 from e2e.pulumi_engine_compare import KNOWN_DIFFERENCES, compare, differences, is_object, strip_skip_await
 from e2e.pulumi_engine_program import SKIP_AWAIT, cluster_half, left_out, with_skip_await
 from gpuscale import versions
