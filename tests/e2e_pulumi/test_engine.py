@@ -3,7 +3,9 @@ stack file, the state's secrets, destroy. The tests share one stack, so each ass
 
 from __future__ import annotations
 
+import copy
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,15 +18,25 @@ from e2e import acceptance
 from e2e.kube import poll
 from e2e.pulumi_engine import Engine, Events
 from e2e.pulumi_engine_cluster import LocalCluster, live
-from e2e.pulumi_engine_compare import differences, engine_objects, is_object, strip_skip_await, synth_objects
-from e2e.pulumi_engine_program import stack_program
+from e2e.pulumi_engine_compare import (
+    chart_components,
+    differences,
+    engine_objects,
+    is_object,
+    strip_skip_await,
+    synth_objects,
+    why_absent,
+)
+from e2e.pulumi_engine_program import left_out, stack_program
 from gpuscale.policy import pack_dir
+from gpuscale.stackfile import load_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = REPO / "stacks" / "Pulumi.dev.yaml"
 STACK = "dev"
 CHANGED_MAX_REPLICAS = 3
 CHANGED_DRIFT_START = "03:00"
+ADDED_MODEL = "llama-8b-two"
 
 Config = dict[str, Any]
 
@@ -67,6 +79,14 @@ def dev(engine: Engine, cluster: LocalCluster) -> auto.Stack:
 
 
 @pytest.fixture(scope="module")
+def user_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user's copy of the stack file, which the spec changes edit (the engine's copy is edited alike)."""
+    path = tmp_path_factory.mktemp("user") / "Pulumi.dev.yaml"
+    path.write_bytes(DEV.read_bytes())
+    return path
+
+
+@pytest.fixture(scope="module")
 def created() -> dict[str, dict[str, Any]]:
     """``type::name`` -> inputs of every Kubernetes object the first ``up`` created (filled by that test)."""
     return {}
@@ -100,42 +120,68 @@ def test_up_then_preview_has_no_changes(scenario: Any, dev: auto.Stack, cluster:
     assert set(preview.change_summary) == {"same"}, preview.change_summary
 
 
-def test_spec_change_previews_as_in_place_updates(scenario: Any, engine: Engine, dev: auto.Stack,
-                                                  cluster: LocalCluster, tmp_path: Path,
-                                                  created: dict[str, dict[str, Any]]) -> None:
-    assert created, "needs the first up"
-    changed_file = tmp_path / "Pulumi.dev.yaml"
-    changed_file.write_bytes(DEV.read_bytes())
-    edit_stack_file(changed_file, the_change)
-    before = synth_objects(synth(DEV, tmp_path / "before"))
-    after = synth_objects(synth(changed_file, tmp_path / "after"))
-    # what the offline synth says changes, among the objects the engine program creates: the expected updates
-    expected = sorted(k for k in created if k in before and k in after
-                      and list(differences(before[k]["inputs"], after[k]["inputs"])))
-    scenario.observed["expected_updates"] = expected
-    assert {k.split("::")[0] for k in expected} >= {"kubernetes:keda.sh/v1alpha1:ScaledObject",
-                                                    "kubernetes:karpenter.sh/v1:NodePool"}, expected
+def add_a_model(config: Config) -> None:
+    """A second model like the first (a copy under another name, at most one replica)."""
+    model = copy.deepcopy(config["gpuscale:models"][0])
+    model["name"] = ADDED_MODEL
+    model["autoscaling"]["aggregated"]["max_replicas"] = 1
+    config["gpuscale:models"].append(model)
 
-    edit_stack_file(engine.project / f"Pulumi.{STACK}.yaml", the_change)
+
+def expected_steps(user_file: Path, edit: Callable[[Config], None], tracked: dict[str, dict[str, Any]],
+                   tmp: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """What the offline synth says ``edit`` changes, among the objects the engine program manages: ``type::name`` ->
+    ``update`` (a tracked object whose inputs change) or ``create`` (a new object outside chart and left-out
+    components); and the synth's entries after the edit."""
+    before = synth_objects(synth(user_file, tmp / "before"))
+    edit_stack_file(user_file, edit)
+    after_json = synth(user_file, tmp / "after")
+    after = synth_objects(after_json)
+    charts, skipped = chart_components(after_json), left_out(load_stack_file(user_file))
+    steps = {k: "update" for k in tracked if k in before and k in after
+             and list(differences(before[k]["inputs"], after[k]["inputs"]))}
+    steps |= {k: "create" for k in after if k not in before
+              and why_absent(after[k]["parent"] or "", charts, skipped) is None}
+    return steps, after
+
+
+@pytest.mark.parametrize(("change", "kinds"), [
+    ("max_replicas_and_drift_window", {"update": {"kubernetes:keda.sh/v1alpha1:ScaledObject",
+                                                  "kubernetes:karpenter.sh/v1:NodePool"}}),
+    ("added_model", {"create": {"kubernetes:apps/v1:Deployment", "kubernetes:keda.sh/v1alpha1:ScaledObject"}}),
+])
+def test_spec_change_previews_as_exactly_the_synths_changes(
+        scenario: Any, engine: Engine, dev: auto.Stack, cluster: LocalCluster, user_file: Path, tmp_path: Path,
+        created: dict[str, dict[str, Any]], change: str, kinds: dict[str, set[str]]) -> None:
+    assert created, "needs the first up"
+    scenario.name = f"spec_change_{change}"
+    edit = {"max_replicas_and_drift_window": the_change, "added_model": add_a_model}[change]
+    expected, after = expected_steps(user_file, edit, created, tmp_path)
+    scenario.observed["expected"] = expected
+    for op, types in kinds.items():  # the change is not vacuous: it reaches the objects it is about
+        assert {k.split("::")[0] for k, o in expected.items() if o == op} >= types, expected
+
+    edit_stack_file(engine.project / f"Pulumi.{STACK}.yaml", edit)
     events = Events()
     dev.preview(on_event=events, color="never", diff=True)
     objects = {f"{s.type}::{s.urn.rsplit('::', 1)[-1]}": s for s in events.steps() if is_object(s.type)}
-    ops = {k: str(s.op.value) for k, s in objects.items()}
-    scenario.observed["preview_ops"] = {k: v for k, v in ops.items() if v != "same"}
+    planned = {k: str(s.op.value) for k, s in objects.items() if s.op != auto.OpType.SAME}
+    scenario.observed["preview"] = planned
     scenario.observed["preview_diffs"] = {k: s.diffs for k, s in objects.items() if s.diffs}
-    assert sorted(k for k, op in ops.items() if op != "same") == expected
-    assert all(ops[k] == "update" for k in expected), {k: ops[k] for k in expected}
+    assert planned == expected, "the engine's plan is not the synth's diff (no replace, nothing else)"
 
     result = dev.up(on_event=Events(), color="never")
     applied = changes(result.summary)
     scenario.observed["up_summary"] = applied
-    assert {op for op in applied if op != "same"} == {"update"} and applied["update"] == len(expected), applied
+    assert {op: n for op, n in applied.items() if op != "same"} == dict(Counter(expected.values())), applied
     for key in expected:
         obj = live(cluster.kubectl, key.split("::")[0], after[key]["inputs"])
         assert obj is not None, key
-        wanted = strip_skip_await(after[key]["inputs"])["spec"]
-        diff = list(differences({k: obj["spec"].get(k) for k in wanted}, wanted))
-        assert not diff, f"{key}: live spec differs from the changed synth at {diff}"
+        wanted = strip_skip_await(after[key]["inputs"]).get("spec")
+        if isinstance(wanted, dict):  # every field the synth sets is live as set (the server adds defaults)
+            diff = list(differences({k: obj["spec"].get(k) for k in wanted}, wanted))
+            assert not diff, f"{key}: the live spec differs from the synth at {diff}"
+        created[key] = after[key]["inputs"]
 
 
 def test_policy_pack_runs_in_the_engine(scenario: Any, dev: auto.Stack, created: dict[str, dict[str, Any]]) -> None:
