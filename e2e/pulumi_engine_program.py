@@ -6,8 +6,9 @@ them (same components, same logical names, same args from the spec) on a ``kuber
 kubeconfig. Left out, and why:
 
 - every component that installs a Helm chart (Karpenter, the device plugins, DCGM exporter, kube-prometheus-stack, KAI,
-  LWS, KEDA, prometheus-adapter): the chart repositories cannot be reached from here, so they stay under mocks
-  (``gpuscale synth``); the CRDs those charts would bring are installed from ``../shared/crds`` instead;
+  LWS, KEDA, prometheus-adapter, and a model's ``FrontDoor``, whose router is the llm-d chart): the chart repositories
+  cannot be reached from here, so they stay under mocks (``gpuscale synth``); the CRDs those charts would bring are
+  installed from ``../shared/crds`` instead;
 - every AWS resource (no AWS endpoint): a model's S3 Pod Identity role (``VllmService`` gets no ``cluster_name``, so it
   creates none and warns) and a pool's EC2 cluster placement group (a pool with ``cluster_placement`` is left out
   whole: its ``GpuNodePool`` creates the group first).
@@ -33,7 +34,6 @@ from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.children import Refused
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
-from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
@@ -126,7 +126,8 @@ def _scheduling(spec: PlatformSpec, provider: k8s.Provider) -> list[pulumi.Resou
 
 def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
              serving_deps: list[pulumi.Resource]) -> None:
-    """Layer 3: namespaces, alert rules, and per model its service, front door and one autoscaler per role."""
+    """Layer 3: namespaces, alert rules, and per model its service and one autoscaler per role (the front door, a
+    chart, is left out)."""
     name = PLATFORM_NAME
     namespaces = {
         ns: k8s.core.v1.Namespace(
@@ -143,9 +144,6 @@ def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
         namespace = namespaces[model.serving.namespace]
         service = VllmService(f"{name}-{model.name}", VllmServiceArgs.from_platform(spec, sizing, model.name),
                               opts=_after(provider, namespace, *serving_deps))
-        if model.has_front_door:
-            FrontDoor(f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
-                      opts=_after(provider, namespace, *service.workloads.values()))
         for role in model.serving.roles:
             RoleAutoscaler(
                 f"{name}-{model.name}-{role}",
