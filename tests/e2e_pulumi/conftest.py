@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+# the real-controllers tier's scenario record and the hook that keeps each test's outcome for it
+from tests.e2e.conftest import Scenario, _failure, _outcome, pytest_runtest_makereport  # noqa: F401
+
 ENV = "GPUSCALE_E2E_PULUMI"
 REPO = Path(__file__).resolve().parents[2]
-_outcome = pytest.StashKey[pytest.TestReport]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,14 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e_pulumi)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
-    rep = yield
-    if rep.when == "call" or (rep.when == "setup" and rep.failed):
-        item.stash[_outcome] = rep
-    return rep
 
 
 def out_dir() -> Path:
@@ -89,20 +83,11 @@ def engine(work: Path, cluster: Any) -> Any:
     return Engine(work / "engine")
 
 
-class Scenario:
-    """What a scenario observed; recorded with the test's outcome when it ends."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.observed: dict[str, Any] = {}
-
-
 @pytest.fixture
 def scenario(request: pytest.FixtureRequest, engine: Any, report: Any) -> Iterator[Scenario]:
     sc = Scenario(request.node.name.removeprefix("test_"))
     yield sc
     rep = request.node.stash.get(_outcome, None)
     if rep is not None and rep.failed:
-        crash = getattr(rep.longrepr, "reprcrash", None)
-        sc.observed.setdefault("failure", (crash.message if crash is not None else str(rep.longrepr))[:4000])
+        sc.observed.setdefault("failure", _failure(rep))
     report.record(sc.name, bool(rep is not None and rep.passed), sc.observed)
