@@ -6,12 +6,17 @@ refuses ``github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3``), 
 the Automation API serves it from this process (``pulumi.automation._server.LanguageServer``) and the CLI connects to
 it, so the host is never needed.
 
-The policy pack without the language host: when no ``python`` language plugin is found, the engine falls back to the
-plugin ``pulumi-analyzer-policy-python``, started in the pack's directory with the engine's address and ``.``
-(``NewPolicyAnalyzer`` in pulumi/pulumi ``sdk/go/common/resource/plugin/analyzer_plugin.go`` at v3.274.1). That entry
-point is the pip SDK's own ``python -m pulumi.policy ENGINE PROGRAM`` (``pulumi/policy/__main__.py``: it runs
-``PROGRAM/__main__.py``, where ``pulumi_policy.PolicyPack`` serves the analyzer and prints its port), so the shim this
-module writes only runs that module with this interpreter, whose environment has gpuscale and pulumi-policy.
+The policy pack without the language host: the CLI runs a policy pack *directory* only through its language's
+plugin (``newPlugin`` in pulumi/pulumi ``pkg/resource/plugin/plugin.go`` at v3.274.1 loads ``PulumiPolicy.yaml`` and
+asks the host for the ``python`` language runtime, which is ``pulumi-language-python``: "no language plugin
+'pulumi-language-python' found"; the older ``pulumi-analyzer-policy-python`` fallback is gone from
+``pkg/resource/plugin/analyzer_plugin.go``). ``NewPolicyAnalyzer`` there also takes an *executable* as the pack: it
+starts it as the analyzer plugin with the engine's address, reading ``PulumiPolicy.yaml`` beside it. So
+``policy_pack()`` makes a directory holding a link to the pack's ``PulumiPolicy.yaml`` and a two-line executable that
+runs the pip SDK's own policy entry point on the pack (``python -m pulumi.policy ENGINE PACK_DIR``:
+``pulumi/policy/__main__.py`` runs ``PACK_DIR/__main__.py``, where ``pulumi_policy.PolicyPack`` serves the analyzer
+and prints its port) with this interpreter, whose environment has gpuscale and pulumi-policy. The policies, their
+names and enforcement levels are the pack's own; only the launcher differs from ``--policy-pack <dir>``.
 
 Nothing leaves the machine: no update check (``PULUMI_SKIP_UPDATE_CHECK``), no plugin download
 (``PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION``); the provider is found on ``PATH`` (an "ambient" plugin).
@@ -19,10 +24,10 @@ Nothing leaves the machine: no update check (``PULUMI_SKIP_UPDATE_CHECK``), no p
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,11 +38,12 @@ from pulumi import automation as auto
 from e2e import build
 from e2e.pulumi_engine_program import KUBECONFIG_KEY
 from e2e.report import Report
+from gpuscale.policy import pack_dir
 from gpuscale.versions import E2E_ETCD, E2E_KUBERNETES, E2E_PULUMI, E2E_PULUMI_KUBERNETES
 
 PROJECT = "gpuscale-e2e"
 """The inline programs' project. Its own config namespace holds the kubeconfig; the spec stays under ``gpuscale:``."""
-ANALYZER_SHIM = "pulumi-analyzer-policy-python"
+POLICY_LAUNCHER = "gpuscale-policy-pack"
 
 
 class EngineError(RuntimeError):
@@ -108,9 +114,6 @@ class Engine:
             link = self.bin / name
             link.unlink(missing_ok=True)
             link.symlink_to(build.binary(pin, name))
-        shim = self.bin / ANALYZER_SHIM
-        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u -m pulumi.policy "$@"\n', encoding="utf-8")
-        shim.chmod(0o755)
         self.home = self.work / "home"
         self.state = self.work / "state"
         self.project = self.work / "project"
@@ -131,6 +134,19 @@ class Engine:
             "PULUMI_SKIP_CONFIRMATIONS": "true",
             "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
         }
+
+    def policy_pack(self) -> str:
+        """What ``--policy-pack`` takes for gpuscale's pack here: the launcher (see the module docstring)."""
+        folder = self.work / "policy"
+        folder.mkdir(exist_ok=True)
+        manifest = folder / "PulumiPolicy.yaml"
+        manifest.unlink(missing_ok=True)
+        manifest.symlink_to(pack_dir() / "PulumiPolicy.yaml")
+        launcher = folder / POLICY_LAUNCHER
+        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u -m pulumi.policy "$1" "{pack_dir()}"\n',
+                            encoding="utf-8")
+        launcher.chmod(0o755)
+        return str(launcher)
 
     def command(self) -> auto.PulumiCommand:
         return auto.PulumiCommand(root=str(self.work))  # runs <root>/bin/pulumi
@@ -153,8 +169,14 @@ class Engine:
         return stack
 
     def export(self, stack: auto.Stack) -> str:
-        """``pulumi stack export`` as text (secrets stay encrypted: no ``--show-secrets``)."""
-        return json.dumps(stack.export_stack().deployment)
+        """``pulumi stack export`` as a user runs it, secrets encrypted (the Automation API's ``export_stack``
+        passes ``--show-secrets``)."""
+        proc = subprocess.run([str(self.bin / "pulumi"), "stack", "export", "--stack", stack.name],
+                              cwd=self.project, env={**os.environ, **self.env}, capture_output=True, text=True,
+                              timeout=120, check=False)
+        if proc.returncode != 0:
+            raise EngineError(f"pulumi stack export --stack {stack.name} failed:\n{proc.stderr.strip()}")
+        return proc.stdout
 
 
 class PulumiReport(Report):

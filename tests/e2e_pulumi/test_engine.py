@@ -28,7 +28,6 @@ from e2e.pulumi_engine_compare import (
     why_absent,
 )
 from e2e.pulumi_engine_program import left_out, stack_program
-from gpuscale.policy import pack_dir
 from gpuscale.stackfile import load_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,10 +183,10 @@ def test_spec_change_previews_as_exactly_the_synths_changes(
         created[key] = after[key]["inputs"]
 
 
-def test_policy_pack_runs_in_the_engine(scenario: Any, dev: auto.Stack, created: dict[str, dict[str, Any]]) -> None:
+def test_policy_pack_runs_in_the_engine(scenario: Any, engine: Engine, dev: auto.Stack, created: dict[str, dict[str, Any]]) -> None:
     assert created, "needs the first up"
     events = Events()
-    dev.preview(policy_packs=[str(pack_dir())], on_event=events, color="never")
+    dev.preview(policy_packs=[engine.policy_pack()], on_event=events, color="never")
     violations = [e.policy_name for e in events.policy()]
     scenario.observed["violations_on_gpuscale_output"] = violations
     assert not violations
@@ -205,7 +204,7 @@ def test_policy_pack_runs_in_the_engine(scenario: Any, dev: auto.Stack, created:
 
     flipped = Events()
     with pytest.raises(auto.CommandError) as refused:
-        dev.preview(program=stack_program(transforms=[flip]), policy_packs=[str(pack_dir())], on_event=flipped,
+        dev.preview(program=stack_program(transforms=[flip]), policy_packs=[engine.policy_pack()], on_event=flipped,
                     color="never")
     policy = [(e.policy_name, e.enforcement_level, e.resource_urn) for e in flipped.policy()]
     scenario.observed["violations_on_flip"] = policy
