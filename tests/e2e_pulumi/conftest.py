@@ -8,6 +8,7 @@ verdict and what it observed in ``out/e2e/pulumi-report.json``.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -17,8 +18,7 @@ from typing import Any
 
 import pytest
 
-# the real-controllers tier's scenario record and the hook that keeps each test's outcome for it
-from tests.e2e.conftest import Scenario, _failure, _outcome, pytest_runtest_makereport  # noqa: F401
+from tests.e2e.conftest import Scenario, _failure  # the real-controllers tier's scenario record
 
 ENV = "GPUSCALE_E2E_PULUMI"
 REPO = Path(__file__).resolve().parents[2]
@@ -36,12 +36,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     else:
         from e2e import pulumi_engine, pulumi_engine_cluster
 
-        reason = pulumi_engine.missing() or pulumi_engine_cluster.missing()
+        reason = pulumi_engine.missing(provider=False) or pulumi_engine_cluster.missing()
     for item in items:
         if here in Path(str(item.fspath)).parents and "engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e_pulumi)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+_outcome = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """Keep the outcome a scenario is recorded with: the call's, or the setup's when it failed or skipped (a
+    binary not built yet)."""
+    rep = yield
+    if rep.when == "call" or (rep.when == "setup" and not rep.passed):
+        item.stash[_outcome] = rep
+    if rep.when == "setup" and rep.skipped and "scenario" in getattr(item, "fixturenames", ()) \
+            and os.environ.get(ENV) == "1":  # skipped before its scenario record existed: record it here
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        _report().record(item.name.removeprefix("test_"), False, {"skipped": reason})
+    return rep
 
 
 def out_dir() -> Path:
@@ -55,11 +72,16 @@ def work() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def report() -> Any:
+@functools.cache
+def _report() -> Any:
     from e2e.pulumi_engine import PulumiReport
 
     return PulumiReport(out_dir() / "pulumi-report.json")
+
+
+@pytest.fixture(scope="session")
+def report() -> Any:
+    return _report()
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +103,16 @@ def engine(work: Path, cluster: Any) -> Any:
     from e2e.pulumi_engine import Engine
 
     return Engine(work / "engine")
+
+
+@pytest.fixture(scope="session")
+def kubernetes_provider(engine: Any) -> None:
+    """Skips (saying why) a test whose program registers Kubernetes objects when the provider is not built."""
+    from e2e import pulumi_engine
+
+    reason = pulumi_engine.missing()
+    if reason:
+        pytest.skip(reason)
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ def objects_live(cluster: LocalCluster, planned: dict[str, dict[str, Any]]) -> d
 
 
 @pytest.fixture(scope="module")
-def dev(engine: Engine, cluster: LocalCluster) -> auto.Stack:
+def dev(engine: Engine, cluster: LocalCluster, kubernetes_provider: None) -> auto.Stack:
     return engine.stack(STACK, stack_program(), stack_file=DEV, kubeconfig=cluster.inline_kubeconfig())
 
 
