@@ -28,6 +28,7 @@ from e2e.pulumi_engine_compare import (
     why_absent,
 )
 from e2e.pulumi_engine_program import left_out, stack_program
+from gpuscale.policy import pack_dir
 from gpuscale.stackfile import load_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -212,6 +213,25 @@ def test_policy_pack_runs_in_the_engine(scenario: Any, engine: Engine, dev: auto
     assert [p[:2] for p in policy] == [("gpu-nodepool-consolidation", "mandatory")], policy
     assert policy[0][2] and policy[0][2].endswith("::gpuscale-l40s-spot-nodepool"), policy
     assert "gpu-nodepool-consolidation" in text and "gpuscale-l40s-spot-nodepool" in text, text[-3000:]
+
+
+def test_policy_pack_loads_in_the_engine_without_the_language_host(scenario: Any, engine: Engine) -> None:
+    """The launcher path alone (needs no provider): the engine starts gpuscale's pack, configures it for the stack,
+    and reports it by its PulumiPolicy.yaml name and version."""
+    import pulumi
+
+    def program() -> None:
+        pulumi.export("nothing", "to analyze")
+
+    stack = engine.stack("policy-load", program)
+    try:
+        result = stack.preview(policy_packs=[engine.policy_pack()], color="never")
+    finally:
+        stack.workspace.remove_stack("policy-load", force=True)
+    lines = [line.strip() for line in result.stdout.splitlines() if "gpuscale@" in line]
+    scenario.observed["policies"] = lines
+    manifest = yaml.safe_load((pack_dir() / "PulumiPolicy.yaml").read_text(encoding="utf-8"))
+    assert lines and lines[0].startswith(f"✅ gpuscale@v{manifest['version']}"), result.stdout[-2000:]
 
 
 def test_bad_stack_config_is_refused_with_its_path(scenario: Any, engine: Engine, cluster: LocalCluster,
