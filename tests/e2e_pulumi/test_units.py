@@ -90,7 +90,10 @@ def test_the_engine_pins_agree_with_the_python_sdks_the_project_allows() -> None
     cli = release(versions.E2E_PULUMI.version)
     sdk = release(dist_version("pulumi"))
     assert cli[0] == sdk[0] and cli >= sdk, (cli, sdk)
-    assert any(d.startswith("pulumi>=") for d in project) and any(d.startswith("pulumi-kubernetes>=") for d in project)
+    allowed = {d.split(">=")[0]: d.split(">=")[1].split(",") for d in project if d.startswith("pulumi")}
+    low, high = allowed["pulumi"]  # pulumi>=3.200,<4: the CLI is inside the range the project allows
+    assert release(low) <= cli < release(high.removeprefix("<")), (cli, allowed["pulumi"])
+    assert release(allowed["pulumi-kubernetes"][0]) <= release(dist_version("pulumi-kubernetes"))
     assert versions.E2E_PULUMI.ldflags == (
         f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={versions.E2E_PULUMI.version}",)
     k8s_pin = versions.E2E_PULUMI_KUBERNETES
