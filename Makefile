@@ -95,5 +95,15 @@ e2e-apply: $(VENV)/.installed
 	$(BIN)/python -m e2e.build etcd kubernetes
 	$(E2E_NETNS) $(BIN)/python -m e2e.acceptance --stack-file $(STACK_FILE)
 
+# The real Pulumi engine (README "Deploying with Pulumi", "Running it through the real engine"): builds the Pulumi CLI
+# and its Kubernetes provider once per version beside the controllers, starts etcd, kube-apiserver and
+# kube-controller-manager, and runs tests/e2e_pulumi (up, preview, the policy pack, destroy; synth vs preview for every
+# shipped stack) in the private network namespace; out/e2e/pulumi-report.json
+.PHONY: e2e-pulumi
+e2e-pulumi: $(VENV)/.installed
+	$(BIN)/python -m e2e.build etcd kubernetes
+	$(BIN)/python -m e2e.pulumi_engine build
+	GPUSCALE_E2E_PULUMI=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e_pulumi -p no:cacheprovider -q
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -80,7 +80,10 @@ def source_key(pin: BinaryPin) -> str:
     for name in ("go.mod", "go.sum"):
         path = wrapper(pin) / name
         digest.update(path.read_bytes() if path.exists() else b"")
-    digest.update(json.dumps([pin.packages, pin.binaries, pin.ldflags]).encode())
+    flags: list[object] = [pin.packages, pin.binaries, pin.ldflags]
+    if pin.generated_json:  # only then, so that no other pin's cached build goes stale
+        flags.append(pin.generated_json)
+    digest.update(json.dumps(flags).encode())
     return digest.hexdigest()[:16]
 
 
@@ -161,9 +164,11 @@ def build(pin: BinaryPin, *, log: Path | None = None) -> dict[str, object]:
     staging.mkdir(parents=True)
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     costs: dict[str, dict[str, float]] = {}
+    scratch = dest.parent / f".{dest.name}.{os.getpid()}.src"
     try:
+        modfile = with_generated_files(pin, scratch)
         for package, binary in zip(pin.packages, pin.binaries, strict=True):
-            cmd = [go, "build", "-trimpath", "-o", str(staging / binary)]
+            cmd = [go, "build", "-trimpath", "-o", str(staging / binary), *modfile]
             if pin.ldflags:
                 cmd += ["-ldflags", " ".join(pin.ldflags)]
             cmd.append(package)
@@ -193,8 +198,34 @@ def build(pin: BinaryPin, *, log: Path | None = None) -> dict[str, object]:
         staging.rename(dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     ensure_data(pin)
     return dict(record, cached=False)
+
+
+def with_generated_files(pin: BinaryPin, scratch: Path) -> list[str]:
+    """For a pin with ``generated_json``: copy the upstream module to ``scratch/src``, write the generated files there
+    (what upstream's ``go generate`` would) and return the ``-modfile`` arguments of a copy of the wrapper's go.mod that
+    replaces the module with that copy; ``[]`` for any other pin. The Go module cache is read-only and ``-overlay``
+    refuses files beneath it, so a copy is the one way to add files to a dependency's package."""
+    if not pin.generated_json:
+        return []
+    root = module_dir(pin)
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    src = scratch / "src"
+    shutil.copytree(root, src)
+    for path in [src, *src.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    for target, source, version in pin.generated_json:
+        doc = json.loads((root / source).read_text(encoding="utf-8"))
+        if version is not None:
+            doc["version"] = version
+        (src / target).write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+    go_mod = (wrapper(pin) / "go.mod").read_text(encoding="utf-8")
+    (scratch / "go.mod").write_text(f"{go_mod}\nreplace {pin.module} => {src}\n", encoding="utf-8")
+    shutil.copyfile(wrapper(pin) / "go.sum", scratch / "go.sum")  # -modfile X.mod reads X.sum beside it
+    return ["-modfile", str(scratch / "go.mod")]
 
 
 def module_dir(pin: BinaryPin) -> Path:

@@ -253,6 +253,11 @@ class BinaryPin(Spec):
     data: tuple[str, ...] = ()
     """Files of the upstream module at the pinned version the harness reads (CRDs, kwok's stages), as globs relative to
     the module root; copied beside the binaries under ``data/`` when they are built."""
+    generated_json: tuple[tuple[str, str, str | None], ...] = ()
+    """Files a main package embeds that upstream's ``go generate`` writes and the module zip lacks, as
+    ``(target, source, version)`` paths relative to the module root: ``target`` is ``source`` re-serialized compactly,
+    with its top-level ``"version"`` set to ``version`` when that is not ``None``. The build compiles a copy of the
+    module with these files added (outside the work tree), never upstream source kept here."""
     deploys_as: str | None
     """The ``ALL_CHARTS`` key whose app version this binary must equal, or ``None`` (no chart deploys it)."""
     skew: str | None = None
@@ -331,3 +336,40 @@ E2E_BINARIES: Mapping[str, BinaryPin] = {
     p.name: p for p in (E2E_ETCD, E2E_KUBERNETES, E2E_KWOK, E2E_KARPENTER, E2E_KEDA, E2E_LWS)
 }
 """Every binary ``make e2e`` builds, in build order (the control plane first)."""
+
+E2E_PULUMI = BinaryPin(
+    name="pulumi",
+    module="github.com/pulumi/pulumi/pkg/v3",
+    version="v3.274.1",
+    packages=("github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",),
+    binaries=("pulumi",),
+    # what the release build (pulumi/pulumi scripts/ and .goreleaser.yml at v3.274.1) sets: the Automation API reads
+    # `pulumi version` and refuses a CLI older than its minimum, and an unset Version reads as 0.0.0
+    ldflags=("-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.274.1",),
+    deploys_as=None,
+    skew="the pip SDK is pulumi 3.272.0; the CLI is the newest pkg/v3 the Go module proxy serves (the engine accepts "
+         "older SDKs of the same major)",
+    upstream_release="pulumi/pulumi v3.274.1: the engine and `pulumi login --local`'s file backend",
+)
+E2E_PULUMI_KUBERNETES = BinaryPin(
+    name="pulumi-kubernetes",
+    module="github.com/pulumi/pulumi-kubernetes/provider/v4",
+    version="v4.0.0-20260115033456-f47bc2d6f199",
+    packages=("github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",),
+    binaries=("pulumi-resource-kubernetes",),
+    # the release build's ldflag and go:generate step (provider Makefile and cmd/pulumi-resource-kubernetes/
+    # generate.go at f47bc2d6): the version reported is the pseudo-version's own, as no release tag names this commit
+    ldflags=("-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=4.0.0-20260115033456-f47bc2d6f199",),
+    generated_json=(
+        ("cmd/pulumi-resource-kubernetes/schema-embed.json", "cmd/pulumi-resource-kubernetes/schema.json",
+         "4.0.0-20260115033456-f47bc2d6f199"),
+        ("cmd/pulumi-resource-kubernetes/terraform-mapping-embed.json",
+         "cmd/pulumi-resource-kubernetes/terraform-mapping.json", None),
+    ),
+    deploys_as=None,
+    skew="the Go module proxy serves only this pseudo-version of provider/v4 (about v4.25.0, 2026-01-15); the pip "
+         "pulumi-kubernetes SDK is 4.34.2, so resources the SDK knows and this provider does not would be refused",
+    upstream_release="pulumi/pulumi-kubernetes f47bc2d6 (2026-01-15): the provider the Kubernetes SDK's resources run on",
+)
+E2E_PULUMI_BINARIES: Mapping[str, BinaryPin] = {p.name: p for p in (E2E_PULUMI, E2E_PULUMI_KUBERNETES)}
+"""What ``make e2e-pulumi`` builds beside the control plane: the engine and the one provider its programs use."""

@@ -1,0 +1,182 @@
+"""The Kubernetes half of the platform program, for the real Pulumi engine on a cluster that already exists.
+
+``InferencePlatform`` creates the EKS cluster and everything in it through one provider made from that cluster; here
+the cluster is the local control plane, so the in-cluster pieces are composed the way ``InferencePlatform`` composes
+them (same components, same logical names, same args from the spec) on a ``kubernetes.Provider`` built from a
+kubeconfig. Left out, and why:
+
+- every component that installs a Helm chart (Karpenter, the device plugins, DCGM exporter, kube-prometheus-stack, KAI,
+  LWS, KEDA, prometheus-adapter, and a model's ``FrontDoor``, whose router is the llm-d chart): the chart repositories
+  cannot be reached from here, so they stay under mocks (``gpuscale synth``); the CRDs those charts would bring are
+  installed from ``../shared/crds`` instead;
+- every AWS resource (no AWS endpoint): a model's S3 Pod Identity role (``VllmService`` gets no ``cluster_name``, so it
+  creates none and warns) and a pool's EC2 cluster placement group (a pool with ``cluster_placement`` is left out
+  whole: its ``GpuNodePool`` creates the group first).
+
+Which objects were left out is returned, so the synth-vs-preview comparison accounts for each.
+
+No kubelet runs and KAI is not installed, so the serving pods are never scheduled: every object gets
+``pulumi.com/skipAwait: "true"`` (pulumi-kubernetes ``pkg/metadata/annotations.go`` at f47bc2d6), without which the
+provider waits for a Deployment's replicas and a Service's endpoints (10 minutes, then fails). It is the only thing
+this program adds to what the components emit, and the comparison ignores exactly that annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpuscale import labels
+from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
+from gpuscale.components.children import Refused
+from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
+from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
+from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
+from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
+from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.feasibility import checked_sizing
+from gpuscale.manifests import vllm
+from gpuscale.problems import Problems, Refusal
+from gpuscale.sizing import PlatformSizing
+from gpuscale.spec.platform import PlatformSpec
+from gpuscale.stackfile import load_from_pulumi_config
+
+PLATFORM_NAME = "gpuscale"
+"""The name ``gpuscale.program.deploy`` gives ``InferencePlatform``: the prefix of every child's logical name."""
+SKIP_AWAIT = "pulumi.com/skipAwait"
+NODE_ROLE_NAME = "gpuscale-e2e-node-role"
+"""The node role the EC2NodeClasses name. ``InferencePlatform`` passes Karpenter's IAM role (an AWS resource)."""
+KUBECONFIG_KEY = "kubeconfig"
+"""The stack config key (``gpuscale-e2e:kubeconfig``, a secret) holding the kubeconfig of the local cluster."""
+
+
+@dataclass
+class ClusterHalf:
+    """What the program registered, and which of the platform's components it left out (with the reason)."""
+
+    provider: k8s.Provider
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Logical name of a left-out component -> why."""
+
+
+def skip_await(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """Add ``pulumi.com/skipAwait: "true"`` to every Kubernetes object (see the module docstring)."""
+    if not args.custom or not args.type_.startswith("kubernetes:") or "metadata" not in args.props:
+        return None
+    props = dict(args.props)
+    props["metadata"] = pulumi.Output.from_input(props["metadata"]).apply(with_skip_await)
+    return pulumi.ResourceTransformResult(props=props, opts=args.opts)
+
+
+def with_skip_await(meta: Any) -> dict[str, Any]:
+    """An object's ``metadata`` with ``pulumi.com/skipAwait: "true"`` added to its annotations."""
+    out: dict[str, Any] = dict(meta or {})
+    out["annotations"] = {**(out.get("annotations") or {}), SKIP_AWAIT: "true"}
+    return out
+
+
+def left_out(spec: PlatformSpec) -> dict[str, str]:
+    """The platform's components (logical names) with AWS children that ``cluster_half`` leaves out, and why."""
+    return {
+        f"{PLATFORM_NAME}-{pool.name}": "a GpuNodePool with an EC2 cluster placement group (aws.ec2.PlacementGroup, "
+                                        "created before its EC2NodeClass): no AWS provider runs here"
+        for pool in spec.topology.gpu_pools if pool.cluster_placement
+    }
+
+
+def cluster_half(spec: PlatformSpec, provider: k8s.Provider) -> ClusterHalf:
+    """The in-cluster components of ``InferencePlatform`` for ``spec``, through ``provider``; refusals as
+    ``InferencePlatform`` raises them (a spec whose layers disagree is refused before anything registers)."""
+    try:
+        sizing = checked_sizing(spec)
+    except Problems as exc:
+        raise Refused(exc.problems, exc.source) from None
+    out = ClusterHalf(provider, left_out(spec))
+    _nodes(spec, provider, out.left_out)
+    _serving(spec, sizing, provider, _scheduling(spec, provider))
+    return out
+
+
+def _after(provider: k8s.Provider, *deps: pulumi.Resource) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(provider=provider, depends_on=list(deps))
+
+
+def _nodes(spec: PlatformSpec, provider: k8s.Provider, skip: Mapping[str, str]) -> None:
+    """Layer 1: the node pools (Karpenter's chart is under mocks: its CRDs are installed beside this program)."""
+    cluster_name = f"{PLATFORM_NAME}-{spec.environment.name}"  # InferencePlatform's default cluster name
+    for pool in spec.topology.gpu_pools:
+        if f"{PLATFORM_NAME}-{pool.name}" not in skip:
+            GpuNodePool(f"{PLATFORM_NAME}-{pool.name}", GpuNodePoolArgs.from_spec(
+                spec, pool.name, cluster_name=cluster_name, node_role_name=NODE_ROLE_NAME), opts=_after(provider))
+    CpuNodePool(f"{PLATFORM_NAME}-cpu", CpuNodePoolArgs.from_spec(
+        spec, cluster_name=cluster_name, node_role_name=NODE_ROLE_NAME), opts=_after(provider))
+
+
+def _scheduling(spec: PlatformSpec, provider: k8s.Provider) -> list[pulumi.Resource]:
+    """Layer 2: the queue tree and the Topology (KAI's chart under mocks); returns what serving waits for."""
+    queues = QueueTree(f"{PLATFORM_NAME}-queues", QueueTreeArgs.from_spec(spec), opts=_after(provider))
+    topology = KaiTopology(f"{PLATFORM_NAME}-topology", KaiTopologyArgs.from_spec(spec), opts=_after(provider))
+    return [*queues.queues.values(), topology]
+
+
+def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
+             serving_deps: list[pulumi.Resource]) -> None:
+    """Layer 3: namespaces, alert rules, and per model its service and one autoscaler per role (the front door, a
+    chart, is left out)."""
+    name = PLATFORM_NAME
+    namespaces = {
+        ns: k8s.core.v1.Namespace(
+            f"{name}-ns-{ns}", metadata={"name": ns, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
+            opts=_after(provider),
+        )
+        for ns in vllm.serving_namespaces(spec)
+    }
+    if spec.observability.install_prometheus_stack:
+        AlertRules(f"{name}-alerts", AlertRulesArgs.from_platform(spec, sizing),
+                   opts=_after(provider, *namespaces.values()))
+    prometheus_url = str(spec.observability.prometheus_url)
+    for model in spec.models:
+        namespace = namespaces[model.serving.namespace]
+        service = VllmService(f"{name}-{model.name}", VllmServiceArgs.from_platform(spec, sizing, model.name),
+                              opts=_after(provider, namespace, *serving_deps))
+        for role in model.serving.roles:
+            RoleAutoscaler(
+                f"{name}-{model.name}-{role}",
+                RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, prometheus_url=prometheus_url),
+                opts=_after(provider, namespace, service.workloads[role]),
+            )
+
+
+def provider_from_config() -> k8s.Provider:
+    """The Kubernetes provider of the local cluster, from the stack's secret ``kubeconfig`` config."""
+    kubeconfig = pulumi.Config().require_secret(KUBECONFIG_KEY)
+    return k8s.Provider("local-cluster", kubeconfig=kubeconfig)
+
+
+def stack_program(
+    edit: Callable[[PlatformSpec], PlatformSpec] | None = None,
+    transforms: Sequence[pulumi.ResourceTransform] = (),
+) -> Callable[[], None]:
+    """The inline program: the stack's ``gpuscale:*`` config read and validated as ``gpuscale.program.main`` does,
+    ``edit`` applied (a scenario's change to the spec), ``transforms`` registered (what a user's own program might do
+    to the emitted objects), then ``cluster_half``. A refusal ends the run as a ``pulumi.RunError``, which the
+    Automation API's language server reports as its message alone."""
+
+    def program() -> None:
+        for transform in (skip_await, *transforms):
+            pulumi.runtime.register_resource_transform(transform)
+        try:
+            spec = load_from_pulumi_config()
+            if edit is not None:
+                spec = edit(spec)
+            half = cluster_half(spec, provider_from_config())
+        except Refusal as exc:
+            raise pulumi.RunError(str(exc)) from None
+        pulumi.export("left_out", half.left_out)
+
+    return program
