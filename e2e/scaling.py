@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from gpuscale import labels
 from gpuscale.manifests import front_door
 from gpuscale.manifests.vllm import workload_name
 from gpuscale.schedule.chart import priority_classes
+from gpuscale.signals import promql
 
 FAST_WINDOW_S = 120
 """Longer than a 1 m rate window + a 15 s scrape + a 15 s KEDA poll (see the module's docstring)."""
@@ -72,18 +73,24 @@ class Role:
     changes: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_synth(cls, manifests: Path, model: str, role: str) -> Role:
-        """The role's objects from ``gpuscale synth --out``'s ``manifests/`` (with its ``charts.yaml`` beside)."""
-        objects = manifest_objects(manifests)
+    def from_synth_dir(cls, manifests: Path, model: str, role: str) -> Role:
+        """The role's objects from ``gpuscale synth --out``'s ``manifests/``, with the KAI chart's PriorityClasses of
+        its ``charts.yaml`` beside."""
+        charts = yaml.safe_load((manifests.parent / "charts.yaml").read_text(encoding="utf-8"))["charts"]
+        kai = next(c for c in charts if c["chart"].endswith("kai-scheduler"))
+        return cls.from_synth(manifest_objects(manifests), model, role, priority_classes(kai["values"]))
+
+    @classmethod
+    def from_synth(cls, objects: list[dict[str, Any]], model: str, role: str,
+                   classes: Sequence[dict[str, Any]] = ()) -> Role:
+        """The role's objects among the emitted ones; ``classes``: PriorityClasses the cluster has."""
         name = workload_name(model, role)  # type: ignore[arg-type]
         deployment = copy.deepcopy(find(objects, "Deployment", name))
         pod = deployment["spec"]["template"]["spec"]
         sa = pod.get("serviceAccountName")
         support = [o for o in objects if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == sa
                    and o["metadata"].get("namespace") == deployment["metadata"]["namespace"]]
-        charts = yaml.safe_load((manifests.parent / "charts.yaml").read_text(encoding="utf-8"))["charts"]
-        kai = next(c for c in charts if c["chart"].endswith("kai-scheduler"))
-        support += [c for c in priority_classes(kai["values"]) if c["metadata"]["name"] == pod.get("priorityClassName")]
+        support += [c for c in classes if c["metadata"]["name"] == pod.get("priorityClassName")]
         pool_name = pod.get("nodeSelector", {}).get(labels.NODE_POOL_LABEL)
         pool = copy.deepcopy(find(objects, "NodePool", pool_name)) if pool_name else None
         return cls(model, role, deployment, copy.deepcopy(find(objects, "ScaledObject", name)),
@@ -145,6 +152,20 @@ class Role:
         self.changes.append(f"behavior.scaleDown.stabilizationWindowSeconds {down['stabilizationWindowSeconds']} -> "
                             f"{seconds}")
         down["stabilizationWindowSeconds"] = seconds
+
+    def guard_windows(self) -> list[tuple[promql.Series, promql.Series]]:
+        """The ``(sum, count)`` rate series of every histogram mean the role's ``Value`` triggers read (the latency
+        guards), from the emitted queries' expression trees: when each count's rate is 0 no request finished in
+        the window and the bare mean ``sum / count`` is 0/0."""
+        out = []
+        for t in self.spec["triggers"]:
+            if t["type"] != "prometheus" or t.get("metricType") != "Value":
+                continue
+            for leaf in promql.parse(t["metadata"]["query"]).leaves():
+                if leaf.window is not None and leaf.metric.endswith("_count"):
+                    total = promql.Series(leaf.metric.removesuffix("_count") + "_sum", leaf.matchers, leaf.window)
+                    out.append((total, leaf))
+        return out
 
     def pod_name(self) -> str:
         return f"{self.name}-sim-0"

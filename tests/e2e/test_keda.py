@@ -48,7 +48,7 @@ def role(request: pytest.FixtureRequest, harness: Any, synth_dir: Any) -> Iterat
     stack, model, role_name, on_nodes = ROLES[request.param]
     prometheus = harness.ensure_prometheus()
     harness.ensure_keda()
-    r = Role.from_synth(synth_dir(stack), model, role_name)
+    r = Role.from_synth_dir(synth_dir(stack), model, role_name)
     r.point_at(prometheus.url)
     r.shorten_windows()
     if on_nodes:
@@ -179,24 +179,10 @@ def serving_one_above_min(harness: Any, role: Role, scenario: Any) -> tuple[Time
     return timeline, low, high
 
 
-def finished_request_windows(role: Role) -> list[tuple[promql.Series, promql.Series]]:
-    """The ``(sum, count)`` rate series of every histogram mean the role's ``Value`` triggers read (the latency
-    guards), from the emitted queries' expression trees."""
-    out = []
-    for t in role.spec["triggers"]:
-        if t["type"] != "prometheus" or t.get("metricType") != "Value":
-            continue
-        for leaf in promql.parse(t["metadata"]["query"]).leaves():
-            if leaf.window is not None and leaf.metric.endswith("_count"):
-                base = leaf.metric.removesuffix("_count")
-                out.append((promql.Series(f"{base}_sum", leaf.matchers, leaf.window), leaf))
-    return out
-
-
 def windows_state(harness: Any, role: Role) -> dict[str, Any]:
     """Per guard histogram: its finished-request rate and its bare mean (``sum / count``), as Prometheus answers."""
     out: dict[str, Any] = {}
-    for total, count in finished_request_windows(role):
+    for total, count in role.guard_windows():
         rate = _answer(harness, count.render())
         mean = _answer(harness, (total / count).render())
         out[count.metric.removesuffix("_count")] = {"finished_per_s": rate, "mean": mean}
