@@ -149,6 +149,13 @@ def start_at_floor(harness: Any, role: Role, timeline: Timeline) -> int:
     """Apply the role with finite signals at zero queue, and wait until it sits at its floor with every pod Ready
     (when served on nodes)."""
     busy(harness, role, 0.0)  # finite signals at zero load, so the starting state does not depend on the NaN case
+    # a scrape of the empty queue before the ScaledObject exists: the last sample of an earlier scenario's queue
+    # would otherwise be the new HPA's first answer (scale-up has no stabilisation window)
+    backlog = role.trigger("prompt-backlog")["metadata"]["query"]
+    deadline = time.monotonic() + REACT_S
+    while (_answer(harness, backlog) or 0.0) > 0 and time.monotonic() < deadline:
+        time.sleep(3)
+    assert (_answer(harness, backlog) or 0.0) == 0, "Prometheus still holds an earlier scenario's queue"
     role.apply(harness.kubectl)
     low = floor(role)
     got = watch(lambda: role.replicas(harness.kubectl), timeline, "settle", duration_s=REACT_S,
