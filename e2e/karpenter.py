@@ -132,6 +132,11 @@ class Karpenter(Controller):
             str(binary(E2E_KWOK, "kwok")), f"--kubeconfig={self.plane.kubeconfig}", f"--config={stage_file}",
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{free_port()}", "--cidr=10.244.0.0/16",
+            # kwok renews node Leases only when this is set (its controller's default is 0, unlike kwokctl's 40:
+            # pkg/apis/config/v1alpha1/zz_generated.defaults.go at v0.8.0); without them the heartbeat-with-lease
+            # stage refreshes a node's status every 10-20 min, the node lifecycle controller marks the node
+            # NotReady after its 50 s grace and every pod on it Ready=False (seen in the KEDA scenarios)
+            "--node-lease-duration-seconds=40",
         ])
 
         types_file = self.directory / "instance-types.json"
