@@ -32,6 +32,13 @@ DUMP_RESOURCES = (
 )
 
 
+def shipped_zones() -> set[str]:
+    """Every ``topology.zones`` entry of the shipped stacks (``stacks/Pulumi.*.yaml``)."""
+    from gpuscale.stackfile import load_stack_file
+
+    return {z for path in sorted((REPO / "stacks").glob("Pulumi.*.yaml")) for z in load_stack_file(path).topology.zones}
+
+
 def in_private_netns() -> bool:
     """True when the only network interface is loopback (``make e2e``'s ``unshare -n``)."""
     # /proc/net/dev is per network namespace (/sys/class/net is not, unless sysfs is remounted)
@@ -79,8 +86,11 @@ class Harness:
         return self.keda
 
     def ensure_karpenter(self, zones: list[str]) -> Karpenter:
-        """Karpenter (kwok provider) and kwok, offering the catalogue's GPU types in ``zones`` (started once)."""
+        """Karpenter (kwok provider) and kwok, offering the catalogue's GPU types in ``zones`` and every zone of the
+        shipped stacks (started once: the provider reads its instance types at start, and the KEDA scenarios serve
+        dev's and prod's roles, in different regions, from one session)."""
         if self.karpenter is None:
+            zones = sorted(set(zones) | shipped_zones())
             self.karpenter = Karpenter(self.supervisor, self.plane, self.kubectl, self.work / "karpenter", zones)
             self.karpenter.start()
         elif not set(zones) <= set(self.karpenter.zones):

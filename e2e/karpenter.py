@@ -74,8 +74,11 @@ def _instance_type(it: GpuInstanceType, zones: list[str]) -> dict[str, Any]:
                     *static,
                 ],
             })
+    # the EFA devices Karpenter advertises on an EFA pool's node (one per efa-only interface its EC2NodeClass lists,
+    # gpuscale.schedule.nodes.efa_devices): the provider knows no node class, so an EFA type offers all it has
+    efa = {labels.EFA_RESOURCE: str(it.efa_interfaces)} if it.efa_interfaces else {}
     return {"name": it.name, "architecture": "amd64", "operatingSystems": ["linux"],
-            "resources": capacity(it, ROOT_VOLUME_BYTES), "offerings": offerings}
+            "resources": {**capacity(it, ROOT_VOLUME_BYTES), **efa}, "offerings": offerings}
 
 
 def kwok_nodeclass() -> dict[str, Any]:

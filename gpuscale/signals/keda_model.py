@@ -11,7 +11,8 @@ at the tag (github.com/kedacore/keda, tag v2.20.2, commit 68a5b5028):
 2. the fallback: ``pkg/fallback/fallback.go`` ``GetMetricsWithFallback`` L115-175 (a success resets the failure count,
    L124-131; no fallback: the error stands, L135-136; after more than ``failureThreshold`` failures the metric is
    ``doFallback``'s, L142-170) and ``doFallback`` L243-318 (behaviours L249-272; a ``Value`` metric divides by the
-   ready replicas and fails with none, L274-287; the metric is ``target x replicas``, L289-307). The scale loop and
+   Running and Ready replicas, L211-241, and with none there is no fallback: the trigger stays an error, L274-287
+   and L166-169; the metric is ``target x replicas``, L289-307). The scale loop and
    the HPA's metric requests both call it, so both count failures (``pkg/scaling/scale_handler.go`` L992, L719);
 3. activity and error per trigger: ``scale_handler.go`` ``getScalerState`` L1002-1023 (a fallback metric counts as
    active, an error as neither) and ``getScaledObjectState`` L846-873 (active if any, error if any);
@@ -85,7 +86,8 @@ class World:
     cron_active: Callable[[float, str], bool] = lambda t, name: False
     """Whether the named cron trigger is inside its window."""
     ready_delay_s: float = 0.0
-    """How long a new replica takes to become ready (report metrics)."""
+    """How long a new replica takes to become Ready (Running with condition Ready: what KEDA's fallback and the
+    HPA's ``Value`` metrics count); ``math.inf``: never (pods Pending for want of a node)."""
     start_replicas: int = 0
     """``spec.replicas`` of the target when the run starts (the ScaledObject already existed for a while)."""
 
@@ -211,11 +213,15 @@ class ScaledObjectModel:
             "currentReplicasIfHigher": max(current, fallback_replicas),
             "currentReplicasIfLower": min(current, fallback_replicas),
         }.get(behaviour, fallback_replicas))
-        if trig.get("metricType", "AverageValue") == "Value":  # L274-287
+        if trig.get("metricType", "AverageValue") == "Value":  # L274-276: a Value metric (no scalingModifiers)
+            # L277: getReadyReplicasCount (L211-241) counts the scale selector's pods that are Running and Ready
             ready = st.ready(t, world.ready_delay_s)
             if ready == 0:
-                return TriggerResult(name, None, False, "error performing fallback (no ready replica)", False)  # L167-168
-            replicas /= ready
+                # L282-285: "readyReplicas is zero, cannot do fallback", doFallback returns nil; L166-169: the
+                # metric is the error "error performing fallback", fallbackActive false; the trigger stays an error
+                # (scale_handler.go L1013-1014: neither active nor a fallback) and the HPA's metric fails (L766-768)
+                return TriggerResult(name, None, False, "error performing fallback (no ready replica)", False)
+            replicas /= ready  # L286
         target = _target(trig)
         return TriggerResult(name, target * replicas, True, None, True)  # L289-307, L170; active: scale_handler L1003
 

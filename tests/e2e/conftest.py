@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,9 @@ class Scenario:
 @pytest.fixture
 def scenario(request: pytest.FixtureRequest, harness: Any, report: Any) -> Iterator[Scenario]:
     sc = Scenario(request.node.name.removeprefix("test_"))
+    started = time.monotonic()
     yield sc
+    sc.observed["wall_s"] = round(time.monotonic() - started, 1)  # the scenario's own time, setup excluded
     rep = request.node.stash.get(_outcome, None)
     passed = bool(rep is not None and rep.passed)
     if rep is not None and rep.failed:

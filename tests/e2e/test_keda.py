@@ -1,14 +1,18 @@
 """The real KEDA operator, metrics server and HPA controller over the emitted ScaledObjects (``e2e.scaling`` says
-what is changed in them: the Prometheus address and the cooldown/stabilisation windows, nothing else).
+what is changed in them: the Prometheus address, the cooldown/stabilisation windows, and, to have Ready pods, the
+role's NodePool on kwok and the default scheduler; nothing else).
 
 Two roles: the dev stack's ``llama-8b/aggregated`` (minimum 0, a front door) and the prod stack's
-``llama-70b-fp8/prefill`` (minimum 2). Each scenario asserts the Deployment's replicas over time; the promise, not
-today's behaviour: the idle (no finished request, so every histogram mean is 0/0) and outage cases are expected to
-fail on objects whose queries or fallback do not hold them.
+``llama-70b-fp8/prefill`` (minimum 2), both served on nodes Karpenter's kwok provider launches, so their pods are
+Running and Ready as on a serving cluster (KEDA's fallback and the HPA's ``Value`` metrics count Ready pods). Each
+scenario asserts the Deployment's replicas over time; the promise, not today's behaviour: the idle case (no
+finished request, so every histogram mean is 0/0) is expected to fail on objects whose queries turn that into an
+error (``GPUSCALE_E2E_SYNTH_DIR`` runs the scenarios on another commit's ``gpuscale synth --out``).
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import time
 from collections.abc import Iterator
@@ -16,31 +20,42 @@ from typing import Any
 
 import pytest
 
-from e2e.acceptance import manifest_objects
 from e2e.exporter import COUNTERS, HISTOGRAMS
 from e2e.report import Timeline
 from e2e.scaling import FAST_WINDOW_S, Role, scaled_object_status, watch
 from gpuscale.manifests import front_door
+from gpuscale.signals import promql
 from gpuscale.signals import vllm_metrics as vm
 
 ROLES = {
-    "zero-min": ("dev", "llama-8b", "aggregated"),
-    "warm-min": ("prod", "llama-70b-fp8", "prefill"),
+    "zero-min": ("dev", "llama-8b", "aggregated", True),
+    "warm-min": ("prod", "llama-70b-fp8", "prefill", True),
+    "zero-min-no-node": ("dev", "llama-8b", "aggregated", False),
 }
+"""stack, model, role, and whether the role is served on kwok nodes (else its pods stay Pending)."""
 SCALE_DOWN_PERIOD_S = 60
 """The emitted scale-down policy: one pod per 60 s (``autoscaling.hpa_behavior``); not shortened."""
 REACT_S = 150
 """Scrape (15 s) + 1 m rate window + KEDA polling + HPA sync: the longest a first reaction may take."""
+SERVE_S = 240
+"""Karpenter's batching, the kwok launch and registration, scheduling and kwok's Ready stage on a loaded machine."""
+WINDOWS_EMPTY_S = 150
+"""The 1 m windows of the finished-request histograms emptying: 60 s + a 15 s scrape + Prometheus' lookback slack."""
 
 
 @pytest.fixture
 def role(request: pytest.FixtureRequest, harness: Any, synth_dir: Any) -> Iterator[Role]:
-    stack, model, role_name = ROLES[request.param]
+    stack, model, role_name, on_nodes = ROLES[request.param]
     prometheus = harness.ensure_prometheus()
     harness.ensure_keda()
-    r = Role.from_synth(manifest_objects(synth_dir(stack)), model, role_name)
+    r = Role.from_synth_dir(synth_dir(stack), model, role_name)
     r.point_at(prometheus.url)
     r.shorten_windows()
+    if on_nodes:
+        harness.ensure_karpenter(r.zones)
+        r.on_kwok_nodes()
+    else:
+        r.default_scheduled()
     r.remove(harness.kubectl)
     r.register(harness.exporter, prometheus)
     yield r
@@ -64,117 +79,242 @@ def busy(harness: Any, role: Role, waiting: float) -> None:
     assert vm.QUEUE_TIME in HISTOGRAMS
 
 
+def _answer(harness: Any, query: str) -> float | None:
+    """The query's value now (None: an empty result)."""
+    result = harness.prometheus.query(query)
+    return float(result[0]["value"][1]) if result else None
+
+
 def trigger_values(harness: Any, role: Role) -> dict[str, float | None]:
     """Each Prometheus trigger's query evaluated by the local Prometheus now (what KEDA's scaler reads)."""
-    out: dict[str, float | None] = {}
-    for t in role.spec["triggers"]:
-        if t["type"] != "prometheus":
+    return {t["name"]: _answer(harness, t["metadata"]["query"]) for t in role.spec["triggers"]
+            if t["type"] == "prometheus"}
+
+
+def expected_replicas(role: Role, values: dict[str, float | None], current: int, ready: int) -> int:
+    """What the HPA should settle on: the largest proposal over the triggers, ``ceil(value / target)`` for an
+    ``AverageValue`` one and ``ceil(value / target x ready pods)`` for a ``Value`` one (``replica_calculator.go``
+    ``GetExternalPerPodMetricReplicas`` / ``GetExternalMetricReplicas``), within the ScaledObject's bounds."""
+    proposals = []
+    for name, v in values.items():
+        if v is None or not math.isfinite(v):
             continue
-        result = harness.prometheus.query(t["metadata"]["query"])
-        out[t["name"]] = float(result[0]["value"][1]) if result else None
-    return out
-
-
-def expected_replicas(role: Role, values: dict[str, float | None]) -> int:
-    """What the HPA should settle on: the largest ``ceil(value / target)`` of the AverageValue triggers (the
-    Value triggers divide by ready pods, of which there are none here), within the ScaledObject's bounds."""
-    proposals = [math.ceil(v / float(role.trigger(name)["metadata"]["threshold"]))
-                 for name, v in values.items()
-                 if v is not None and math.isfinite(v) and role.trigger(name).get("metricType") == "AverageValue"]
+        target = float(role.trigger(name)["metadata"]["threshold"])
+        per_pod = role.trigger(name).get("metricType", "AverageValue") == "AverageValue"
+        proposals.append(math.ceil(v / target - 1e-9) if per_pod or current == 0 else math.ceil(v / target * ready - 1e-9))
     spec = role.spec
     return max(int(spec["minReplicaCount"]), 1, min(int(spec["maxReplicaCount"]), max(proposals, default=0)))
 
 
+def prompt_size_observed(harness: Any, role: Role) -> bool:
+    """Whether Prometheus has the prompt-size histogram's 5 m rate: until it has, the backlog's per-request cost
+    uses the query's stand-in mean (``or on() vector(<p50>)``: 800 or 1500 tokens), not the exporter's 800."""
+    series = promql.Series(f"{vm.REQUEST_PROMPT_TOKENS}_count", (("pod", "=", role.pod_name()),), "5m")
+    return (_answer(harness, series.render()) or 0.0) > 0
+
+
 def drive_to(harness: Any, role: Role, target: int, timeline: Timeline) -> int:
-    """Queue enough requests that the HPA's answer is ``target`` replicas; wait until the Deployment has them."""
+    """Queue enough requests that the HPA's answer is ``target`` replicas; wait until the Deployment has them.
+
+    The per-request value of the ``prompt-backlog`` query is probed with one request queued once the prompt-size
+    mean is in Prometheus (the failed 2-not-4 run took it while the query still used its 1500-token stand-in, so
+    the backlog it set read 1.84, not 3.5, once the observed 800-token mean replaced it)."""
     backlog = role.trigger("prompt-backlog")
     threshold = float(backlog["metadata"]["threshold"])
     busy(harness, role, 1.0)
-    per_request = watch(lambda: _value(harness, backlog["metadata"]["query"]), Timeline(), "probe",
-                        duration_s=REACT_S, until=lambda v: v > 0, interval_s=3)
+    deadline = time.monotonic() + REACT_S
+    while not prompt_size_observed(harness, role) and time.monotonic() < deadline:
+        time.sleep(3)
+    assert prompt_size_observed(harness, role), "Prometheus never saw the prompt-size histogram's rate"
+    time.sleep(20)  # a scrape with the queued request after the mean is known
+    per_request = _answer(harness, backlog["metadata"]["query"]) or 0.0
     assert per_request > 0, "the prompt-backlog query never saw the queued request"
     busy(harness, role, (target - 0.5) * threshold / per_request)
     time.sleep(20)  # a scrape at the new value
-    want = expected_replicas(role, trigger_values(harness, role))
+    values = trigger_values(harness, role)
+    current = role.replicas(harness.kubectl)
+    want = expected_replicas(role, values, current, role.ready(harness.kubectl))
     got = watch(lambda: role.replicas(harness.kubectl), timeline, "scale-up", duration_s=REACT_S,
                 until=lambda n: n >= want)
-    assert got == want, f"replicas {got}, the triggers' values call for {want}: {timeline.samples}"
+    assert got == want, f"replicas {got}, the triggers' values {values} call for {want}: {timeline.samples}"
     return got
 
 
-def _value(harness: Any, query: str) -> float:
-    result = harness.prometheus.query(query)
-    return float(result[0]["value"][1]) if result else 0.0
+def floor(role: Role) -> int:
+    """The HPA's lower bound: ``minReplicaCount``, at least 1 (``scaledobject_types.go`` L303-309)."""
+    return max(int(role.spec["minReplicaCount"]), 1)
 
 
-def idle(harness: Any, role: Role) -> None:
-    harness.exporter.idle(role.pod_name())
-
-
-def start_at_min(harness: Any, role: Role, timeline: Timeline) -> int:
+def start_at_floor(harness: Any, role: Role, timeline: Timeline) -> int:
+    """Apply the role with finite signals at zero queue, and wait until it sits at its floor with every pod Ready
+    (when served on nodes)."""
     busy(harness, role, 0.0)  # finite signals at zero load, so the starting state does not depend on the NaN case
+    # a scrape of the empty queue before the ScaledObject exists: the last sample of an earlier scenario's queue
+    # would otherwise be the new HPA's first answer (scale-up has no stabilisation window)
+    backlog = role.trigger("prompt-backlog")["metadata"]["query"]
+    deadline = time.monotonic() + REACT_S
+    while (_answer(harness, backlog) or 0.0) > 0 and time.monotonic() < deadline:
+        time.sleep(3)
+    assert (_answer(harness, backlog) or 0.0) == 0, "Prometheus still holds an earlier scenario's queue"
     role.apply(harness.kubectl)
-    low = int(role.spec["minReplicaCount"])
-    return watch(lambda: role.replicas(harness.kubectl), timeline, "settle", duration_s=REACT_S,
-                 until=lambda n: n == low)
+    low = floor(role)
+    got = watch(lambda: role.replicas(harness.kubectl), timeline, "settle", duration_s=REACT_S,
+                until=lambda n: n == low)
+    if role.node_pool is not None:
+        wait_ready(harness, role, low, timeline)
+    return got
+
+
+def wait_ready(harness: Any, role: Role, replicas: int, timeline: Timeline) -> None:
+    ready = watch(lambda: role.ready(harness.kubectl), timeline, "ready", duration_s=SERVE_S,
+                  until=lambda n: n >= replicas, interval_s=3)
+    assert ready >= replicas, f"{ready} of {replicas} pods Ready on kwok nodes after {SERVE_S} s"
 
 
 def serving_one_above_min(harness: Any, role: Role, scenario: Any) -> tuple[Timeline, int, int]:
-    """The role applied at its minimum, then driven to one replica above it (at least 2): the start of the idle and
-    outage cases. Returns the timeline (recorded in the report), the minimum and the replicas reached."""
+    """The role applied at its floor, then driven to one replica above it, every pod Ready: the start of the idle
+    and outage cases. Returns the timeline (recorded in the report), the minimum and the replicas reached."""
     timeline = Timeline()
     scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
-    start_at_min(harness, role, timeline)
+    start_at_floor(harness, role, timeline)
     low = int(role.spec["minReplicaCount"])
-    high = drive_to(harness, role, max(low, 1) + 1, timeline)
+    high = drive_to(harness, role, floor(role) + 1, timeline)
     # from the minimum the idle case has nothing to show and a drop in the outage case is bounded by it
     assert high > low, f"the role never rose above its minimum {low}: {timeline.samples}"
+    wait_ready(harness, role, high, timeline)
+    scenario.observed["ready_when_serving"] = role.ready(harness.kubectl)
     return timeline, low, high
 
 
-@pytest.mark.parametrize("role", list(ROLES), indirect=True)
+def windows_state(harness: Any, role: Role) -> dict[str, Any]:
+    """Per guard histogram: its finished-request rate and its bare mean (``sum / count``), as Prometheus answers."""
+    out: dict[str, Any] = {}
+    for total, count in role.guard_windows():
+        rate = _answer(harness, count.render())
+        mean = _answer(harness, (total / count).render())
+        out[count.metric.removesuffix("_count")] = {"finished_per_s": rate, "mean": mean}
+    return out
+
+
+def windows_empty(state: dict[str, Any]) -> bool:
+    """No request finished inside any guard's window: each rate is 0 and each bare mean 0/0 (NaN) or absent."""
+    return bool(state) and all(w["finished_per_s"] in (None, 0.0) and (w["mean"] is None or math.isnan(w["mean"]))
+                               for w in state.values())
+
+
+@pytest.mark.parametrize("role", ["zero-min", "warm-min"], indirect=True)
 def test_keda_scales_up_when_the_queue_rises(role: Role, harness: Any, scenario: Any) -> None:
+    """From the floor (the minimum, or 1 for a role that may scale to zero: the HPA's lower bound) to two above it
+    on the queued prompts alone, with the emitted scale-up policy (100 % or 4 pods per 15 s)."""
     timeline = Timeline()
     scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
-    start = start_at_min(harness, role, timeline)
-    assert start == int(role.spec["minReplicaCount"]), timeline.samples
-    target = int(role.spec["minReplicaCount"]) + 2
+    start = start_at_floor(harness, role, timeline)
+    assert start == floor(role), timeline.samples
+    target = floor(role) + 2
     got = drive_to(harness, role, target, timeline)
-    scenario.observed.update(target=target, reached=got, triggers=trigger_values(harness, role))
+    scenario.observed.update(target=target, reached=got, triggers=trigger_values(harness, role),
+                             ready=role.ready(harness.kubectl))
     assert got == target
 
 
-@pytest.mark.parametrize("role", list(ROLES), indirect=True)
+@pytest.mark.parametrize("role", ["zero-min", "warm-min"], indirect=True)
 def test_keda_scales_down_when_traffic_stops(role: Role, harness: Any, scenario: Any) -> None:
-    """No finished request: the histogram means are 0/0. The role must still return to its minimum."""
-    timeline, low, high = serving_one_above_min(harness, role, scenario)
-    idle(harness, role)
-    time.sleep(20)
-    scenario.observed["triggers_when_idle"] = trigger_values(harness, role)
-    budget = REACT_S + FAST_WINDOW_S + SCALE_DOWN_PERIOD_S * (high - low) + 60
+    """No finished request: the histogram means are 0/0. Held until Prometheus says so (each guard's 1 m window
+    empty, its bare mean NaN) with the role still above its minimum; then it must return to its minimum."""
+    timeline, low, _ = serving_one_above_min(harness, role, scenario)
+    harness.exporter.idle(role.pod_name())
+    stopped = wait_windows_empty(harness, role, scenario)
+    at_empty = role.replicas(harness.kubectl)
+    scenario.observed["replicas_when_empty"] = at_empty
+    # below this the case is vacuous: the role would have reached its minimum before any mean was 0/0
+    assert at_empty > low, f"at {low} (its minimum) before the windows emptied: {timeline.samples}"
+    budget = FAST_WINDOW_S + SCALE_DOWN_PERIOD_S * (at_empty - low) + REACT_S
     got = watch(lambda: role.replicas(harness.kubectl), timeline, "idle", duration_s=budget,
                 until=lambda n: n == low)
     scenario.observed["scaled_object"] = scaled_object_status(harness.kubectl, role)
-    assert got == low, f"idle for {budget} s: replicas {got}, minimum {low}"
+    scenario.observed["idle_to_min_s"] = round(time.monotonic() - stopped, 1)
+    assert got == low, f"idle for {budget} s after the windows emptied: replicas {got}, minimum {low}"
 
 
-@pytest.mark.parametrize("role", list(ROLES), indirect=True)
+@pytest.mark.parametrize("role", ["zero-min", "warm-min"], indirect=True)
 def test_keda_holds_replicas_while_prometheus_is_unreachable(role: Role, harness: Any, scenario: Any) -> None:
+    """Serving above its minimum with every pod Ready, then Prometheus gone: every trigger errors, and after
+    ``failureThreshold`` failures the fallback (``currentReplicasIfHigher``) must hold the replicas."""
     timeline, _, serving = serving_one_above_min(harness, role, scenario)
     harness.prometheus.stop()
     # as long as the idle case may take to act, and then some: a drop would show within it
     hold = FAST_WINDOW_S + SCALE_DOWN_PERIOD_S + 60
     watch(lambda: role.replicas(harness.kubectl), timeline, "outage", duration_s=hold)
     scenario.observed["scaled_object"] = scaled_object_status(harness.kubectl, role)
+    scenario.observed["ready_during_outage"] = role.ready(harness.kubectl)
     harness.prometheus.start()
     during = timeline.values("outage")
     scenario.observed.update(serving=serving, min_during_outage=min(during))
+    fallback = [c for c in scenario.observed["scaled_object"]["conditions"] if c["type"] == "Fallback"]
     assert min(during) >= serving, f"replicas fell from {serving} to {min(during)} while Prometheus was down"
+    assert fallback and fallback[0]["status"] == "True", f"KEDA's fallback never engaged: {fallback}"
+
+
+def wait_windows_empty(harness: Any, role: Role, scenario: Any) -> float:
+    """After ``exporter.idle``: wait until every guard's 1 m window is empty (Prometheus' answer), record it, and
+    return when the traffic stopped (``time.monotonic``)."""
+    stopped = time.monotonic()
+    state = windows_state(harness, role)
+    deadline = stopped + WINDOWS_EMPTY_S
+    while not windows_empty(state) and time.monotonic() < deadline:
+        time.sleep(3)
+        state = windows_state(harness, role)
+    scenario.observed.update(windows_when_empty=state, windows_empty_after_s=round(time.monotonic() - stopped, 1),
+                             triggers_when_empty=trigger_values(harness, role))
+    assert windows_empty(state), f"the guards' windows still held finished requests {WINDOWS_EMPTY_S} s on: {state}"
+    return stopped
 
 
 @pytest.mark.parametrize("role", ["zero-min"], indirect=True)
+def test_keda_holds_replicas_when_prometheus_goes_down_as_the_cooldown_ends(role: Role, harness: Any,
+                                                                            scenario: Any) -> None:
+    """A role that may scale to zero, idle and inside its cooldown, loses Prometheus a few seconds before the
+    cooldown ends: for the first ``failureThreshold`` polls no fallback applies, and only a non-zero
+    ``fallback.replicas`` keeps ``RequestScale`` off ``scaleToZeroOrIdle`` (scale_scaledobjects.go L86-101,
+    v2.20.2). The replicas it has then must be held through the outage."""
+    timeline, _, _ = serving_one_above_min(harness, role, scenario)
+    harness.exporter.idle(role.pod_name())
+    wait_windows_empty(harness, role, scenario)
+
+    def inactive() -> bool:
+        conditions = scaled_object_status(harness.kubectl, role)["conditions"]
+        return any(c["type"] == "Active" and c["status"] == "False" for c in conditions)
+
+    deadline = time.monotonic() + REACT_S
+    while not inactive() and time.monotonic() < deadline:
+        time.sleep(2)
+    status = scaled_object_status(harness.kubectl, role)
+    scenario.observed["scaled_object_idle"] = status
+    assert inactive(), f"the idle role never went inactive (Active=False): {status}"
+    last = datetime.datetime.fromisoformat(str(status["lastActiveTime"]).replace("Z", "+00:00"))
+    cooldown = int(role.spec["cooldownPeriod"])
+    # one poll before the cooldown ends, as the fast suite's model case (prometheus_down_idle) does
+    down_at = last + datetime.timedelta(seconds=cooldown - int(role.spec["pollingInterval"]) - 3)
+    wait = (down_at - datetime.datetime.now(datetime.UTC)).total_seconds()
+    assert wait > 0, f"the cooldown ({cooldown} s from {last}) ended before the outage could start"
+    watch(lambda: role.replicas(harness.kubectl), timeline, "cooling-down", duration_s=wait)
+    at_outage = role.replicas(harness.kubectl)
+    assert at_outage > 0, f"the role reached zero before its cooldown ended: {timeline.samples}"
+    harness.prometheus.stop()
+    hold = 2 * FAST_WINDOW_S
+    watch(lambda: role.replicas(harness.kubectl), timeline, "outage", duration_s=hold)
+    scenario.observed["scaled_object"] = scaled_object_status(harness.kubectl, role)
+    harness.prometheus.start()
+    during = timeline.values("outage")
+    scenario.observed.update(at_outage=at_outage, min_during_outage=min(during), outage_s=hold)
+    assert min(during) >= at_outage, f"replicas fell from {at_outage} to {min(during)} while Prometheus was down"
+
+
+@pytest.mark.parametrize("role", ["zero-min-no-node"], indirect=True)
 def test_keda_wakes_from_zero_on_the_front_door_queue(role: Role, harness: Any, scenario: Any) -> None:
-    """At zero no vLLM pod exists, so no vLLM series does: only the door's queue can wake the model."""
+    """At zero no vLLM pod exists, so no vLLM series does: only the door's queue can wake the model. No NodePool is
+    applied, so the woken GPU pod stays Pending, marked Unschedulable by kube-scheduler: the dump
+    ``tests/doctor/test_e2e_dump.py`` runs ``gpuscale doctor`` on."""
     timeline = Timeline()
     scenario.observed.update(role=f"{role.model}/{role.role}", changes=role.changes, replicas=timeline.samples)
     harness.prometheus.targets = [t for t in harness.prometheus.targets if not t.path.startswith("/pods/")]
@@ -190,3 +330,19 @@ def test_keda_wakes_from_zero_on_the_front_door_queue(role: Role, harness: Any, 
     scenario.observed["scaled_object"] = scaled_object_status(harness.kubectl, role)
     harness.exporter.doors[door].waiting = 0.0
     assert got >= 1, f"one request held at the door for {REACT_S} s did not wake {role.name}"
+    pending = watch(lambda: len(role.pods(harness.kubectl)), timeline, "pod-created", duration_s=60,
+                    until=lambda n: n >= 1)
+    assert pending >= 1, "the woken Deployment created no pod"
+
+    def unschedulable() -> int:
+        return sum(1 for p in role.pods(harness.kubectl) if any(
+            c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+            for c in p.get("status", {}).get("conditions", [])))
+
+    # kube-scheduler's verdict on the pod (PodScheduled=False/Unschedulable and its FailedScheduling event): what
+    # gpuscale doctor reads from this scenario's dump
+    marked = watch(unschedulable, timeline, "unschedulable", duration_s=60, until=lambda n: n >= 1)
+    scenario.observed["pods"] = [{"name": p["metadata"]["name"], "phase": p.get("status", {}).get("phase"),
+                                  "scheduler": p["spec"].get("schedulerName", "default-scheduler")}
+                                 for p in role.pods(harness.kubectl)]
+    assert marked >= 1, f"kube-scheduler never marked the woken pod Unschedulable: {scenario.observed['pods']}"

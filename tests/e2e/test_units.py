@@ -153,6 +153,37 @@ def test_the_keda_scenarios_change_only_the_address_and_the_windows(dev_objects:
     assert len(role.changes) == 4
 
 
+def test_the_shortened_windows_outlast_the_guards_rate_windows(dev_objects: list[dict[str, Any]]) -> None:
+    """FAST_WINDOW_S keeps the emitted order: the guards' finished-request windows (1 m) plus a scrape and a poll
+    end before a scale-down or a scale to zero may begin, so the idle case meets the 0/0 means."""
+    from gpuscale.spec.base import duration_seconds
+
+    role = Role.from_synth(dev_objects, "llama-8b", "aggregated")
+    windows = role.guard_windows()
+    assert {c.metric for _, c in windows} == {"vllm:request_queue_time_seconds_count",
+                                              "vllm:inter_token_latency_seconds_count"}
+    assert all(t.metric == c.metric.replace("_count", "_sum") and t.matchers == c.matchers for t, c in windows)
+    scrape = int(role.pod_monitor["spec"]["podMetricsEndpoints"][0]["interval"].rstrip("s"))
+    longest = max(duration_seconds(c.window or "0s") for _, c in windows)
+    assert longest + scrape + int(role.spec["pollingInterval"]) < FAST_WINDOW_S
+
+
+def test_on_kwok_nodes_swaps_the_pool_s_node_class_and_the_scheduler_only(dev_objects: list[dict[str, Any]]) -> None:
+    from e2e.karpenter import NODE_CLASS
+
+    role = Role.from_synth(dev_objects, "llama-8b", "aggregated")
+    assert role.emitted_pool is not None and role.emitted_pool["metadata"]["name"] == "l40s-spot"
+    assert role.zones == ["us-west-2a", "us-west-2b"]
+    before = json.loads(json.dumps(role.deployment))
+    role.on_kwok_nodes()
+    assert role.node_pool is not None
+    assert role.node_pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == NODE_CLASS
+    assert "schedulerName" not in role.deployment["spec"]["template"]["spec"]
+    before["spec"]["template"]["spec"].pop("schedulerName")
+    assert role.deployment == before and len(role.changes) == 2
+    assert [o["kind"] for o in role.support] == ["ServiceAccount"]  # no chart values given: no PriorityClass
+
+
 def test_the_pki_gives_serving_certs_for_127_0_0_1_and_an_admin_client_in_system_masters(tmp_path: Path) -> None:
     import subprocess
 
@@ -186,6 +217,8 @@ def test_kwok_instance_types_are_the_catalogue_s_gpu_types_with_their_gpus_and_l
     keys = {r["key"]: r["values"] for r in g6e["offerings"][0]["Requirements"]}
     assert keys["karpenter.k8s.aws/instance-gpu-name"] == ["l40s"]
     assert keys["karpenter.k8s.aws/instance-family"] == ["g6e"]
+    assert "vpc.amazonaws.com/efa" not in g6e["resources"]
+    assert types["p5.48xlarge"]["resources"]["vpc.amazonaws.com/efa"] == str(CATALOGUE["p5.48xlarge"].efa_interfaces)
 
 
 def test_to_kwok_swaps_only_the_node_class_reference(dev_objects: list[dict[str, Any]]) -> None:

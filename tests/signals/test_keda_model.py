@@ -7,6 +7,7 @@ line it cites."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -182,3 +183,49 @@ def test_the_hpa_never_scales_down_while_a_metric_is_invalid(prod_spec: Platform
     assert {s.replicas for s in low} == {4}
     high = [s for s in so.run(World(samples=lambda t, ready: Const({"a": 7.0}), start_replicas=4), 30) if s.hpa]
     assert high[-1].replicas == 7
+
+
+def test_a_value_fallback_needs_a_ready_pod() -> None:
+    """fallback.go L274-286 (v2.20.2): a ``Value`` metric's fallback divides the fallback replicas by the Running
+    and Ready pods (``getReadyReplicasCount`` L211-241) and returns nil with none (L282-285), which
+    ``GetMetricsWithFallback`` turns into ``error performing fallback`` without a fallback (L166-169), so the trigger
+    stays an error (scale_handler.go L1013-1014). An ``AverageValue`` metric's fallback reads no pods (L289-307)."""
+    triggers = [_trigger("load", 'sum(a{r="x"})', threshold=2.0, ignoreNullValues="false"),
+                {**_trigger("guard", 'sum(b{r="x"})', threshold=0.5, ignoreNullValues="false"), "metricType": "Value"}]
+    fb = {"failureThreshold": 3, "replicas": 1, "behavior": "currentReplicasIfHigher"}
+    so = ScaledObjectModel(_body(triggers, fallback=fb, minReplicaCount=1, pollingInterval=30))
+    for delay, ready in ((math.inf, 0), (0.0, 2)):
+        steps = so.run(World(samples=lambda t, r: None, ready_delay_s=delay, start_replicas=2), 150)
+        fourth = [s for s in steps if s.triggers][3]  # the fourth failed poll: past failureThreshold 3
+        assert fourth.ready == ready
+        by_name = {x.name: x for x in fourth.triggers}
+        assert by_name["load"].fallback and by_name["load"].value == 2.0 * 2  # target x max(current 2, fallback 1)
+        if ready == 0:
+            guard = by_name["guard"]
+            assert not guard.fallback and guard.value is None and "no ready replica" in (guard.error or "")
+        else:
+            assert by_name["guard"].fallback and by_name["guard"].value == 0.5 * 2 / 2  # target x replicas / ready
+
+
+def test_the_idle_defect_of_before_shows_only_with_ready_pods() -> None:
+    """What the e2e tier saw on 19c324a's objects: dev's ``llama-8b/aggregated`` (minimum 0, ``fallback.replicas``
+    0, bare-ratio guards) went to zero when idle while no pod was Ready, and only holds a replica (the defect) when
+    its pods are Ready: the guards' NaN is an error, the fallback of a ``Value`` guard needs a Ready pod, and only a
+    fallback that succeeds counts as active (scale_handler.go L1003) and refreshes ``lastActiveTime``. The fixed
+    object reaches zero either way. The vLLM series exist in both worlds (the e2e exporter serves them)."""
+    r = next(x for x in ROLES if x.key == "dev/llama-8b/aggregated")
+    rps = r.model.workload.peak_rps
+
+    def samples(t: float, ready: int) -> sc.Tsdb:
+        return sc.Tsdb(r.load(rps, 2) if t < sc.STOP_S else sc.scrape(), 1)
+
+    def final(body: dict[str, Any], delay: float) -> int:
+        steps = ScaledObjectModel(body).run(World(samples=samples, ready_delay_s=delay, start_replicas=2),
+                                            sc.STOP_S + 3600)
+        return steps[-1].replicas
+
+    old = _as_before(dict(r.body))
+    assert final(old, 0.0) == 2  # Ready pods: the guards' fallback (currentReplicasIfHigher) is active, holds 2
+    assert final(old, math.inf) == 0  # no Ready pod: no fallback, fallback.replicas 0 skips the hold: zero
+    assert final(copy.deepcopy(dict(r.body)), 0.0) == 0
+    assert final(copy.deepcopy(dict(r.body)), math.inf) == 0
