@@ -1,0 +1,49 @@
+"""Aggregated replicas needed for both targets: prefill + decode work, the prefill queueing headroom, burst headroom."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from gpuscale.signals import slo_target
+from gpuscale.signals.base import CostedSignal, SignalSizing, total
+from gpuscale.signals.decode_load import decode_work
+from gpuscale.signals.prefill_load import prefill_work
+from gpuscale.signals.promql import Expr, Matcher
+
+
+class LoadSlo(CostedSignal):
+    """Replicas an aggregated role needs (its load signal when the target is derived, backend keda); target one."""
+
+    kind: Literal["load_slo"] = "load_slo"
+    metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
+    ttft_s: float
+    queue_factor: float
+    tail_ratio: float
+
+    @property
+    def label(self) -> str:
+        return "replicas for TTFT and ITL (prefill + decode work + queueing + burst)"
+
+    def expr(self, sel: tuple[Matcher, ...]) -> Expr:
+        c = self.coefficients
+        prefill = prefill_work(sel, c)
+        work = prefill + decode_work(sel, c)
+        # prompts queue behind the replica's whole step (decode shares it), so the offered load is the whole work
+        queueing = slo_target.queueing_headroom(
+            sel, c, work, ttft_s=self.ttft_s, factor=self.queue_factor, tail_ratio=self.tail_ratio,
+        )
+        return total(work + queueing + slo_target.burst_headroom(work))
+
+    @classmethod
+    def sized(cls, n: SignalSizing) -> LoadSlo:
+        return cls(
+            target=1.0, coefficients=n.coefficients, ttft_s=n.ttft_p99_s,
+            queue_factor=round(slo_target.queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
+            tail_ratio=round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
+            why=(
+                f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
+                "(each token weighed by its cost at its prompt or context length), the Erlang-C headroom that keeps 99 % "
+                "of prompts from waiting past their budget, and the rise of work seen within a cold start over the last "
+                "hour (2.33 x sqrt(2) x its standard deviation); target one replica"
+            ),
+        )
