@@ -52,13 +52,16 @@ class Goal:
         return r.slo_attainment_servable >= self.ceiling_servable - self.slack - 1e-9
 
 
-def part_of(arrivals: traffic.Arrivals, start_s: float, end_s: float, warmup_s: float) -> tuple[traffic.Arrivals, traffic.Arrivals, int, float]:
-    """The requests arriving in ``[start_s, end_s)`` on their own clock (scored), and the run that replays them after
+def part_of(
+    arrivals: traffic.Arrivals, start_s: float, end_s: float, warmup_s: float, *, to_the_end: bool = False,
+) -> tuple[traffic.Arrivals, traffic.Arrivals, int, float]:
+    """The requests arriving in ``[start_s, end_s)`` (``to_the_end``: ``[start_s, end_s]``, the trace's last part, whose
+    last request arrives at its end) on their own clock (scored), and the run that replays them after
     a warm-up: the ``warmup_s`` of traffic that preceded them in the trace (the policy enters the part in the state the
     trace led to), or, for a part at the trace's start, the part's own first ``warmup_s`` (``traffic.with_warmup``).
     Returns (scored, run arrivals, warm-up requests, warm-up seconds)."""
     t = arrivals.arrival_s
-    lo, hi = int(np.searchsorted(t, start_s, side="left")), int(np.searchsorted(t, end_s, side="left"))
+    lo, hi = int(np.searchsorted(t, start_s, side="left")), int(np.searchsorted(t, end_s, side="right" if to_the_end else "left"))
 
     def cut(a: int, b: int, shift: float) -> traffic.Arrivals:
         pre = None if arrivals.prefixes is None else arrivals.prefixes[a:b]
@@ -94,7 +97,8 @@ class TraceBench:
         whole = traffic.generate(sc.traffic, seed, sc.setup.duration_s)
         start, end = part if part is not None else (0.0, sc.setup.duration_s)
         self.part = (start, end)
-        self.arrivals, self.run_arrivals, warm, self.warmup_s = part_of(whole, start, end, warmup_s)
+        self.arrivals, self.run_arrivals, warm, self.warmup_s = part_of(
+            whole, start, end, warmup_s, to_the_end=end >= sc.setup.duration_s)
         self.warmup = (warm, self.warmup_s)
         self.duration_s = end - start
         self.setup = sc.setup.model_copy(update={"duration_s": self.duration_s})
