@@ -22,7 +22,7 @@ from gpuscale.signals.base import MEAN_PROMPT_WINDOW_S as MEAN_PROMPT_WINDOW_S  
 from gpuscale.signals.base import RATE_WINDOW_S as RATE_WINDOW_S
 from gpuscale.signals.base import Signal, SignalCoefficients, SignalSizing
 from gpuscale.signals.selection import AnySignal
-from gpuscale.signals.slo_target import SteadySamples
+from gpuscale.signals.slo_target import SteadySamples, expected_burst_headroom
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
@@ -158,6 +158,9 @@ class RoleSizing(Spec):
     derived_target: bool = False
     """The load signal answers the replicas the SLO needs for the traffic observed (``gpuscale.signals.slo_target``);
     its target is one replica and ``target_utilisation`` is unused."""
+    burst_headroom_replicas: float = 0.0
+    """Replicas the derived target's burst headroom holds on average at peak under the workload's ``burst`` section
+    (``slo_target.expected_burst_headroom``; 0 without a derived target): what the plan prices."""
     burst_mode: bool = True
     """Backlog trigger and fast scale-up (``autoscaling.<role>.burst_mode``)."""
     warm_schedule: list[WakeSchedule] = []
@@ -693,6 +696,9 @@ def _role_sizing(
         role=role, signals=signals, target_utilisation=util, derived_target=derived, burst_mode=burst,
         warm_schedule=list(s.warm_schedule), wake_schedule=s.wake_schedule,
         replicas_per_rps=round(fractional(1.0) - fractional(0.0), 6),
+        burst_headroom_replicas=round(expected_burst_headroom(
+            (fractional(1.0) - fractional(0.0)) * w.peak_rps, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour,
+        ), 2) if derived else 0.0,
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=s.max_replicas if s.max_replicas is not None else max(min_r, 1),
         pdb_min_available=pdb_min_available(min_r), scale_down_stabilization_s=stabilization,

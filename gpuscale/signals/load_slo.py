@@ -12,7 +12,7 @@ from gpuscale.signals.promql import Expr, Matcher
 
 
 class LoadSlo(CostedSignal):
-    """Replicas an aggregated role needs (its load signal when the target is derived, backend keda); target one."""
+    """Replicas an aggregated role needs (its load signal when the target is derived, backend keda); target one replica within the HPA's tolerance."""
 
     kind: Literal["load_slo"] = "load_slo"
     metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
@@ -37,13 +37,13 @@ class LoadSlo(CostedSignal):
     @classmethod
     def sized(cls, n: SignalSizing) -> LoadSlo:
         return cls(
-            target=1.0, coefficients=n.coefficients, ttft_s=n.ttft_p99_s,
+            target=slo_target.TARGET_REPLICAS, coefficients=n.coefficients, ttft_s=n.ttft_p99_s,
             queue_factor=round(slo_target.queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
             tail_ratio=round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
             why=(
                 f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
                 "(each token weighed by its cost at its prompt or context length), the Erlang-C headroom that keeps 99 % "
                 "of prompts from waiting past their budget, and the rise of work seen within a cold start over the last "
-                "hour (2.33 x sqrt(2) x its standard deviation); target one replica"
+                "hour (2.33 x sqrt(2) x its standard deviation); target one replica within the HPA's 10 % tolerance"
             ),
         )

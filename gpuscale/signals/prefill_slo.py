@@ -12,7 +12,7 @@ from gpuscale.signals.promql import Expr, Matcher
 
 class PrefillSlo(CostedSignal):
     """Replicas the prefill role needs (the ``prefill`` role's load signal when its target is derived, backend keda);
-    the target is one replica."""
+    the target is one replica within the HPA's tolerance."""
 
     kind: Literal["prefill_slo"] = "prefill_slo"
     metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
@@ -36,13 +36,13 @@ class PrefillSlo(CostedSignal):
     @classmethod
     def sized(cls, n: SignalSizing) -> PrefillSlo:
         return cls(
-            target=1.0, coefficients=n.coefficients, ttft_s=n.ttft_p99_s,
+            target=slo_target.TARGET_REPLICAS, coefficients=n.coefficients, ttft_s=n.ttft_p99_s,
             queue_factor=round(slo_target.queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
             tail_ratio=round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
             why=(
                 f"prefill replicas the {n.ttft_p99_s:g} s TTFT p99 needs for the prompts arriving: their work (prompt "
                 "tokens/s x the cost of a token at the recent mean prompt), plus the Erlang-C headroom that keeps 99 % of "
                 "prompts from waiting past the budget the p99 prompt's own prefill leaves, plus the rise of work seen "
-                "within a cold start over the last hour (2.33 x sqrt(2) x its standard deviation); target one replica"
+                "within a cold start over the last hour (2.33 x sqrt(2) x its standard deviation); target one replica within the HPA's 10 % tolerance"
             ),
         )

@@ -31,8 +31,14 @@ import math
 
 from gpuscale.signals import promql, vllm_metrics
 from gpuscale.signals.base import SignalCoefficients, mean_prompt, prefill_cost, total
+from gpuscale.signals.keda_model import HPA_TOLERANCE
 from gpuscale.signals.promql import Expr, Matcher
 
+TARGET_REPLICAS = round(1.0 / (1.0 + HPA_TOLERANCE), 4)
+"""The derived signals' ``AverageValue`` target: the HPA holds the count while ``|needed / (target x replicas) - 1|``
+is within its tolerance (``keda_model.HPA_TOLERANCE``, 10 %), so a target of one replica would let a role sit 10 %
+below what it needs; ``1 / (1 + tolerance)`` keeps every replica at or below one replica's worth of need (the band is
+82-100 % of it)."""
 TTFT_TAIL = 0.01
 """Share of requests the TTFT p99 target lets miss it: the ``eps`` of the queueing bound."""
 BURST_Z = 2.326
@@ -108,3 +114,17 @@ class SteadySamples:
 
     def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
         return self.rates.get(metric, 0.0)
+
+
+def expected_burst_headroom(work: float, multiplier: float, duration_s: float, per_hour: float) -> float:
+    """The burst headroom (replicas) the trigger holds on average under a workload whose bursts multiply the rate by
+    ``multiplier`` for ``duration_s``, ``per_hour`` times an hour, at ``work`` replicas of work between them: the same
+    ``BURST_Z x sqrt(2) x sigma``, with ``sigma`` the standard deviation of the one-minute work such bursts produce (a
+    two-level series: amplitude ``(multiplier - 1) x work``, averaged over the rate window when a burst is shorter,
+    present a share ``f`` of the minutes: ``sigma = amplitude x sqrt(f (1 - f))``). What the plan prices."""
+    if work <= 0 or multiplier <= 1 or per_hour <= 0:
+        return 0.0
+    window = promql.duration_s(BURST_STEP)
+    amplitude = (multiplier - 1.0) * work * min(1.0, duration_s / window)
+    f = min(1.0, per_hour * max(duration_s, window) / 3600.0)
+    return BURST_Z * math.sqrt(2.0) * amplitude * math.sqrt(f * (1.0 - f))
