@@ -121,3 +121,19 @@ def test_holdout_fits_on_the_first_part_and_scores_both_policies_on_the_rest(tmp
     assert decisions(h.after) == h.after.scale_events and is_fixed_allocation(h.after) == (h.after.scale_events == 0)
     with pytest.raises(ValueError, match="between 0 and 1"):
         tune(spec, "small-8b", trace, max_evals=1, holdout=1.0)
+
+
+def test_the_limits_tune_recommends_carry_the_trace(tmp_path: Path) -> None:
+    from gpuscale.tune.limits import raises_for, with_raised_limits
+
+    spec = spec_of("tiny-aggregated")  # three 1-GPU replicas at most, a 4-GPU pool and queue
+    trace = TraceTraffic(path=write_trace(tmp_path / "heavy.csv", steady(30.0, 120.0), 2000, 1))
+    bench = TraceBench(spec, "small-8b", trace)
+    verdict = check_limits(bench, spec, bench.run_ceiling(spec))
+    assert not verdict.carries and verdict.needed is not None
+    raised = with_raised_limits(spec, "small-8b", verdict.needed)
+    need = verdict.needed["aggregated"]
+    assert raised.topology.gpu_pools[0].gpu_limit == need and raised.models[0].autoscaling.aggregated.max_replicas == need
+    assert raises_for(raised, "small-8b", verdict.needed) == []  # nothing left to raise
+    again = TraceBench(raised, "small-8b", trace)
+    assert check_limits(again, raised, again.run_ceiling(raised)).carries
