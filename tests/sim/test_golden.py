@@ -41,16 +41,16 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "33821dd55d1b4ed4",
-    "dev-stack-spot": "70618bd1474c4efc",
+    "dev-scale-from-zero": "00f8b48af86fca66",
+    "dev-stack-spot": "7ef9ace666105bb8",
     "prod-2am-huge-prompt": "47432951a7965658",
     "prod-gang-7-of-8": "2d8010ac4d02ba83",
-    "prod-peak-hour-preemptions": "20b931f5dcba98d4",
+    "prod-peak-hour-preemptions": "d62dd265aadd3418",
     "prod-prefix-trace-pd": "c610848a2ea830c1",
-    "prod-stack-pd": "b36a529bf395f07d",
+    "prod-stack-pd": "b14f9b2f0e2d6707",
     "staging-ami-rollout": "13fadbe826972b4d",
     "staging-consolidation": "321a7800b388636a",
-    "staging-scale-from-zero": "45d1e0fe818586cf",
+    "staging-scale-from-zero": "637172d4fa16cb99",
     "staging-stack-aggregated": "7a4fe13cbfd19a52",
 }
 
