@@ -150,20 +150,24 @@ def _row(t: Table, name: str, r: PolicyResult, ref: float, ceiling: PolicyResult
     )
 
 
-def _report(o: TuneOutcome, trace: str, compress: float) -> None:
-    runs = [("before (stack as written)", o.before)] + ([("after (tuned)", o.after)] if o.after is not None else [])
-    runs += [("duty-cycle HPA", o.duty), ("ceiling", o.ceiling)]
+def _table(title: str, runs: list[tuple[str, PolicyResult]], ceiling: PolicyResult) -> None:
     ref = min(r.gpu_hours for n, r in runs if n != "ceiling")
-    t = Table(title=Text(
-        f"{o.model} on {trace} x{compress:g}: {o.profile.requests:,} requests; goal: servable attainment within "
-        f"{o.goal.slack * 100:.2f} points of the ceiling's {o.goal.ceiling_servable:.1%}"
-    ))
+    t = Table(title=Text(title))
     for c in ("policy", "on time all / servable", "pts vs ceiling", "misses queue/cold/evict/lost/rej/infeas", "GPU-h",
               "x lower bound", "cost $", "score"):
         t.add_column(c, justify="left" if c == "policy" else "right")
     for name, r in runs:
-        _row(t, name, r, ref, o.ceiling)
+        _row(t, name, r, ref, ceiling)
     console.print(t)
+
+
+def _report(o: TuneOutcome, trace: str, compress: float) -> None:
+    runs = [("before (stack as written)", o.before)] + ([("after (tuned)", o.after)] if o.after is not None else [])
+    runs += [("duty-cycle HPA", o.duty), ("ceiling", o.ceiling)]
+    _table(
+        f"{o.model} on {trace} x{compress:g}: {o.profile.requests:,} requests; goal: servable attainment within "
+        f"{o.goal.slack * 100:.2f} points of the ceiling's {o.goal.ceiling_servable:.1%}", runs, o.ceiling,
+    )
     evals = o.search.evaluations if o.search is not None else 0
     say(
         f"{o.simulations} simulations ({evals} in the search) in {o.elapsed_s:.0f} s"
@@ -187,17 +191,10 @@ def _report_held_out(o: TuneOutcome, trace: str, compress: float) -> None:
         return
     runs = [("before (stack as written)", h.before), ("after (tuned on the fit part)", h.after), ("duty-cycle HPA", h.duty),
             ("ceiling", h.ceiling)]
-    ref = min(r.gpu_hours for n, r in runs if n != "ceiling")
-    t = Table(title=Text(
+    _table(
         f"held out: the last {h.fraction:.0%} of {trace} x{compress:g} (from {h.start_s:,.0f} s), never seen by the search; "
-        f"goal: within {h.goal.slack * 100:.2f} points of the ceiling's {h.goal.ceiling_servable:.1%}"
-    ))
-    for c in ("policy", "on time all / servable", "pts vs ceiling", "misses queue/cold/evict/lost/rej/infeas", "GPU-h",
-              "x lower bound", "cost $", "score"):
-        t.add_column(c, justify="left" if c == "policy" else "right")
-    for name, r in runs:
-        _row(t, name, r, ref, h.ceiling)
-    console.print(t)
+        f"goal: within {h.goal.slack * 100:.2f} points of the ceiling's {h.goal.ceiling_servable:.1%}", runs, h.ceiling,
+    )
     say(_decisions_line("tuned, held out", h.after) + f"; goal {'met' if h.goal.met(h.after) else 'not met'} on the held-out part")
 
 

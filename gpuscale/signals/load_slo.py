@@ -4,21 +4,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gpuscale.signals import slo_target
-from gpuscale.signals.base import CostedSignal, SignalSizing, total
+from gpuscale.signals.base import SignalSizing
 from gpuscale.signals.decode_load import decode_work
 from gpuscale.signals.prefill_load import prefill_work
 from gpuscale.signals.promql import Expr, Matcher
+from gpuscale.signals.slo_target import QueuedSignal
 
 
-class LoadSlo(CostedSignal):
-    """Replicas an aggregated role needs (its load signal when the target is derived, backend keda); target one replica within the HPA's tolerance."""
+class LoadSlo(QueuedSignal):
+    """Replicas an aggregated role needs (its load signal when the target is derived, backend keda); target one
+    replica within the HPA's tolerance."""
 
     kind: Literal["load_slo"] = "load_slo"
     metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
-    ttft_s: float
-    queue_factor: float
-    tail_ratio: float
 
     @property
     def label(self) -> str:
@@ -26,20 +24,13 @@ class LoadSlo(CostedSignal):
 
     def expr(self, sel: tuple[Matcher, ...]) -> Expr:
         c = self.coefficients
-        prefill = prefill_work(sel, c)
-        work = prefill + decode_work(sel, c)
         # prompts queue behind the replica's whole step (decode shares it), so the offered load is the whole work
-        queueing = slo_target.queueing_headroom(
-            sel, c, work, ttft_s=self.ttft_s, factor=self.queue_factor, tail_ratio=self.tail_ratio,
-        )
-        return total(work + queueing + slo_target.burst_headroom(work))
+        return self.needed(sel, prefill_work(sel, c) + decode_work(sel, c))
 
     @classmethod
     def sized(cls, n: SignalSizing) -> LoadSlo:
         return cls(
-            target=slo_target.TARGET_REPLICAS, coefficients=n.coefficients, ttft_s=n.ttft_p99_s,
-            queue_factor=round(slo_target.queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
-            tail_ratio=round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
+            **cls.shape(n), coefficients=n.coefficients,
             why=(
                 f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
                 "(each token weighed by its cost at its prompt or context length), the Erlang-C headroom that keeps 99 % "

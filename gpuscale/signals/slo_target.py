@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import SignalCoefficients, mean_prompt, prefill_cost, total
+from gpuscale.signals.base import CostedSignal, SignalCoefficients, SignalSizing, mean_prompt, prefill_cost, total
 from gpuscale.signals.keda_model import HPA_TOLERANCE
 from gpuscale.signals.promql import Expr, Matcher
 
@@ -128,3 +128,29 @@ def expected_burst_headroom(work: float, multiplier: float, duration_s: float, p
     amplitude = (multiplier - 1.0) * work * min(1.0, duration_s / window)
     f = min(1.0, per_hour * max(duration_s, window) / 3600.0)
     return BURST_Z * math.sqrt(2.0) * amplitude * math.sqrt(f * (1.0 - f))
+
+
+class QueuedSignal(CostedSignal):
+    """A derived load signal whose role queues prompts (prefill, aggregated): its work plus the queueing and burst
+    headroom, over ``TARGET_REPLICAS``."""
+
+    ttft_s: float
+    queue_factor: float
+    """Allen-Cunneen ``(1 + cs^2) / 2`` of the prompt mix."""
+    tail_ratio: float
+    """p99 / mean of the prompt mix: the tail prompt is this times the observed mean."""
+
+    def needed(self, sel: tuple[Matcher, ...], work: Expr) -> Expr:
+        queueing = queueing_headroom(
+            sel, self.coefficients, work, ttft_s=self.ttft_s, factor=self.queue_factor, tail_ratio=self.tail_ratio,
+        )
+        return total(work + queueing + burst_headroom(work))
+
+    @staticmethod
+    def shape(n: SignalSizing) -> dict[str, float]:
+        """The fields sizing's numbers give every queued signal: its target, TTFT budget and prompt-mix shape."""
+        return {
+            "target": TARGET_REPLICAS, "ttft_s": n.ttft_p99_s,
+            "queue_factor": round(queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
+            "tail_ratio": round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
+        }
