@@ -687,6 +687,9 @@ def _role_sizing(
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
 
+    # replicas per request/s: the mean slope up to the peak (the derived target's queueing term is not linear in load)
+    slope_rps = w.peak_rps if w.peak_rps > 0 else 1.0
+    per_rps = (fractional(slope_rps) - fractional(0.0)) / slope_rps
     min_r = default_min_replicas(model, role)
     stabilization = s.scale_down_stabilization_s
     if stabilization is None:
@@ -695,9 +698,9 @@ def _role_sizing(
     return RoleSizing(
         role=role, signals=signals, target_utilisation=util, derived_target=derived, burst_mode=burst,
         warm_schedule=list(s.warm_schedule), wake_schedule=s.wake_schedule,
-        replicas_per_rps=round(fractional(1.0) - fractional(0.0), 6),
+        replicas_per_rps=round(per_rps, 6),
         burst_headroom_replicas=round(expected_burst_headroom(
-            (fractional(1.0) - fractional(0.0)) * w.peak_rps, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour,
+            per_rps * w.peak_rps, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour,
         ), 2) if derived else 0.0,
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=s.max_replicas if s.max_replicas is not None else max(min_r, 1),
