@@ -41,7 +41,7 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "00f8b48af86fca66",
+    "dev-scale-from-zero": "aa503f8fd11d86d2",
     "dev-stack-spot": "7ef9ace666105bb8",
     "prod-2am-huge-prompt": "47432951a7965658",
     "prod-gang-7-of-8": "2d8010ac4d02ba83",
