@@ -1,27 +1,33 @@
-"""The goal of issue 15, measured: every shipped stack x {Azure code, Azure conversation, long prompts} x compression.
+"""The goals of issue 27, measured: every shipped stack x {Azure code, Azure conversation, long prompts} x compression
+x replay (bucketed traces under ``batch`` and ``spread``; exact timestamps once, as ``exact``), warm-started.
 
 For each cell (the stack's plan model, i.e. its first critical model or else its first):
 
-* **untuned**: the stack with its ``workload:`` section derived from the trace (``gpuscale workload``; a p99 longer
-  than the model's context is cut to it, and a peak beyond what the limits carry at the target utilisation is cut to
-  what they carry, as ``gpuscale validate`` demands) and every autoscaling value ``gpuscale tune`` would set left to
-  sizing's defaults (the stack's own ``min_replicas``/``max_replicas``, backend and schedules kept);
-* **tuned**: ``gpuscale tune`` on that stack (the search runs even where the limits cannot carry the trace; the cell
-  says so);
-* **ceiling** (every role at the most replicas the limits allow, ready all the time) and the **duty-cycle HPA**;
-* the **lower bound** on GPU-hours at each policy's own attainment.
-
-Goals (per cell, for untuned and tuned): servable attainment within 1 point of the ceiling's; GPU-hours at most 1.15x
-the lower bound; misses above the ceiling's at most a tenth of the duty-cycle HPA's.
+* the stack with its ``workload:`` section derived from the trace (``gpuscale workload``; a p99 longer than the model's
+  context is cut to it, and a peak beyond what the limits carry is cut to what they carry, as ``gpuscale validate``
+  demands) and every autoscaling value ``gpuscale tune`` would set left to sizing's defaults (the stack's own
+  ``min_replicas``/``max_replicas``, backend and schedules kept);
+* when even the ceiling of those limits misses the SLO's goodput target, the cell is **re-run with the limits ``gpuscale
+  tune`` recommends** (``limits.with_raised_limits``: the quotas, pool limit and maxima its message names), so every
+  cell compares policies rather than limits; the cell records what was raised;
+* **whole trace**, warm-started (``--warmup-s``, default 600 s of the trace's own start replayed unscored): the ceiling,
+  the best fixed allocation in hindsight, the duty-cycle and queue-depth HPAs, and gpuscale **untuned**;
+* **held out** (``--holdout``, default 0.5): ``gpuscale tune --holdout`` fits on the first part and both the untuned
+  and the tuned policy are scored on the rest, warm-started with the traffic before it, beside the same references on
+  that part;
+* the goals of ``gpuscale.tune.goals`` (A attainment, G GPU-hours vs best fixed, P Pareto vs both HPAs, M misses) for
+  the untuned run on the whole trace and the tuned run on the held-out part, and each run's scaling decisions (a run
+  with none is a fixed allocation, and says so).
 
 Usage (from the repository root; needs ../shared/traces):
 
-    .venv/bin/python bench/goal_table.py [--stacks dev,staging,prod] [--traces code,conv,long] [--compress 1,2,3,4,5]
-        [--max-evals 40] [--jobs 2] [--json bench/results/goal_table.json]
+    .venv/bin/python bench/goal_table.py [--stacks dev,staging,prod] [--traces code,conv,long] [--compress 1,2]
+        [--replays batch,spread] [--warmup-s 600] [--holdout 0.5] [--max-evals 20] [--jobs 2]
+        [--json bench/results/goal_table.json]
 
 Writes the JSON after every cell (one record per cell; ``gpuscale plan --goal-table`` renders the plan stack's rows)
-and prints the table as Markdown (``docs/simulator.md`` quotes it); ``--markdown-only`` prints the table of an existing
-JSON without simulating (``--docs`` writes it between the markers of ``docs/simulator.md``).
+and prints the table as Markdown; ``--markdown-only`` prints the table of an existing JSON without simulating
+(``--docs`` writes it between the markers of ``docs/simulator.md``).
 """
 
 from __future__ import annotations
@@ -41,23 +47,20 @@ sys.path.insert(0, str(ROOT))
 from bench import long_prompt_trace  # noqa: E402
 from gpuscale.plan.goal_table import load_goal_table  # noqa: E402
 from gpuscale.plan.render import goal_table_markdown  # noqa: E402
-from gpuscale.sim.best_fixed import ATTAINMENT_GOAL_POINTS  # noqa: E402
 from gpuscale.sim.metrics import PolicyResult  # noqa: E402
 from gpuscale.sim.scenarios import primary_model  # noqa: E402
-from gpuscale.sim.traffic import TraceTraffic, generate  # noqa: E402
+from gpuscale.sim.traffic import TraceTraffic, generate, trace_granularity_s  # noqa: E402
 from gpuscale.sizing import size_model  # noqa: E402
 from gpuscale.spec.platform import PlatformSpec  # noqa: E402
 from gpuscale.stackfile import load_stack_file  # noqa: E402
 from gpuscale.tune import trace_stats  # noqa: E402
 from gpuscale.tune.evaluate import TraceBench  # noqa: E402
-from gpuscale.tune.tuner import tune  # noqa: E402
+from gpuscale.tune.goals import check as goal_checks  # noqa: E402
+from gpuscale.tune.limits import check_limits, raises_for, with_raised_limits  # noqa: E402
+from gpuscale.tune.tuner import decisions, is_fixed_allocation, tune  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces"
 TUNED_KEYS = ("target_utilisation", "burst_mode", "slo_guard", "scale_down_stabilization_s", "warm_schedule", "metric", "target")
-ATTAINMENT_POINTS = ATTAINMENT_GOAL_POINTS
-"""The attainment goal is the one the best fixed allocation is searched against (one rule, one place)."""
-GPU_HOURS_FACTOR = 1.15
-MISSES_SHARE = 0.1
 
 
 def trace_path(name: str, workdir: Path) -> Path:
@@ -106,45 +109,74 @@ def summary(r: PolicyResult) -> dict[str, Any]:
         "attainment": r.slo_attainment, "attainment_servable": r.slo_attainment_servable,
         "misses": r.misses.model_dump(), "gpu_hours": r.gpu_hours, "lower_bound_gpu_hours": lb,
         "gpu_hours_vs_lower_bound": round(r.gpu_hours / lb, 3) if lb else None, "cost_usd": r.cost_usd,
-        "replicas_max": r.replicas_max, "replicas_mean": r.replicas_mean,
+        "replicas_max": r.replicas_max, "replicas_mean": r.replicas_mean, "decisions": decisions(r),
+        "fixed_allocation": is_fixed_allocation(r),
     }
 
 
-def goals(r: dict[str, Any], ceiling: dict[str, Any], duty: dict[str, Any]) -> dict[str, Any]:
-    gap = ceiling["attainment_servable"] - r["attainment_servable"]
-    excess = r["misses"]["total"] - ceiling["misses"]["total"]
-    duty_excess = duty["misses"]["total"] - ceiling["misses"]["total"]
-    ratio = r["gpu_hours_vs_lower_bound"]
-    return {
-        "attainment_gap_points": round(gap * 100, 2), "attainment_met": gap <= ATTAINMENT_POINTS + 1e-9,
-        "gpu_hours_met": ratio is not None and ratio <= GPU_HOURS_FACTOR,
-        "excess_misses": excess, "duty_excess_misses": duty_excess,
-        "misses_met": excess <= MISSES_SHARE * max(duty_excess, 0) + 1e-9,
-    }
+def references(bench: TraceBench, spec: PlatformSpec) -> tuple[dict[str, PolicyResult], dict[str, int]]:
+    """The ceiling, the best fixed allocation, and both HPAs on the bench's part."""
+    ceiling = bench.run_ceiling(spec)
+    counts, fixed = bench.run_best_fixed(spec, ceiling)
+    return {"ceiling": ceiling, "best_fixed": fixed, "duty_cycle": bench.run_duty_cycle(spec),
+            "queue_depth": bench.run_queue_depth(spec)}, counts
 
 
-def cell(args: tuple[str, str, float, int, str]) -> dict[str, Any]:
-    stack, trace_name, k, max_evals, workdir = args
+def scored(runs: dict[str, PolicyResult], policy: str) -> dict[str, Any]:
+    out = summary(runs[policy])
+    out["goals"] = goal_checks(runs[policy], ceiling=runs["ceiling"], best_fixed=runs["best_fixed"],
+                               duty=runs["duty_cycle"], queue_depth=runs["queue_depth"]).model_dump()
+    return out
+
+
+def carried_spec(shipped: PlatformSpec, model: str, trace: TraceTraffic, warmup_s: float) -> tuple[PlatformSpec, bool, str | None, list[str]]:
+    """The untuned stack whose limits carry the trace: as shipped when they do, else with what ``tune`` recommends
+    raised (and the workload derived again within the new limits). Returns (spec, carried as shipped, tune's message,
+    the raises applied)."""
+    spec = untuned_spec(shipped, model, trace)
+    bench = TraceBench(spec, model, trace, seed=0, warmup_s=warmup_s)
+    verdict = check_limits(bench, spec, bench.run_ceiling(spec))
+    if verdict.carries or verdict.needed is None:
+        return spec, verdict.carries, None if verdict.carries else verdict.message(model), []
+    raised = with_raised_limits(shipped, model, verdict.needed)
+    return untuned_spec(raised, model, trace), False, verdict.message(model), [r.line for r in raises_for(shipped, model, verdict.needed)]
+
+
+def cell(args: tuple[str, str, float, str, int, str, float, float]) -> dict[str, Any]:
+    stack, trace_name, k, replay, max_evals, workdir, warmup_s, holdout = args
     t0 = time.monotonic()
     shipped = load_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
     model = primary_model(shipped)
-    trace = TraceTraffic(path=trace_path(trace_name, Path(workdir)), compress=k)
-    spec = untuned_spec(shipped, model, trace)
-    bench = TraceBench(spec, model, trace, seed=0)
-    ceiling, duty = bench.run_ceiling(spec), bench.run_duty_cycle(spec)
-    out = tune(spec, model, trace, seed=0, max_evals=max_evals, search_when_limited=True, bench=bench, ceiling=ceiling,
-               duty=duty, tuned_on=f"gpuscale tune --trace {trace.path.name} --compress {k:g} --seed 0")
-    assert out.after is not None and out.search is not None
+    trace = TraceTraffic(path=trace_path(trace_name, Path(workdir)), compress=k,
+                         replay="batch" if replay == "batch" else "spread")
+    spec, carried, message, raised = carried_spec(shipped, model, trace, warmup_s)
+    whole = TraceBench(spec, model, trace, seed=0, warmup_s=warmup_s)
+    runs, fixed_counts = references(whole, spec)
+    runs["untuned"] = whole.run_gpuscale(spec)
+    out = tune(spec, model, trace, seed=0, max_evals=max_evals, search_when_limited=True, holdout=holdout,
+               warmup_s=warmup_s, tuned_on=f"gpuscale tune --trace {trace.path.name} --compress {k:g} --holdout {holdout:g}")
+    assert out.after is not None and out.search is not None and out.held_out is not None
+    h = out.held_out
+    test = TraceBench(spec, model, trace, seed=0, warmup_s=warmup_s, part=(h.start_s, whole.duration_s))
+    held = {"ceiling": h.ceiling, "duty_cycle": h.duty, "untuned": h.before, "tuned": h.after,
+            "queue_depth": test.run_queue_depth(spec)}
+    held_counts, held["best_fixed"] = test.run_best_fixed(spec, h.ceiling)
     rec: dict[str, Any] = {
-        "stack": stack, "model": model, "trace": trace_name, "compress": k, "requests": len(bench.arrivals),
-        "servable": int(bench.servable.sum()), "limits_carry": out.limits.carries,
-        "limits_message": None if out.limits.carries else out.limits.message(model),
-        "ceiling": summary(ceiling), "duty_cycle": summary(duty), "untuned": summary(out.before),
-        "tuned": summary(out.after), "tuned_values": out.search.best.model_dump(mode="json"),
-        "search_evaluations": out.search.evaluations, "seconds": round(time.monotonic() - t0, 1),
+        "stack": stack, "model": model, "trace": trace_name, "compress": k, "replay": replay, "warmup_s": warmup_s,
+        "requests": len(whole.arrivals), "servable": whole.scored_servable, "limits_carry": carried,
+        "limits_message": message, "limits_raised": raised,
+        "whole": {
+            **{name: summary(r) for name, r in runs.items() if name != "untuned"}, "untuned": scored(runs, "untuned"),
+            "best_fixed_counts": fixed_counts,
+        },
+        "held_out": {
+            "fraction": holdout, "start_s": round(h.start_s, 1), "requests": len(test.arrivals),
+            **{name: summary(r) for name, r in held.items() if name not in ("untuned", "tuned")},
+            "untuned": scored(held, "untuned"), "tuned": scored(held, "tuned"), "best_fixed_counts": held_counts,
+        },
+        "tuned_values": out.search.best.model_dump(mode="json"), "search_evaluations": out.search.evaluations,
+        "seconds": round(time.monotonic() - t0, 1),
     }
-    for name in ("untuned", "tuned"):
-        rec[name]["goals"] = goals(rec[name], rec["ceiling"], rec["duty_cycle"])
     return rec
 
 
@@ -165,12 +197,20 @@ def write_docs(path: Path) -> None:
     DOCS.write_text(f"{head}{BEGIN}\n{markdown(path)}{END}{tail}")
 
 
+def bucketed(name: str, workdir: Path) -> bool:
+    """Whether the trace's arrivals sit on a grid (then batch and spread replays differ)."""
+    return trace_granularity_s(TraceTraffic(path=trace_path(name, workdir))) is not None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stacks", default="dev,staging,prod")
     ap.add_argument("--traces", default="code,conv,long")
-    ap.add_argument("--compress", default="1,2,3,4,5")
-    ap.add_argument("--max-evals", type=int, default=40)
+    ap.add_argument("--compress", default="1,2")
+    ap.add_argument("--replays", default="batch,spread", help="replays of bucketed traces (exact ones run once)")
+    ap.add_argument("--warmup-s", type=float, default=600.0)
+    ap.add_argument("--holdout", type=float, default=0.5)
+    ap.add_argument("--max-evals", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "goal_table.json")
     ap.add_argument("--markdown-only", action="store_true", help="print the table of --json; simulate nothing")
@@ -184,11 +224,13 @@ def main() -> None:
     if not TRACES.is_dir():
         sys.exit(f"{TRACES} not found: the Azure traces live in ../shared/traces")
     with tempfile.TemporaryDirectory() as workdir:
-        jobs = [
-            (s, t, float(k), args.max_evals, workdir)
-            for s in args.stacks.split(",") for t in args.traces.split(",") for k in args.compress.split(",")
-        ]
         trace_path("long", Path(workdir))  # written once, before the workers read it
+        traces = args.traces.split(",")
+        replays = {t: args.replays.split(",") if bucketed(t, Path(workdir)) else ["exact"] for t in traces}
+        jobs = [
+            (s, t, float(k), r, args.max_evals, workdir, args.warmup_s, args.holdout)
+            for s in args.stacks.split(",") for t in traces for k in args.compress.split(",") for r in replays[t]
+        ]
         t0 = time.monotonic()
         args.json.parent.mkdir(parents=True, exist_ok=True)
         records: list[dict[str, Any]] = []
@@ -198,9 +240,10 @@ def main() -> None:
                 # written after every cell, so an interrupted run keeps what it measured (the file says how many)
                 args.json.write_text(json.dumps({
                     "cells": records, "planned_cells": len(jobs), "max_evals": args.max_evals,
-                    "seconds": round(time.monotonic() - t0, 1),
+                    "warmup_s": args.warmup_s, "holdout": args.holdout, "seconds": round(time.monotonic() - t0, 1),
                 }, indent=1) + "\n")
-                print(f"{rec['stack']} {rec['trace']} x{rec['compress']:g}: {rec['seconds']:.0f} s", file=sys.stderr, flush=True)
+                print(f"{rec['stack']} {rec['trace']} x{rec['compress']:g} {rec['replay']}: {rec['seconds']:.0f} s",
+                      file=sys.stderr, flush=True)
     print(markdown(args.json))
     print(f"{len(records)} cells in {time.monotonic() - t0:.0f} s; wrote {args.json}")
 

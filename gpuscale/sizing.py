@@ -24,6 +24,7 @@ from gpuscale.signals.base import MEAN_PROMPT_WINDOW_S as MEAN_PROMPT_WINDOW_S  
 from gpuscale.signals.base import RATE_WINDOW_S as RATE_WINDOW_S
 from gpuscale.signals.base import Signal, SignalCoefficients, SignalSizing
 from gpuscale.signals.selection import AnySignal
+from gpuscale.signals.slo_target import SteadySamples, expected_burst_headroom
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
@@ -155,7 +156,13 @@ class RoleSizing(Spec):
     signals: list[AnySignal] = Field(min_length=1)
     """What the role scales on, primary (load) first (``gpuscale.signals.selection``)."""
     target_utilisation: float = 0.7
-    """Share of a replica's capacity the load signal targets."""
+    """Share of a replica's capacity the load signal targets (when ``derived_target`` is false)."""
+    derived_target: bool = False
+    """The load signal answers the replicas the SLO needs for the traffic observed (``gpuscale.signals.slo_target``);
+    its target is one replica and ``target_utilisation`` is unused."""
+    burst_headroom_replicas: float = 0.0
+    """Replicas the derived target's burst headroom holds on average at peak under the workload's ``burst`` section
+    (``slo_target.expected_burst_headroom``; 0 without a derived target): what the plan prices."""
     burst_mode: bool = True
     """Backlog trigger and fast scale-up (``autoscaling.<role>.burst_mode``)."""
     warm_schedule: list[WakeSchedule] = []
@@ -613,6 +620,14 @@ def default_utilisation(model: ModelDeployment, cold: ColdStart) -> float:
     return PREFILL_TARGET_UTILISATION
 
 
+def derived_target(model: ModelDeployment, role: Role) -> bool:
+    """The load signal's target comes from the SLO and the observed traffic (``gpuscale.signals.slo_target``): with
+    backend keda (the terms are PromQL over several metrics) when the stack sets no ``target_utilisation``, ``metric``
+    or ``target`` for the role."""
+    s = model.autoscaling.role(role)
+    return model.autoscaling.backend == "keda" and s.target_utilisation is None and s.metric is None and s.target is None
+
+
 def target_utilisation(model: ModelDeployment, role: Role, cold: ColdStart) -> float:
     explicit = model.autoscaling.role(role).target_utilisation
     return explicit if explicit is not None else default_utilisation(model, cold)
@@ -655,26 +670,42 @@ def _role_sizing(
             return rps * output * model.slo.itl_p99_s
         return rps * output * (coef.decode_s_per_token + coef.decode_s_per_kv_share * ctx_share) / util
 
-    def fractional(rps: float) -> float:
+    def utilised(rps: float) -> float:
         if role == "prefill":
             return prefill_work(rps) / util
         if role == "decode":
             return decode_replicas(rps)
         return prefill_work(rps) / util + decode_replicas(rps)
 
+    burst = model.autoscaling.resolved_burst_mode(role)
+    derived = derived_target(model, role)
+    signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, utilised(1.0), derived)
+    load = signals[0]
+
+    def fractional(rps: float) -> float:
+        if not derived:
+            return utilised(rps)
+        # the load signal itself, read on the series steady traffic would produce (one formula: slo_target)
+        return load.observe(SteadySamples(rps, prompt, output, ctx_share)) / load.target
+
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
 
+    # replicas per request/s: the mean slope up to the peak (the derived target's queueing term is not linear in load)
+    slope_rps = w.peak_rps if w.peak_rps > 0 else 1.0
+    per_rps = (fractional(slope_rps) - fractional(0.0)) / slope_rps
     min_r = default_min_replicas(model, role)
     stabilization = s.scale_down_stabilization_s
     if stabilization is None:
         # longer than a cold start, within the HPA's own bound (a longer cold start cannot be waited out by it)
         stabilization = min(HPA_STABILIZATION_WINDOW_S.high, max(300, int(math.ceil(cold.total_s / 60.0) * 60 + 60)))
-    burst = model.autoscaling.resolved_burst_mode(role)
-    signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, fractional(1.0))
     return RoleSizing(
-        role=role, signals=signals, target_utilisation=util, burst_mode=burst, warm_schedule=list(s.warm_schedule),
-        wake_schedule=s.wake_schedule, replicas_per_rps=round(fractional(1.0), 6),
+        role=role, signals=signals, target_utilisation=util, derived_target=derived, burst_mode=burst,
+        warm_schedule=list(s.warm_schedule), wake_schedule=s.wake_schedule,
+        replicas_per_rps=round(per_rps, 6),
+        burst_headroom_replicas=round(expected_burst_headroom(
+            per_rps * w.peak_rps, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour,
+        ), 2) if derived else 0.0,
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=s.max_replicas if s.max_replicas is not None else max(min_r, 1),
         pdb_min_available=pdb_min_available(min_r), scale_down_stabilization_s=stabilization,
@@ -687,14 +718,14 @@ def _role_sizing(
 
 def _signals(
     model: ModelDeployment, role: Role, s: RoleScalingSpec, coef: SignalCoefficients, util: float, burst: bool,
-    decode_batch: int, kv_tokens: int, decode_tps: float, replicas_per_rps: float,
+    decode_batch: int, kv_tokens: int, decode_tps: float, replicas_per_rps: float, derived: bool,
 ) -> list[Signal]:
     """The role's signals (``gpuscale.signals.selection``) from the numbers sizing derives."""
     w, slo = model.workload, model.slo
     keda = model.autoscaling.backend == "keda"
     numbers = SignalSizing(
         role=role, utilisation=util, coefficients=coef, prompt_tokens_mean=w.prompt_tokens.mean,
-        output_tokens_mean=w.output_tokens.mean, mean_decode_context=mean_decode_context(model),
+        prompt_tokens_p99=w.prompt_tokens.p99, derived=derived, output_tokens_mean=w.output_tokens.mean, mean_decode_context=mean_decode_context(model),
         ttft_p99_s=slo.ttft_p99_s, itl_p99_s=slo.itl_p99_s, itl_headroom=ITL_HEADROOM, decode_batch=decode_batch,
         kv_capacity_tokens=kv_tokens, decode_tokens_per_s=decode_tps, replicas_per_rps=replicas_per_rps,
         kv_target=decode_kv_target(model, decode_batch, kv_tokens), kv_ceiling=KV_TARGET_UTILISATION,

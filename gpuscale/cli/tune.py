@@ -26,7 +26,7 @@ from gpuscale.cli.common import (
     warn,
     write_bytes,
 )
-from gpuscale.cli.simulate import Replay
+from gpuscale.cli.simulate import Replay, non_negative_finite
 from gpuscale.cli.workload import TraceArg
 from gpuscale.sim.metrics import PolicyResult
 from gpuscale.sim.scenarios.base import pick_model
@@ -34,7 +34,7 @@ from gpuscale.sim.traffic import TraceTraffic
 from gpuscale.stackfile import StackConfigError, read_stack_bytes, stack_file_path
 from gpuscale.tune.evaluate import gpu_hours_vs_bound, score
 from gpuscale.tune.params import RoleParams
-from gpuscale.tune.tuner import DEFAULT_MAX_EVALS, TuneOutcome, tune
+from gpuscale.tune.tuner import DEFAULT_MAX_EVALS, TuneOutcome, decisions, is_fixed_allocation, tune
 from gpuscale.tune.writeback import WritebackError, check_text, updated
 
 TUNE_EXIT_CODES = (
@@ -62,6 +62,17 @@ def tune_command(
         int, typer.Option("--max-evals", min=1, max=1000, help="Simulations the search may run (bounds its time).")
     ] = DEFAULT_MAX_EVALS,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the tuned values; write nothing.")] = False,
+    holdout: Annotated[
+        float | None,
+        typer.Option("--holdout", min=0.05, max=0.95, help="Fit on the first part of the trace and score the tuned and "
+                     "untuned policies on this share of its end, which the search never sees (e.g. 0.5).",
+                     show_default=False),
+    ] = None,
+    warmup_s: Annotated[
+        float,
+        typer.Option("--warmup-s", help="Start each scored part after S seconds of the traffic before it (the "
+                     "fit part: its own first S seconds), replayed but not scored.", callback=non_negative_finite),
+    ] = 0.0,
 ) -> None:
     """Tune a model's autoscaling (target utilisation, burst mode, SLO guard, warm minimum, maximum, scale-down window,
     warm-up windows, consolidate_after) by simulating the trace, within the stack's quotas and pool limits; write the
@@ -81,11 +92,13 @@ def tune_command(
     name = pick_model(spec, model).name
     tr = TraceTraffic(path=trace, compress=compress, replay=replay.value)
     cmd = f"gpuscale tune --trace {trace.name} --compress {compress:g} --seed {seed}" + (
-        f" --model {name}" if model is not None else "") + (f" --replay {replay.value}" if replay != Replay.spread else "")
+        f" --model {name}" if model is not None else "") + (f" --replay {replay.value}" if replay != Replay.spread else "") + (
+        f" --holdout {holdout:g}" if holdout is not None else "") + (f" --warmup-s {warmup_s:g}" if warmup_s > 0 else "")
     with ProgressLines(f"tuning {name} on {trace.name} x{compress:g}", max_evals) as progress:
         outcome = tune(spec, name, tr, seed=seed, max_evals=max_evals, tuned_on=cmd, progress=progress.update,
-                       phase=progress.phase, heartbeat=progress.within)
+                       phase=progress.phase, heartbeat=progress.within, holdout=holdout, warmup_s=warmup_s)
     _report(outcome, trace.name, compress)
+    _report_held_out(outcome, trace.name, compress)
     if not outcome.limits.carries:
         err_console.print(Text.assemble(("error", "bold red"), f": {source_of(stack, stack_file)}: the limits cannot carry the trace"))
         err_console.print(Text(f"  {outcome.limits.message(name)}"), soft_wrap=True)
@@ -137,25 +150,52 @@ def _row(t: Table, name: str, r: PolicyResult, ref: float, ceiling: PolicyResult
     )
 
 
-def _report(o: TuneOutcome, trace: str, compress: float) -> None:
-    runs = [("before (stack as written)", o.before)] + ([("after (tuned)", o.after)] if o.after is not None else [])
-    runs += [("duty-cycle HPA", o.duty), ("ceiling", o.ceiling)]
+def _table(title: str, runs: list[tuple[str, PolicyResult]], ceiling: PolicyResult) -> None:
     ref = min(r.gpu_hours for n, r in runs if n != "ceiling")
-    t = Table(title=Text(
-        f"{o.model} on {trace} x{compress:g}: {o.profile.requests:,} requests; goal: servable attainment within "
-        f"{o.goal.slack * 100:.2f} points of the ceiling's {o.goal.ceiling_servable:.1%}"
-    ))
+    t = Table(title=Text(title))
     for c in ("policy", "on time all / servable", "pts vs ceiling", "misses queue/cold/evict/lost/rej/infeas", "GPU-h",
               "x lower bound", "cost $", "score"):
         t.add_column(c, justify="left" if c == "policy" else "right")
     for name, r in runs:
-        _row(t, name, r, ref, o.ceiling)
+        _row(t, name, r, ref, ceiling)
     console.print(t)
+
+
+def _report(o: TuneOutcome, trace: str, compress: float) -> None:
+    runs = [("before (stack as written)", o.before)] + ([("after (tuned)", o.after)] if o.after is not None else [])
+    runs += [("duty-cycle HPA", o.duty), ("ceiling", o.ceiling)]
+    _table(
+        f"{o.model} on {trace} x{compress:g}: {o.profile.requests:,} requests; goal: servable attainment within "
+        f"{o.goal.slack * 100:.2f} points of the ceiling's {o.goal.ceiling_servable:.1%}", runs, o.ceiling,
+    )
     evals = o.search.evaluations if o.search is not None else 0
     say(
         f"{o.simulations} simulations ({evals} in the search) in {o.elapsed_s:.0f} s"
         + (f"; goal {'met' if o.goal.met(o.after) else 'not met'} after tuning" if o.after is not None else "")
     )
+
+
+def _decisions_line(name: str, r: PolicyResult) -> str:
+    n = decisions(r)
+    if is_fixed_allocation(r):
+        return f"{name}: no scaling decision in the scored window: a fixed allocation, not autoscaling"
+    return f"{name}: {n:,} scaling decision{'s' if n != 1 else ''} in the scored window"
+
+
+def _report_held_out(o: TuneOutcome, trace: str, compress: float) -> None:
+    """The decision counts, and with ``--holdout`` both policies on the part the search never saw."""
+    if o.after is not None:
+        say(_decisions_line("tuned", o.after) + ("" if o.held_out is None else " (fit part)"))
+    h = o.held_out
+    if h is None:
+        return
+    runs = [("before (stack as written)", h.before), ("after (tuned on the fit part)", h.after), ("duty-cycle HPA", h.duty),
+            ("ceiling", h.ceiling)]
+    _table(
+        f"held out: the last {h.fraction:.0%} of {trace} x{compress:g} (from {h.start_s:,.0f} s), never seen by the search; "
+        f"goal: within {h.goal.slack * 100:.2f} points of the ceiling's {h.goal.ceiling_servable:.1%}", runs, h.ceiling,
+    )
+    say(_decisions_line("tuned, held out", h.after) + f"; goal {'met' if h.goal.met(h.after) else 'not met'} on the held-out part")
 
 
 def _changes(o: TuneOutcome) -> None:

@@ -177,6 +177,12 @@ class RoleRow(Spec):
     """Target utilisation, burst mode, SLO guard and warm-up windows, as sizing resolved them."""
     target_utilisation: float
     """Share of one replica's capacity at the SLO the load signal targets (sizing's, per role)."""
+    load_target: str
+    """The load target as the plan says it (``load_target``)."""
+    burst_headroom_replicas: float
+    """Replicas the derived target's burst headroom holds at peak under the workload's bursts (sizing's)."""
+    burst_headroom_usd_per_hour: float
+    """What they cost while held."""
     replicas_per_rps: float
     """Replicas the load signal holds per request per second (sizing's, at the target utilisation)."""
     peak_rps: float
@@ -289,11 +295,16 @@ def _why(r: RoleSizing) -> str:
     return ". ".join(f"`{x.label}` (target {x.target:g}): {x.why}" for x in r.signals)
 
 
+def load_target(r: RoleSizing) -> str:
+    """How the role's load target reads in the plan: derived from the SLO, or a share of a replica."""
+    return "derived from the SLO (replicas needed)" if r.derived_target else f"{r.target_utilisation:.0%} of a replica"
+
+
 def _policy(r: RoleSizing) -> str:
     guard = [x.label for x in r.signals if x.purpose == "guard"]
     warm = "; ".join(f"{w.start} .. {w.end} {w.timezone}: {w.replicas}" for w in r.warm_schedule)
     return (
-        f"load target {r.target_utilisation:.0%} of a replica; burst mode {'on' if r.burst_mode else 'off'}; "
+        f"load target {load_target(r)}; burst mode {'on' if r.burst_mode else 'off'}; "
         f"SLO guard {'on (' + ', '.join(guard) + ')' if guard else 'off'}; warm-up {warm or 'none'}"
     )
 
@@ -384,7 +395,9 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
                 pdb_floor=f"minAvailable {r.pdb_min_available}" if r.pdb_min_available else "maxUnavailable 1",
                 scale_down_stabilization_s=r.scale_down_stabilization_s,
                 polling_interval_s=r.polling_interval_s, cooldown_s=r.cooldown_s, policy=_policy(r),
-                target_utilisation=r.target_utilisation, replicas_per_rps=r.replicas_per_rps,
+                target_utilisation=r.target_utilisation, replicas_per_rps=r.replicas_per_rps, load_target=load_target(r),
+                burst_headroom_replicas=r.burst_headroom_replicas,
+                burst_headroom_usd_per_hour=round(r.burst_headroom_replicas * ms.shape.gpus * ms.usd_per_gpu_hour, 2),
                 peak_rps=m.workload.peak_rps,
                 tuned=(f"tuned by `{m.autoscaling.tuned_on}`" if m.autoscaling.tuned_on else
                        "sizing's defaults (not tuned; `gpuscale tune --trace FILE` fits them to a trace)"),

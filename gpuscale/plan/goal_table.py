@@ -1,6 +1,6 @@
 """The goal table of ``bench/goal_table.py`` (issue 15's goal, measured), read back for the plan and the docs.
 
-The bench writes one record per (stack, trace, compression) cell; this module reads that JSON into typed rows, so the
+The bench writes one record per (stack, trace, compression, replay) cell; this module reads that JSON into typed rows, so the
 plan template and ``docs/simulator.md`` show generated numbers only, through one template
 (``plan_goal_table.md.j2``).
 """
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuscale.input_files import GOAL_TABLE_MAX_BYTES, InputFileError, read_text_bounded
 from gpuscale.problems import Refusal
+from gpuscale.tune.goals import GoalChecks
 
 
 class _Row(BaseModel):
@@ -24,32 +25,49 @@ class GoalMisses(_Row):
     total: int
 
 
-class GoalChecks(_Row):
-    attainment_gap_points: float
-    """Ceiling's servable attainment minus the policy's, in points (goal: at most 1)."""
-    attainment_met: bool
-    gpu_hours_met: bool
-    """GPU-hours at most 1.15x the lower bound at the policy's own attainment."""
-    excess_misses: int
-    """Misses above the ceiling's."""
-    duty_excess_misses: int
-    """The duty-cycle HPA's misses above the ceiling's (goal: the policy's excess at most a tenth of it)."""
-    misses_met: bool
-
-
 class GoalPolicy(_Row):
     attainment_servable: float
     misses: GoalMisses
     gpu_hours: float
-    lower_bound_gpu_hours: float
+    lower_bound_gpu_hours: float | None
     gpu_hours_vs_lower_bound: float | None
+    decisions: int
+    """Scaling decisions in the scored window."""
+    fixed_allocation: bool
+    """No scaling decision: whatever its settings, the run was a fixed allocation."""
     goals: GoalChecks | None = None
 
     @property
     def cell(self) -> str:
-        """``attainment % / x lower bound / misses`` as the table shows it."""
-        ratio = "-" if self.gpu_hours_vs_lower_bound is None else f"{self.gpu_hours_vs_lower_bound:.2f}"
-        return f"{100 * self.attainment_servable:.1f} / {ratio} / {self.misses.total:,}"
+        """``attainment % / GPU-hours / misses`` as the table shows it."""
+        return f"{100 * self.attainment_servable:.1f} / {self.gpu_hours:.1f} / {self.misses.total:,}"
+
+    @property
+    def verdict(self) -> str:
+        """``gap; x best fixed; excess / duty excess AGPM`` (and ``fixed`` for a run that never scaled)."""
+        g = self.goals
+        if g is None:
+            return "-"
+        return (f"{g.attainment_gap_points:.1f}; {g.gpu_hours_vs_best_fixed:.2f}x; {g.excess_misses:,} / "
+                f"{g.duty_excess_misses:,} **{g.letters}**" + (" (fixed)" if self.fixed_allocation else ""))
+
+
+class GoalPart(_Row):
+    """The runs on one part of the trace (the whole of it, or its held-out end)."""
+
+    ceiling: GoalPolicy
+    best_fixed: GoalPolicy
+    best_fixed_counts: dict[str, int]
+    duty_cycle: GoalPolicy
+    queue_depth: GoalPolicy
+    untuned: GoalPolicy
+
+
+class GoalHeldOut(GoalPart):
+    fraction: float
+    start_s: float
+    requests: int
+    tuned: GoalPolicy
 
 
 class GoalCell(_Row):
@@ -57,14 +75,17 @@ class GoalCell(_Row):
     model: str
     trace: str
     compress: float
+    replay: str
+    """``exact`` (timestamps as recorded), or a bucketed trace's ``batch`` or ``spread``."""
+    warmup_s: float
     requests: int
     limits_carry: bool
+    """The shipped stack's limits carry the trace; when not, the cell ran with ``limits_raised``."""
     limits_message: str | None = None
-    """What ``gpuscale tune`` says to raise when the limits cannot carry the trace."""
-    ceiling: GoalPolicy
-    duty_cycle: GoalPolicy
-    untuned: GoalPolicy
-    tuned: GoalPolicy
+    """What ``gpuscale tune`` says to raise when the shipped limits cannot carry the trace."""
+    limits_raised: list[str] = []
+    whole: GoalPart
+    held_out: GoalHeldOut
     search_evaluations: int
     seconds: float
 
@@ -73,35 +94,54 @@ class GoalTable(_Row):
     cells: list[GoalCell]
     planned_cells: int
     max_evals: int
+    warmup_s: float
+    holdout: float
     seconds: float
 
     def of_stack(self, stack: str) -> list[GoalCell]:
         return [c for c in self.cells if c.stack == stack]
 
 
-class GoalSummary(_Row):
-    """How many cells meet each goal, and the worst miss, for one policy (``untuned`` or ``tuned``)."""
+RUNS: tuple[tuple[str, str, str], ...] = (
+    ("untuned, whole trace", "whole", "untuned"),
+    ("untuned, held-out part", "held_out", "untuned"),
+    ("tuned on the fit part, held-out part", "held_out", "tuned"),
+)
+"""The runs the goals are judged on: (label, part, policy)."""
 
-    policy: str
+
+class GoalSummary(_Row):
+    """How many cells meet each goal, and the worst miss, for one run."""
+
+    label: str
     cells: int
     attainment_met: int
     gpu_hours_met: int
+    pareto_met: int
     misses_met: int
+    all_met: int
+    fixed: int
+    """Runs that made no scaling decision."""
     worst_gap_points: float
-    worst_gpu_hours_ratio: float | None
+    worst_gpu_hours_ratio: float
 
 
-def summarise(cells: list[GoalCell], policy: str) -> GoalSummary:
-    """The goals of ``policy`` over ``cells`` (cells whose limits carry the trace, for a meaningful count)."""
-    runs = [getattr(c, policy) for c in cells]
+def summarise(cells: list[GoalCell], label: str, part: str, policy: str) -> GoalSummary:
+    runs = [getattr(getattr(c, part), policy) for c in cells]
     checks = [r.goals for r in runs if r.goals is not None]
-    ratios = [r.gpu_hours_vs_lower_bound for r in runs if r.gpu_hours_vs_lower_bound is not None]
     return GoalSummary(
-        policy=policy, cells=len(checks), attainment_met=sum(g.attainment_met for g in checks),
-        gpu_hours_met=sum(g.gpu_hours_met for g in checks), misses_met=sum(g.misses_met for g in checks),
+        label=label, cells=len(checks), attainment_met=sum(g.attainment_met for g in checks),
+        gpu_hours_met=sum(g.gpu_hours_met for g in checks), pareto_met=sum(g.pareto_met for g in checks),
+        misses_met=sum(g.misses_met for g in checks),
+        all_met=sum(g.attainment_met and g.gpu_hours_met and g.pareto_met and g.misses_met for g in checks),
+        fixed=sum(r.fixed_allocation for r in runs),
         worst_gap_points=max((g.attainment_gap_points for g in checks), default=0.0),
-        worst_gpu_hours_ratio=max(ratios, default=None),
+        worst_gpu_hours_ratio=max((g.gpu_hours_vs_best_fixed for g in checks), default=0.0),
     )
+
+
+def summaries(cells: list[GoalCell]) -> list[GoalSummary]:
+    return [summarise(cells, *run) for run in RUNS]
 
 
 class GoalTableError(Refusal):

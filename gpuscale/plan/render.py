@@ -9,7 +9,7 @@ import jinja2
 import gpuscale.templates
 from gpuscale.plan.context import PlanContext
 from gpuscale.plan.evidence import Evidence
-from gpuscale.plan.goal_table import GoalTable, summarise
+from gpuscale.plan.goal_table import GoalTable, summaries
 
 TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
 DEFAULT_OUT = Path("outputs") / "skill-gpu-autoscaler-plan.md"
@@ -25,7 +25,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.globals["summarise"] = summarise
+    env.globals["summaries"] = summaries
     return env
 
 

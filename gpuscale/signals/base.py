@@ -60,6 +60,11 @@ class SignalSizing(Spec):
     """Share of a replica's capacity the load signal targets."""
     coefficients: SignalCoefficients
     prompt_tokens_mean: float
+    prompt_tokens_p99: float = 0.0
+    """The workload's p99 prompt: with the mean, the shape of the prompt mix (queueing factor, tail prompt)."""
+    derived: bool = False
+    """The load signal's target is derived from the SLO and the observed traffic (``gpuscale.signals.slo_target``),
+    not a utilisation (the stack sets no ``target_utilisation``)."""
     output_tokens_mean: float
     mean_decode_context: float
     ttft_p99_s: float

@@ -2,7 +2,8 @@
 simulator on its scrapes, and parsed back from an emitted ScaledObject by the KEDA decision model.
 
 Only the subset the signals use: ``sum(<gauge>{...})``, ``sum(rate(<counter>{...}[w]))``, number literals, ``+ - * /``,
-the filter ``> <number>``, ``clamp_min(v, n)``, ``vector(n)`` and ``or on()``. Every aggregate is a ``sum`` without
+the filter ``> <number>``, ``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)``, ``vector(n)``, ``or on()`` and
+``stddev_over_time((v)[range:step])``. Every aggregate is a ``sum`` without
 ``by``, so every vector here has at most one element and no labels; evaluation follows Prometheus' instant-query
 semantics for such vectors (``promql/engine.go`` at the pinned Prometheus of kube-prometheus-stack): an operation on
 an empty vector is empty, ``x / 0`` is ``+Inf``/``-Inf``/``NaN`` as in Go, a comparison without ``bool`` drops the
@@ -16,7 +17,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 Matcher = tuple[str, str, str]
 """``(label, operator, value)``: ``=``, ``!=``, ``=~`` or ``!~``."""
@@ -30,6 +31,23 @@ class Samples(Protocol):
 
     def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
         """``sum(rate(<metric>{matchers}[window]))``."""
+
+
+@runtime_checkable
+class RangeSamples(Samples, Protocol):
+    """Samples that also hold the past: what a subquery reads."""
+
+    def at(self, ago_s: float) -> Samples | None:
+        """The samples as Prometheus held them ``ago_s`` seconds before the query's instant; None: none that old
+        (Prometheus had not scraped the role yet)."""
+
+
+_DURATION_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration_s(text: str) -> float:
+    """A PromQL duration of one unit (``30s``, ``1m``, ``1h``) in seconds."""
+    return float(text[:-1]) * _DURATION_S[text[-1]]
 
 
 @dataclass(frozen=True)
@@ -240,6 +258,70 @@ class ClampMin(_OnVector):
         return Vec(max(v.value, self.floor))
 
 
+@dataclass(frozen=True, eq=True)
+class ClampMax(_OnVector):
+    """``clamp_max(v, n)`` (Go's ``math.Min``: NaN stays NaN)."""
+
+    operand: Expr
+    ceiling: float
+
+    def render(self) -> str:
+        return f"clamp_max({self.operand.render()}, {_fmt_number(self.ceiling)})"
+
+    def evaluate(self, samples: Samples) -> Result:
+        v = self._vector(samples)
+        if v.value is None or math.isnan(v.value):
+            return v
+        return Vec(min(v.value, self.ceiling))
+
+
+@dataclass(frozen=True, eq=True)
+class Ln(_OnVector):
+    """``ln(v)`` (Go's ``math.Log``: ``ln(0)`` is ``-Inf``, a negative number NaN)."""
+
+    operand: Expr
+
+    def render(self) -> str:
+        return f"ln({self.operand.render()})"
+
+    def evaluate(self, samples: Samples) -> Result:
+        v = self._vector(samples)
+        if v.value is None or math.isnan(v.value):
+            return v
+        x = v.value
+        return Vec(-math.inf if x == 0.0 else math.nan if x < 0.0 else math.log(x))
+
+
+@dataclass(frozen=True, eq=True)
+class StddevOverTime(_OnVector):
+    """``stddev_over_time((v)[range:step])``: the population standard deviation of ``v`` evaluated every ``step``
+    over the last ``range`` (a subquery, ``promql/functions.go`` ``funcStddevOverTime``). On samples without a past
+    (a plain ``Samples``, e.g. a Prometheus that has scraped once) the range holds the present point only: 0."""
+
+    operand: Expr
+    range: str
+    step: str
+
+    def render(self) -> str:
+        return f"stddev_over_time(({self.operand.render()})[{self.range}:{self.step}])"
+
+    def evaluate(self, samples: Samples) -> Result:
+        points: list[float] = []
+        n = int(duration_s(self.range) // duration_s(self.step))
+        for k in range(n):
+            past = samples if k == 0 else samples.at(k * duration_s(self.step)) if isinstance(samples, RangeSamples) else None
+            if past is None:
+                continue
+            v = self.operand.evaluate(past)
+            value = v.value if isinstance(v, Vec) else v
+            if value is not None:
+                points.append(value)
+        if not points:
+            return Vec(None)
+        mean = math.fsum(points) / len(points)
+        return Vec(math.sqrt(max(math.fsum((x - mean) ** 2 for x in points) / len(points), 0.0)))
+
+
 def _wrap(e: Expr, at_least: int) -> str:
     s = e.render()
     return f"({s})" if e.precedence < at_least else s
@@ -259,7 +341,7 @@ _TOKEN = re.compile(
     r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
     r"|(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)"
     r"|(?P<sel>\{[^}]*\})"
-    r"|(?P<win>\[[0-9]+[smhd]\])"
+    r"|(?P<win>\[[0-9]+[smhd](?::[0-9]+[smhd])?\])"
     r"|(?P<op>[-+*/(),>]))"
 )
 _SEL_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"\s*(?:,|$)')
@@ -352,6 +434,28 @@ class _Parser:
             e = Binary(op, e, self.atom())
         return e
 
+    def function(self, name: str) -> Expr:
+        """``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)`` or ``stddev_over_time((v)[range:step])``, its name read."""
+        self.take("op", "(")
+        if name == "stddev_over_time":
+            self.take("op", "(")
+            e = self.expr()
+            self.take("op", ")")
+            win = self.take("win")[1:-1]
+            if ":" not in win:
+                raise ParseError(f"stddev_over_time needs a subquery [range:step], not [{win}]")
+            rng, step = win.split(":")
+            self.take("op", ")")
+            return StddevOverTime(e, rng, step)
+        e = self.expr()
+        if name == "ln":
+            self.take("op", ")")
+            return Ln(e)
+        self.take("op", ",")
+        bound = float(self.take("num"))
+        self.take("op", ")")
+        return ClampMin(e, bound) if name == "clamp_min" else ClampMax(e, bound)
+
     def atom(self) -> Expr:
         t = self.peek()
         if t is None:
@@ -378,15 +482,15 @@ class _Parser:
                 metric, matchers = self.take("name"), _matchers(self.take("sel"))
             self.take("op", ")")
             return Series(metric, matchers, window)
-        if t == ("name", "clamp_min"):
+        if t[0] == "name" and t[1] in _FUNCTIONS:
             self.i += 1
-            self.take("op", "(")
-            e = self.expr()
-            self.take("op", ",")
-            floor = float(self.take("num"))
-            self.take("op", ")")
-            return ClampMin(e, floor)
-        raise ParseError(f"unexpected {t[1]!r}: only sum(), sum(rate()), clamp_min(), numbers and + - * / > or are read")
+            return self.function(t[1])
+        raise ParseError(
+            f"unexpected {t[1]!r}: only sum(), sum(rate()), clamp_min(), clamp_max(), ln(), stddev_over_time(), numbers and + - * / > or are read"
+        )
+
+
+_FUNCTIONS = ("clamp_min", "clamp_max", "ln", "stddev_over_time")
 
 
 def parse(text: str) -> Expr:

@@ -1,6 +1,7 @@
 """Which signals a role scales on, built from sizing's numbers (``SignalSizing``); primary (load) first.
 
-Backend keda: prefill [prefill load, prompt backlog, queue-time guard], decode [decode load, KV use, ITL guard],
+Backend keda: the load signal is the replicas the SLO needs (``PrefillSlo``, ``DecodeSlo``, ``LoadSlo``) unless the
+stack sets ``target_utilisation`` (then ``PrefillLoad``, ``DecodeLoad``, ``Load`` at it); prefill [load, prompt backlog, queue-time guard], decode [decode load, KV use, ITL guard],
 aggregated [load, prompt backlog, KV use, both guards]; the backlog in burst mode, the guards with ``slo_guard``.
 Backend hpa (per-pod prometheus-adapter metrics): prefill [prompt-token rate, queue depth], decode [output-token rate,
 KV use], aggregated [prompt-token rate, queue depth, KV use]. A stack file's ``autoscaling.<role>.metric``/``target``
@@ -16,17 +17,20 @@ from pydantic import Field
 from gpuscale.signals import vllm_metrics as vm
 from gpuscale.signals.base import Signal, SignalSizing
 from gpuscale.signals.decode_load import DecodeLoad
+from gpuscale.signals.decode_slo import DecodeSlo
 from gpuscale.signals.front_door_queue import FrontDoorQueue
 from gpuscale.signals.gauge import VllmGauge
 from gpuscale.signals.itl import ItlGuard
 from gpuscale.signals.load import Load
+from gpuscale.signals.load_slo import LoadSlo
 from gpuscale.signals.prefill_load import PrefillLoad
+from gpuscale.signals.prefill_slo import PrefillSlo
 from gpuscale.signals.prompt_backlog import PromptBacklog
 from gpuscale.signals.queue_time import QueueTimeGuard
 from gpuscale.signals.rate import VllmRate
 
 AnySignal = Annotated[
-    PrefillLoad | DecodeLoad | Load | PromptBacklog | QueueTimeGuard | ItlGuard | VllmGauge | VllmRate | FrontDoorQueue,
+    PrefillLoad | DecodeLoad | Load | PrefillSlo | DecodeSlo | LoadSlo | PromptBacklog | QueueTimeGuard | ItlGuard | VllmGauge | VllmRate | FrontDoorQueue,
     Field(discriminator="kind"),
 ]
 """Every signal kind (a sizing result round-trips through JSON with its kind)."""
@@ -37,9 +41,16 @@ def single(n: SignalSizing, metric: str) -> Signal:
     return VllmRate.sized(n, metric) if metric in vm.COUNTERS else VllmGauge.sized(n, metric)
 
 
+def load_signal(n: SignalSizing) -> Signal:
+    """The role's load signal: replicas needed for the SLO (``slo_target``) unless the stack sets a utilisation."""
+    if n.derived:
+        return PrefillSlo.sized(n) if n.role == "prefill" else DecodeSlo.sized(n) if n.role == "decode" else LoadSlo.sized(n)
+    return PrefillLoad.sized(n) if n.role == "prefill" else DecodeLoad.sized(n) if n.role == "decode" else Load.sized(n)
+
+
 def keda_signals(n: SignalSizing, burst: bool, guard: bool) -> list[Signal]:
     role = n.role
-    load: Signal = PrefillLoad.sized(n) if role == "prefill" else DecodeLoad.sized(n) if role == "decode" else Load.sized(n)
+    load = load_signal(n)
     out: list[Signal] = [load]
     if burst and role != "decode":
         out.append(PromptBacklog.sized(n))

@@ -24,9 +24,10 @@ one factory and its test). They observe the last metric scrape and return a desi
 
 from __future__ import annotations
 
+import bisect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -35,7 +36,7 @@ from pydantic import Field
 
 from gpuscale.manifests import front_door
 from gpuscale.manifests.autoscaling import front_door_signal, hpa_behavior
-from gpuscale.signals import selection
+from gpuscale.signals import promql, selection, slo_target
 from gpuscale.signals import vllm_metrics as vm
 from gpuscale.signals.base import MEAN_PROMPT_WINDOW, RATE_WINDOW, Signal
 from gpuscale.signals.keda_model import average_value_desired, value_desired
@@ -232,10 +233,16 @@ class MetricRule:
 
 
 class ObservedSeries:
-    """One role's scrape as the Prometheus series the signals' queries read (``promql.Samples``); the selector is the
-    role's own. ``waiting`` overrides the waiting count (a gateway's held requests added to it)."""
+    """One role's scrape as the Prometheus series the signals' queries read (``promql.RangeSamples``); the selector is
+    the role's own. ``waiting`` overrides the waiting count (a gateway's held requests added to it). ``past`` holds the
+    earlier scrapes the controller saw, as ``(t, series)`` oldest first, for subqueries (``at``)."""
 
-    def __init__(self, obs: RoleObservation, waiting: float | None = None) -> None:
+    def __init__(
+        self, obs: RoleObservation, waiting: float | None = None, t: float = 0.0,
+        past: Sequence[tuple[float, ObservedSeries]] = (),
+    ) -> None:
+        self.t = t
+        self.past = past
         self.gauges = {
             front_door.QUEUE_METRIC: obs.gateway,
             vm.QUEUE: obs.queue if waiting is None else waiting,
@@ -259,10 +266,23 @@ class ObservedSeries:
     def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
         return self.rates[(metric, window)]
 
+    def at(self, ago_s: float) -> ObservedSeries | None:
+        """The latest scrape at or before ``ago_s`` seconds ago (a subquery point reads the last sample before it)."""
+        when = self.t - ago_s + 1e-9
+        i = bisect.bisect_right(self.past, when, key=lambda p: p[0])
+        return self.past[i - 1][1] if i > 0 else None
 
-def signal_value(sig: Signal, obs: RoleObservation, waiting: float | None = None) -> float:
-    """What the signal's trigger query reads on this observation (``waiting``: see ``ObservedSeries``)."""
-    return sig.observe(ObservedSeries(obs, waiting))
+
+def signal_value(
+    sig: Signal, obs: RoleObservation, waiting: float | None = None, t: float = 0.0,
+    past: Sequence[tuple[float, ObservedSeries]] = (),
+) -> float:
+    """What the signal's trigger query reads on this observation (``waiting``, ``past``: see ``ObservedSeries``)."""
+    return sig.observe(ObservedSeries(obs, waiting, t, past))
+
+
+HISTORY_S = promql.duration_s(slo_target.BURST_LOOKBACK) + 60.0
+"""How much of its past scrapes a controller keeps: the longest subquery range of any signal, and a step."""
 
 
 def schedule_intervals(
@@ -303,6 +323,12 @@ def schedule_intervals(
         return (x - start).total_seconds() / clock_rate
 
     return [(max(sim_t(a), 0.0), sim_t(b)) for a, b in out if sim_t(b) > 0]  # type: ignore[arg-type]
+
+
+def _nodes(e: promql.Expr) -> Iterator[promql.Expr]:
+    yield e
+    for c in e.children():
+        yield from _nodes(c)
 
 
 def pods_average_desired(total: float, ready: int, current: int, target: float, tol: float) -> int:
@@ -347,10 +373,18 @@ class HpaRole:
         self.recommendations: list[tuple[float, int]] = []
         self.events: list[tuple[float, int]] = []
         self.last_active_t = 0.0
+        self.past: list[tuple[float, ObservedSeries]] = []
+        """Earlier scrapes as the signals' subqueries read them (only kept when a signal has a subquery)."""
+        self.keeps_past = any(
+            isinstance(r.source, Signal) and any(isinstance(n, promql.StddevOverTime) for n in _nodes(r.source.expr(())))
+            for r in rules
+        )
+        self._t = 0.0
 
     def _value(self, source: MetricSource | Signal, obs: RoleObservation) -> float:
         if isinstance(source, Signal):
-            return signal_value(source, obs, obs.queue + obs.gateway if self.count_gateway else None)
+            waiting = obs.queue + obs.gateway if self.count_gateway else None
+            return signal_value(source, obs, waiting, self._t, self.past)
         if source == "duty":
             return obs.duty_sum
         if source == "queue":
@@ -367,6 +401,13 @@ class HpaRole:
         return max((n for a, b, n in self.schedules if a <= t < b), default=0)
 
     def decide(self, t: float, obs: RoleObservation) -> int:
+        self._t = t
+        if self.keeps_past:
+            # this scrape joins the past first: a subquery's newest point is the present sample
+            waiting = obs.queue + obs.gateway if self.count_gateway else None
+            self.past.append((t, ObservedSeries(obs, waiting, t, self.past)))
+            if self.past[0][0] < t - HISTORY_S:
+                del self.past[: bisect.bisect_left(self.past, t - HISTORY_S, key=lambda p: p[0])]
         current = obs.current
         held = self._scheduled(t)
         if self.keda_activation is not None and self.min_replicas == 0:

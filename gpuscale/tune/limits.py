@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from gpuscale import sizing as sizing_mod
 from gpuscale.sim.metrics import PolicyResult
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.spec.teams import UNLIMITED
 from gpuscale.tune.evaluate import TraceBench
 from gpuscale.tune.params import model_of
 
@@ -74,9 +76,29 @@ def check_limits(bench: TraceBench, spec: PlatformSpec, ceiling: PolicyResult) -
     return LimitsVerdict(False, ceiling, target, counts, None, last)
 
 
-def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list[str]:
+@dataclass(frozen=True)
+class Raise:
+    """One limit below what the trace needs: a queue's quota or limit, a pool's GPU limit, or a stated maximum."""
+
+    kind: str
+    """``gpu_quota``, ``gpu_limit``, ``pool_gpu_limit`` or ``max_replicas``."""
+    name: str
+    """The queue, the pool, or the role."""
+    path: str
+    """How ``message`` names it (a stack-file path where it has one)."""
+    before: float
+    after: int
+
+    @property
+    def line(self) -> str:
+        unit = "" if self.kind == "max_replicas" else " GPUs"
+        return f"{self.path} from {self.before:g} to {self.after}{unit}"
+
+
+def raises_for(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list[Raise]:
     """What to raise so the model's roles can run ``needed`` replicas while every other model keeps its warm minimum:
-    each GPU bound (``sizing.gpu_bounds``: queue quotas and limits, pool limits) the sum would exceed."""
+    each GPU bound (``sizing.gpu_bounds``: queue quotas and limits, pool limits) the sum would exceed, and each stated
+    ``max_replicas`` below it."""
     model = model_of(spec, model_name)
     i = [m.name for m in spec.models].index(model_name)
     sized = {ms.model: ms for ms in sizing_mod.size_platform(spec).models}
@@ -86,7 +108,7 @@ def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list
             n = needed.get(r.role, r.min_replicas) if name == model_name else r.min_replicas
             gpus_of[(name, r.role)] = n * ms.shape.gpus
     pools = [p.name for p in spec.topology.gpu_pools]
-    out: list[str] = []
+    out: list[Raise] = []
     for bound in sizing_mod.gpu_bounds(spec):
         if not any(m == model_name for m, _ in bound.roles):
             continue
@@ -94,13 +116,53 @@ def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list
         if used <= bound.gpus:
             continue
         if bound.kind == "pool_gpu_limit":
-            out.append(f"topology.gpu_pools[{pools.index(bound.name)}].gpu_limit from {bound.gpus:g} to {used} GPUs")
+            out.append(Raise(bound.kind, bound.name, f"topology.gpu_pools[{pools.index(bound.name)}].gpu_limit", bound.gpus, used))
         else:
-            out.append(f"the {bound.name} queue's {bound.kind} from {bound.gpus:g} to {used} GPUs")
+            out.append(Raise(bound.kind, bound.name, f"the {bound.name} queue's {bound.kind}", bound.gpus, used))
     for role, n in needed.items():
         stated = model.autoscaling.role(role).max_replicas  # type: ignore[arg-type]
         if stated is not None and stated < n:
-            out.append(f"models[{i}].autoscaling.{role}.max_replicas from {stated} to {n}")
-    if not out:
-        out.append(f"the maximum of each role to {', '.join(f'{k} {v}' for k, v in needed.items())} replicas")
+            out.append(Raise("max_replicas", role, f"models[{i}].autoscaling.{role}.max_replicas", stated, n))
     return out
+
+
+def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list[str]:
+    out = [r.line for r in raises_for(spec, model_name, needed)]
+    return out or [f"the maximum of each role to {', '.join(f'{k} {v}' for k, v in needed.items())} replicas"]
+
+
+def with_raised_limits(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> PlatformSpec:
+    """The spec with every limit ``raises_for`` names raised to what ``needed`` takes (what ``tune``'s message tells
+    the user to do), and each role's maximum at least ``needed``; validated again."""
+    raw = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    full = spec.model_dump(mode="json")
+    todo = raises_for(spec, model_name, needed)
+
+    def walk(queues: list[dict[str, Any]]) -> None:
+        for q in queues:
+            walk(q.get("children", []))  # children first: a parent's quota holds its children's
+            for r in todo:
+                if r.name == q["name"] and r.kind in ("gpu_quota", "gpu_limit"):
+                    q[r.kind] = max(float(q.get(r.kind, 0.0)), float(r.after))
+            children = sum(float(c.get("gpu_quota", 0.0)) for c in q.get("children", []))
+            if children > float(q.get("gpu_quota", 0.0)):
+                q["gpu_quota"] = children
+            limit = float(q.get("gpu_limit", UNLIMITED))
+            if limit != UNLIMITED and limit < float(q.get("gpu_quota", 0.0)):
+                q["gpu_limit"] = q["gpu_quota"]  # a limit is never below the quota
+
+    walk(raw["teams"])
+    pools = raw["topology"]["gpu_pools"]
+    for r in todo:
+        if r.kind == "pool_gpu_limit":
+            j = [p.name for p in spec.topology.gpu_pools].index(r.name)
+            pools[j]["gpu_limit"] = r.after
+    i = [m.name for m in spec.models].index(model_name)
+    auto = raw["models"][i].setdefault("autoscaling", {})
+    for role, n in needed.items():
+        entry = auto.setdefault(role, {})
+        entry["max_replicas"] = max(int(entry.get("max_replicas", 0)), n)
+    for k, m in enumerate(spec.models):  # trace paths were resolved when the stack was read
+        if m.workload.trace is not None:
+            raw["models"][k]["workload"]["trace"] = full["models"][k]["workload"]["trace"]
+    return PlatformSpec.model_validate(raw)

@@ -1,6 +1,6 @@
 """The autoscaling parameters ``gpuscale tune`` searches, read from and applied to a spec.
 
-Per role: the load signal's target utilisation, burst mode, the SLO guard (KEDA), the warm minimum, the maximum and the
+Per role: the load signal's target (derived from the SLO, or a stated utilisation), burst mode, the SLO guard (KEDA), the warm minimum, the maximum and the
 scale-down stabilisation window; per model: the predictive warm-up windows; per pool: ``consolidate_after``. Applying
 a point validates the whole spec again, so a point the spec refuses (a minimum above the maximum) is never simulated.
 """
@@ -20,7 +20,8 @@ from gpuscale.spec.platform import PlatformSpec
 class RoleParams(Spec):
     """One role's searched values (all explicit: what ``gpuscale tune`` writes)."""
 
-    target_utilisation: float
+    target_utilisation: float | None
+    """None: the load signal's target is derived from the SLO (``sizing.derived_target``; nothing is written)."""
     burst_mode: bool
     slo_guard: bool
     min_replicas: int
@@ -57,7 +58,7 @@ def current_params(spec: PlatformSpec, model_name: str) -> TuneParams:
     for rs in ms.roles:
         stated = model.autoscaling.role(rs.role)
         roles[rs.role] = RoleParams(
-            target_utilisation=rs.target_utilisation, burst_mode=rs.burst_mode,
+            target_utilisation=None if rs.derived_target else rs.target_utilisation, burst_mode=rs.burst_mode,
             slo_guard=any(s.purpose == "guard" for s in rs.signals),
             min_replicas=rs.min_replicas, max_replicas=rs.max_replicas,
             scale_down_stabilization_s=rs.scale_down_stabilization_s, warm_schedule=list(stated.warm_schedule),
@@ -81,6 +82,8 @@ def apply(spec: PlatformSpec, model_name: str, params: TuneParams, *, tuned_on: 
             target_utilisation=p.target_utilisation, burst_mode=p.burst_mode, min_replicas=p.min_replicas,
             max_replicas=p.max_replicas, scale_down_stabilization_s=p.scale_down_stabilization_s,
         )
+        if p.target_utilisation is None:  # derived from the SLO: no stated utilisation
+            del entry["target_utilisation"]
         if keda:
             entry["slo_guard"] = p.slo_guard
             entry["warm_schedule"] = [w.model_dump(mode="json") for w in p.warm_schedule]

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuscale.tune.params import TuneParams
 
-UTILISATIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+UTILISATIONS: tuple[float | None, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 STABILISATION_S = (300, 600, 900, 1800, 3600)
 MIN_REPLICAS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 
@@ -90,7 +90,8 @@ def coordinates(
         mins = sorted({m for m in (*MIN_REPLICAS, p.min_replicas) if lo <= m <= p.max_replicas})
         out.append(Coordinate(r, "min_replicas", tuple(mins)))
     for r in roles:
-        out.append(Coordinate(r, "target_utilisation", UTILISATIONS))
+        # keda: the SLO-derived target first (None), then stated utilisations; hpa serves single metrics only
+        out.append(Coordinate(r, "target_utilisation", ((None,) if keda else ()) + UTILISATIONS))
     for r in roles:
         out.append(Coordinate(r, "burst_mode", (True, False)))
     if keda:

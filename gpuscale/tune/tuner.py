@@ -32,6 +32,30 @@ DEFAULT_MAX_EVALS = 60
 
 
 @dataclass
+class HeldOut:
+    """The tuned and the untuned policy scored on the part of the trace the search never saw (``--holdout``)."""
+
+    fraction: float
+    start_s: float
+    """Where the held-out part starts (replayed seconds); the fit part is everything before it."""
+    goal: Goal
+    ceiling: PolicyResult
+    duty: PolicyResult
+    before: PolicyResult
+    after: PolicyResult
+
+
+def decisions(r: PolicyResult) -> int:
+    """Scaling decisions a run made in its scored window (every change of a role's desired replicas)."""
+    return r.scale_events
+
+
+def is_fixed_allocation(r: PolicyResult) -> bool:
+    """A run that made no scaling decision: whatever its settings say, it was a fixed allocation."""
+    return decisions(r) == 0
+
+
+@dataclass
 class TuneOutcome:
     model: str
     goal: Goal
@@ -47,6 +71,8 @@ class TuneOutcome:
     profile: trace_stats.TraceProfile
     elapsed_s: float
     simulations: int
+    held_out: HeldOut | None = None
+    """With ``holdout``: both policies on the held-out part (``before``/``after`` above are on the fit part)."""
 
 
 def _floors(spec: PlatformSpec, model_name: str, start: TuneParams) -> dict[str, int]:
@@ -81,22 +107,42 @@ def _warm_options(
     return out
 
 
+def _split(spec: PlatformSpec, model_name: str, trace: TraceTraffic, holdout: float | None) -> float | None:
+    """Where the held-out part starts (replayed seconds), None without ``holdout``."""
+    if holdout is None:
+        return None
+    if not 0.0 < holdout < 1.0:
+        raise ValueError(f"holdout {holdout:g}: the held-out share must be between 0 and 1")
+    return TraceBench.span_s(spec, model_name, trace) * (1.0 - holdout)
+
+
+def held_out(test: TraceBench, spec: PlatformSpec, tuned: PlatformSpec, fraction: float, start_s: float) -> HeldOut:
+    """The ceiling, the duty-cycle HPA and both policies on the held-out ``test`` bench."""
+    ceiling, duty = test.run_ceiling(spec), test.run_duty_cycle(spec)
+    return HeldOut(fraction, start_s, Goal.of(ceiling, duty), ceiling, duty, test.run_gpuscale(spec, "before"),
+                   test.run_gpuscale(tuned, "after"))
+
+
 def tune(
     spec: PlatformSpec, model_name: str, trace: TraceTraffic, *, seed: int = 0, max_evals: int = DEFAULT_MAX_EVALS,
     tuned_on: str | None = None, progress: Callable[[int, int], None] | None = None, search_when_limited: bool = False,
     bench: TraceBench | None = None, ceiling: PolicyResult | None = None, duty: PolicyResult | None = None,
     phase: Callable[[str], None] | None = None, heartbeat: Callable[[float], None] | None = None,
+    holdout: float | None = None, warmup_s: float = 0.0,
 ) -> TuneOutcome:
     """Tune ``model_name`` of ``spec`` on ``trace``. ``search_when_limited`` searches even when the limits cannot carry
     the trace (the goal benchmark reports both); the CLI refuses instead. ``bench``, ``ceiling`` and ``duty`` reuse runs
     the caller already has (same spec, trace and seed). ``phase`` is told each step before the search (each takes one
     trace replay), ``progress`` each simulation of the search, ``heartbeat`` the fraction done of the simulation running
-    (for a bench built here)."""
+    (for a bench built here). ``holdout``: the share of the trace (its end) the search never sees; the result is
+    scored on it too (``held_out``), each part warm-started with the ``warmup_s`` of traffic before it."""
     say = phase or (lambda _: None)
     t0 = time.monotonic()
+    split = _split(spec, model_name, trace, holdout)
     if bench is None:
-        say("reading and replaying the trace")
-        bench = TraceBench(spec, model_name, trace, seed, heartbeat=heartbeat)
+        say("reading and replaying the trace" + (" (the part before the held-out share)" if split is not None else ""))
+        bench = TraceBench(spec, model_name, trace, seed, heartbeat=heartbeat, warmup_s=warmup_s,
+                           part=(0.0, split) if split is not None else None)
     prof = trace_stats.profile(bench.arrivals, trace.compress)
     if ceiling is None:
         say(f"simulating the ceiling on {len(bench.arrivals):,} requests")
@@ -133,7 +179,15 @@ def tune(
     say(f"searching (at most {max_evals} simulations)")
     found = search(start, evaluate, coords, max_evals=max_evals, progress=progress)
     tuned = apply(spec, model_name, found.best, tuned_on=tuned_on)
+    held: HeldOut | None = None
+    runs = bench.runs
+    if holdout is not None and split is not None:
+        say(f"scoring both on the held-out {holdout:.0%} of the trace")
+        test = TraceBench(spec, model_name, trace, seed, heartbeat=heartbeat, warmup_s=warmup_s,
+                          part=(split, bench.span_s(spec, model_name, trace)))
+        held = held_out(test, spec, tuned, holdout, split)
+        runs += test.runs
     return TuneOutcome(
         model_name, goal, ceiling, duty, limits, results[start.key()], results[found.best.key()], found, tuned, start,
-        prof, time.monotonic() - t0, bench.runs,
+        prof, time.monotonic() - t0, runs, held,
     )

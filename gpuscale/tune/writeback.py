@@ -309,7 +309,8 @@ def _edits(params: TuneParams, *, keda: bool, tuned_on: str) -> tuple[dict[str, 
     roles: dict[str, dict[str, Any]] = {}
     for role, p in params.roles.items():
         values: dict[str, Any] = {
-            "target_utilisation": p.target_utilisation, "burst_mode": p.burst_mode, "min_replicas": p.min_replicas,
+            # None: the target is derived from the SLO (sizing.derived_target), which a stated utilisation would replace
+            "target_utilisation": p.target_utilisation if p.target_utilisation is not None else _DELETE, "burst_mode": p.burst_mode, "min_replicas": p.min_replicas,
             "max_replicas": p.max_replicas, "scale_down_stabilization_s": p.scale_down_stabilization_s,
         }
         if keda:

@@ -20,36 +20,49 @@ from tests.specs import model, small_spec
 runner = CliRunner()
 
 
-def policy(attainment: float, gpu_hours: float, bound: float, misses: int, goals: dict[str, Any] | None = None) -> dict[str, Any]:
+def policy(attainment: float, gpu_hours: float, misses: int, goals: dict[str, Any] | None = None, decisions: int = 5) -> dict[str, Any]:
     out: dict[str, Any] = {
         "attainment_servable": attainment, "misses": {"total": misses}, "gpu_hours": gpu_hours,
-        "lower_bound_gpu_hours": bound, "gpu_hours_vs_lower_bound": round(gpu_hours / bound, 3),
+        "lower_bound_gpu_hours": 2.0, "gpu_hours_vs_lower_bound": round(gpu_hours / 2.0, 3), "decisions": decisions,
+        "fixed_allocation": decisions == 0,
     }
     if goals is not None:
         out["goals"] = goals
     return out
 
 
-def checks(gap: float, ratio_ok: bool, excess: int, duty_excess: int) -> dict[str, Any]:
+def checks(gap: float, ratio: float, pareto: bool, excess: int, duty_excess: int) -> dict[str, Any]:
+    vs = "better" if pareto else "gpu-hours"
     return {
-        "attainment_gap_points": gap, "attainment_met": gap <= 1.0, "gpu_hours_met": ratio_ok, "excess_misses": excess,
-        "duty_excess_misses": duty_excess, "misses_met": excess <= duty_excess / 10,
+        "attainment_gap_points": gap, "attainment_met": gap <= 1.0, "gpu_hours_vs_best_fixed": ratio,
+        "gpu_hours_met": ratio <= 1.15, "gpu_hours_vs_lower_bound": 1.5, "pareto_vs": {"dcgm-duty-cycle": vs, "queue-depth": vs},
+        "pareto_met": pareto, "excess_misses": excess, "duty_excess_misses": duty_excess, "misses_met": excess <= duty_excess / 10,
+    }
+
+
+def part(untuned: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ceiling": policy(0.99, 10.0, 10, decisions=0), "best_fixed": policy(0.985, 4.0, 12, decisions=0),
+        "best_fixed_counts": {"aggregated": 2}, "duty_cycle": policy(0.90, 12.0, 100),
+        "queue_depth": policy(0.95, 9.0, 50), "untuned": untuned,
     }
 
 
 def cell(stack: str, trace: str, compress: float) -> dict[str, Any]:
+    held = {**part(policy(0.98, 4.4, 14, checks(1.0, 1.1, True, 4, 90))), "fraction": 0.5, "start_s": 1800.0,
+            "requests": 500, "tuned": policy(0.985, 4.2, 15, checks(0.5, 1.05, True, 5, 90), decisions=0)}
     return {
-        "stack": stack, "model": "m8b", "trace": trace, "compress": compress, "requests": 1000, "limits_carry": True,
-        "ceiling": policy(0.99, 10.0, 2.0, 10), "duty_cycle": policy(0.90, 12.0, 2.0, 100),
-        "untuned": policy(0.975, 3.0, 2.0, 25, checks(1.5, False, 15, 90)),
-        "tuned": policy(0.985, 2.2, 2.0, 15, checks(0.5, True, 5, 90)),
+        "stack": stack, "model": "m8b", "trace": trace, "compress": compress, "replay": "exact", "warmup_s": 600.0,
+        "requests": 1000, "limits_carry": True,
+        "whole": part(policy(0.975, 6.0, 25, checks(1.5, 1.5, False, 15, 90))), "held_out": held,
         "search_evaluations": 7, "seconds": 3.0,
     }
 
 
 def table(tmp_path: Path, cells: list[dict[str, Any]]) -> Path:
     path = tmp_path / "goal_table.json"
-    path.write_text(json.dumps({"cells": cells, "planned_cells": len(cells) + 1, "max_evals": 40, "seconds": 9.0}))
+    path.write_text(json.dumps({"cells": cells, "planned_cells": len(cells) + 1, "max_evals": 40, "warmup_s": 600.0,
+                                "holdout": 0.5, "seconds": 9.0}))
     return path
 
 
@@ -63,21 +76,26 @@ def test_the_plan_quotes_the_stacks_rows_with_goals_met_and_missed(tmp_path: Pat
     text = render(table(tmp_path, [cell("small", "code", 2), cell("other", "conv", 1)]))
     rows = [ln for ln in text.splitlines() if ln.startswith("| small | code |")]
     assert rows == [
-        "| small | code | 2 | yes | 99.0 / 5.00 / 10 | 97.5 / 1.50 / 25 | 98.5 / 1.10 / 15 | 90.0 / 6.00 / 100 | "
-        "1.5; 1.50; 15 / 90 **agm** | 0.5; 1.10; 5 / 90 **AGM** |"
+        "| small | code | 2 | exact | shipped | 99.0 / 10.0 / 10 | 98.5 / 4.0 / 12 | 90.0 / 12.0 / 100 | 95.0 / 9.0 / 50 | "
+        "97.5 / 6.0 / 25 | 1.5; 1.50x; 15 / 90 **agpm** | 98.5 / 4.0 / 12 | 98.0 / 4.4 / 14 | 98.5 / 4.2 / 15 | "
+        "0.5; 1.05x; 5 / 90 **AGPM** (fixed) |"
     ]
     assert "| other |" not in text  # another stack's rows stay in docs/simulator.md
-    assert "1 of 2 planned cells" not in text and "2 of 3 planned cells" in text  # a partial run says so
-    assert ("**untuned**: attainment goal met in 0, GPU-hours goal in 0, misses goal in 0 of 1; worst gap to the ceiling "
-            "1.5 points, worst GPU-hours 1.50x the lower bound") in text
-    assert "**tuned**: attainment goal met in 1, GPU-hours goal in 1, misses goal in 1 of 1; worst gap" in text
+    assert "2 of 3 planned cells" in text  # a partial run says so
+    assert ("**untuned, whole trace**: every goal met in 0 of 1 cells (A 0, G 0, P 0, M 0); worst gap to the ceiling "
+            "1.5 points, worst GPU-hours 1.50x the best fixed allocation; 0 fixed allocations") in text
+    assert "**untuned, held-out part**: every goal met in 1 of 1 cells (A 1, G 1, P 1, M 1)" in text
+    assert "**tuned on the fit part, held-out part**: every goal met in 1 of 1 cells" in text
+    assert "1 fixed allocation." in text
 
 
-def test_cells_whose_limits_cannot_carry_the_trace_stay_out_of_the_counts(tmp_path: Path) -> None:
-    limited = {**cell("small", "long", 1), "limits_carry": False, "limits_message": "m8b: raise the pool to 12 GPUs"}
+def test_cells_whose_limits_cannot_carry_the_trace_say_what_they_ran_with(tmp_path: Path) -> None:
+    limited = {**cell("small", "long", 1), "limits_carry": False, "limits_message": "m8b: raise the pool to 12 GPUs",
+               "limits_raised": ["topology.gpu_pools[0].gpu_limit from 4 to 12 GPUs"]}
     text = render(table(tmp_path, [cell("small", "code", 1), limited]))
-    assert "| small | long | 1 | no |" in text and "Over the 1 cells whose limits carry the trace" in text
-    assert "- small / long x1: m8b: raise the pool to 12 GPUs" in text
+    assert "| small | long | 1 | exact | raised |" in text
+    assert ("- small / long x1 exact: raised topology.gpu_pools[0].gpu_limit from 4 to 12 GPUs. `gpuscale tune` said: "
+            "m8b: raise the pool to 12 GPUs") in text
 
 
 def test_a_stack_without_rows_shows_every_row_and_says_so(tmp_path: Path) -> None:

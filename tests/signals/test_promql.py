@@ -69,3 +69,34 @@ def test_leaves_are_every_selector_read() -> None:
     e = parse('sum(a{r="x"}) + sum(rate(b{r="y"}[5m])) or on() vector(0)')
     assert [(x.metric, x.matchers, x.window) for x in e.leaves()] == [("a", (("r", "=", "x"),), None), ("b", (("r", "=", "y"),), "5m")]
     assert isinstance(e, promql.Otherwise)
+
+
+class WithPast(Fixed):
+    """Samples of gauge ``g`` at ``values[k]`` k minutes ago (index 0 now)."""
+
+    def __init__(self, values: list[float], k: int = 0) -> None:
+        super().__init__({"g": values[k]}, {})
+        self.values, self.k = values, k
+
+    def at(self, ago_s: float) -> WithPast | None:
+        k = self.k + round(ago_s / 60.0)
+        return WithPast(self.values, k) if k < len(self.values) else None
+
+
+def test_subquery_clamp_max_and_ln_render_parse_and_evaluate_as_prometheus() -> None:
+    g = Series("g", SEL)
+    e = promql.StddevOverTime(g * 2.0, "5m", "1m") + promql.ClampMin(promql.Ln(promql.ClampMax(g, 1.0) / 0.01), 0.0)
+    text = e.render()
+    assert 'stddev_over_time((sum(g{namespace="ns",gpuscale_io_role="decode"}) * 2)[5m:1m])' in text
+    assert "clamp_min(ln(clamp_max(sum(g{" in text
+    assert parse(text) == e
+    # five one-minute points 2, 4, 4, 4, 6 (x 2): population standard deviation sqrt(1.6); ln(min(1, 1)/0.01)
+    past = WithPast([1.0, 2.0, 2.0, 2.0, 3.0, 99.0])
+    assert evaluate(e, past) == pytest.approx(math.sqrt(1.6) + math.log(100.0))
+    # only three points exist yet (Prometheus scraped three minutes): the range holds those
+    assert evaluate(promql.StddevOverTime(g, "5m", "1m"), WithPast([1.0, 2.0, 3.0])) == pytest.approx(math.sqrt(2 / 3))
+    # samples without a past: the present point alone, stddev 0; ln(0) is -Inf, clamped to 0
+    assert evaluate(promql.StddevOverTime(g, "1h", "1m"), Fixed({"g": 5.0}, {})) == 0.0
+    assert evaluate(promql.ClampMin(promql.Ln(g), 0.0), Fixed({"g": 0.0}, {})) == 0.0
+    with pytest.raises(ParseError, match="subquery"):
+        parse('stddev_over_time((sum(g{a="b"}))[5m])')

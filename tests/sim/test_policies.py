@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from gpuscale.signals import slo_target
+from gpuscale.signals.decode_slo import DecodeSlo
+from gpuscale.signals.prefill_slo import PrefillSlo
 from gpuscale.sim.policies import (
     CONTROLLERS,
     ControllerContext,
@@ -117,6 +120,16 @@ def test_value_targets_scale_with_the_latency_ratio() -> None:
     assert value_desired(2.5, ready=0, current=0, target=1.0, tol=0.1) == 3
 
 
+def _prefill_needed(sig: PrefillSlo, prompt_rate: float, mean: float) -> float:
+    """The derivation of ``gpuscale.signals.slo_target`` written out: work + (1 + cs^2) / 2 x E[S] / slack x
+    ln(min(work, 1) / 1 %), with the slack the TTFT left after the p99 prompt's prefill, at least half of it."""
+    c = sig.coefficients
+    work = prompt_rate * c.prefill_s(mean)
+    tail = sig.tail_ratio * mean
+    slack = max(sig.ttft_s - tail * c.prefill_s(tail), 0.5 * sig.ttft_s)
+    return work + sig.queue_factor * mean * c.prefill_s(mean) / slack * max(math.log(min(work, 1.0) / 0.01), 0.0)
+
+
 def test_signal_values_follow_the_emitted_promql(prod_spec: PlatformSpec) -> None:
     ms = size_platform(prod_spec).model("llama-70b-fp8")
     load, backlog, guard = ms.role("prefill").signals
@@ -124,19 +137,25 @@ def test_signal_values_follow_the_emitted_promql(prod_spec: PlatformSpec) -> Non
     assert c is not None
     o = RoleObservation("prefill", 2, 2, 0.0, 4.0, 0.0, 0.0, 0.0, prompt_rate=20_000.0, done_rate_5m=2.0,
                         done_prompt_rate_5m=6_000.0, done_rate=1.0, queue_time_rate=0.5)
-    # the recent mean prompt is 3,000 tokens (finished prompt tokens over finished requests)
-    assert signal_value(load, o) == pytest.approx(20_000 * c.prefill_s(3000))
+    # the recent mean prompt is 3,000 tokens (finished prompt tokens over finished requests): replicas needed = the
+    # prefill work plus the Erlang-C headroom for it (no past scrape: no burst headroom)
+    assert isinstance(load, PrefillSlo) and load.target == slo_target.TARGET_REPLICAS == 0.9091
+    assert signal_value(load, o) == pytest.approx(_prefill_needed(load, 20_000.0, 3000.0))
+    assert signal_value(load, o) > 20_000 * c.prefill_s(3000) > 0.7
     assert signal_value(backlog, o) == pytest.approx(4 * 3000 * c.prefill_s(3000))
     assert signal_value(guard, o) == pytest.approx(0.5)
     # nothing finished yet: the workload's mean prompt; no finished request: the guard reads 0 (KEDA reads NaN as 0)
     fresh = RoleObservation("prefill", 2, 2, 0.0, 4.0, 0.0, 0.0, 0.0, prompt_rate=20_000.0)
-    assert signal_value(load, fresh) == pytest.approx(20_000 * c.prefill_s(1500))
+    assert signal_value(load, fresh) == pytest.approx(_prefill_needed(load, 20_000.0, 1500.0))
     assert signal_value(guard, fresh) == 0.0
+    # no prompt arriving: no work and no headroom (the role may sleep)
+    assert signal_value(load, RoleObservation("prefill", 2, 2, 0.0, 0.0, 0.0, 0.0, 0.0)) == 0.0
     d_load, kv, itl = ms.role("decode").signals
     dc = d_load.coefficients
     assert dc is not None
     o = RoleObservation("decode", 2, 2, 0.0, 0.0, 0.0, kv_sum=1.2, running=300.0, generation_rate=8_000.0,
                         itl_rate=0.6, itl_count_rate=20.0)
+    assert isinstance(d_load, DecodeSlo) and d_load.target == slo_target.TARGET_REPLICAS
     assert signal_value(d_load, o) == pytest.approx(8_000 * (dc.decode_s_per_token + dc.decode_s_per_kv_share * 1.2 / 300))
     assert signal_value(kv, o) == 1.2 and signal_value(itl, o) == pytest.approx(0.03)
 
@@ -211,11 +230,12 @@ def test_gpuscale_controller_reads_the_emitted_signals(raw_stack) -> None:  # ty
     for hpa, role in ((prefill, "prefill"), (decode, "decode")):
         emitted = [(sig, sig.target, False, sig.metric_type == "Value") for sig in ms.role(role).signals]
         assert [(r.source, r.target, r.pods_metric, r.value) for r in hpa.rules] == emitted
-    util = ms.role("prefill").target_utilisation
-    coef = ms.role("prefill").signals[0].coefficients
-    assert coef is not None
-    # prompt tokens worth 5 replicas' target load on 2 replicas: the HPA asks for 5
-    rate = 5 * util / coef.prefill_s(1500)
+    load = ms.role("prefill").signals[0]
+    assert isinstance(load, PrefillSlo)
+    # prompt tokens worth 4 replicas of work on 2 replicas: with the queueing headroom, over the target that keeps the
+    # role within the HPA's tolerance of what it needs, the HPA asks for 5
+    rate = 4.0 / load.coefficients.prefill_s(1500)
+    assert 4.0 < _prefill_needed(load, rate, 1500.0) / load.target < 5.0
     assert prefill.decide(0.0, RoleObservation("prefill", 2, 2, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=rate)) == 5
     # KV at 1.2x its target on 4 decode replicas asks for 5 even when the load does not
     kv_target = ms.role("decode").signals[1].target
@@ -230,7 +250,7 @@ def test_the_proportional_signal_holds_capacity_the_queue_signal_drops(prod_spec
     ms = size_platform(prod_spec).model(prod_spec.models[0].name)
     coef = ms.role("prefill").signals[0].coefficients
     assert coef is not None
-    rate = 5 * ms.role("prefill").target_utilisation / coef.prefill_s(1500)  # five replicas' worth at the target
+    rate = 4.2 / coef.prefill_s(1500)  # with its headroom and over its target, about five replicas' worth
     for t in range(0, 1800, 15):
         steady = RoleObservation("prefill", 5, 5, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=rate)  # nothing waits
         a, b = ours.decide(float(t), steady), queue_only.decide(float(t), steady)

@@ -18,9 +18,10 @@ def objective(p: TuneParams) -> Score | None:
     pre, dec = p.roles["prefill"], p.roles["decode"]
     if dec.min_replicas > 4:
         return None
-    met = pre.target_utilisation <= 0.5 and dec.min_replicas >= 2
-    gpu_h = 10 / pre.target_utilisation + 3 * dec.min_replicas + 2 * pre.min_replicas + (0 if dec.burst_mode else 1)
-    attainment = 0.9 + 0.1 * met - 0.01 * pre.target_utilisation
+    util = 0.6 if pre.target_utilisation is None else pre.target_utilisation  # the SLO-derived target acts as 0.6 here
+    met = util <= 0.5 and dec.min_replicas >= 2
+    gpu_h = 10 / util + 3 * dec.min_replicas + 2 * pre.min_replicas + (0 if dec.burst_mode else 1)
+    attainment = 0.9 + 0.1 * met - 0.01 * util
     return Score(met, attainment, gpu_h)
 
 
@@ -31,6 +32,7 @@ def test_coordinate_descent_finds_the_known_optimum() -> None:
     best = res.best
     assert res.best_score.met and not res.start_score.met
     assert best.roles["prefill"].target_utilisation == 0.5  # the highest utilisation that meets the goal
+    assert None in next(c.candidates for c in coords if c.name == "target_utilisation")  # the derived target is tried
     assert best.roles["decode"].min_replicas == 2 and best.roles["prefill"].min_replicas == 1
     assert best.roles["decode"].burst_mode is True
     assert seen == list(range(1, res.evaluations + 1))  # one progress tick per simulation

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gpuscale.sim.traffic import TraceTraffic
-from gpuscale.tune.evaluate import TraceBench
+from gpuscale.tune.evaluate import TraceBench, part_of
 from gpuscale.tune.limits import LimitsVerdict, check_limits
-from gpuscale.tune.tuner import tune
+from gpuscale.tune.tuner import decisions, is_fixed_allocation, tune
 from tests.sim.conftest import spec_of
 from tests.tune.conftest import steady, write_trace
 
@@ -86,3 +86,54 @@ def test_progress_reports_each_step_and_simulation_without_changing_the_result(t
     assert beats and all(0.0 <= f <= 1.0 for f in beats)  # the ceiling and duty-cycle runs report as they go
     assert watched.after is not None and quiet.after is not None
     assert watched.after.model_dump() == quiet.after.model_dump() and watched.ceiling.model_dump() == quiet.ceiling.model_dump()
+
+
+def test_part_of_scores_the_held_out_requests_after_the_traffic_before_them() -> None:
+    from gpuscale.sim.traffic import Arrivals
+
+    t = np.arange(0.0, 100.0, 1.0)
+    a = Arrivals(t, np.full(100, 10), np.full(100, 1))
+    scored, run, warm, w = part_of(a, 60.0, 100.0, 20.0)
+    assert len(scored) == 40 and scored.arrival_s[0] == 0.0  # the part on its own clock
+    # the run replays the 20 s of the trace before the part (40..59), then the part, 20 s later
+    assert (warm, w) == (20, 20.0) and len(run) == 60 and run.arrival_s[0] == 0.0 and run.arrival_s[20] == 20.0
+    # a part at the start has no past: its own first 20 s are replayed first (traffic.with_warmup)
+    scored, run, warm, w = part_of(a, 0.0, 50.0, 20.0)
+    assert len(scored) == 50 and (warm, w) == (20, 20.0) and len(run) == 70
+    scored, run, warm, w = part_of(a, 0.0, 50.0, 0.0)
+    assert len(run) == 50 and (warm, w) == (0, 0.0)
+
+
+def test_holdout_fits_on_the_first_part_and_scores_both_policies_on_the_rest(tmp_path: Path) -> None:
+    # 2 requests/s for the first half, 7 for the second: the search never sees the second half's load
+    times = np.concatenate([steady(2.0, 150.0), 150.0 + steady(7.0, 150.0)])
+    trace = TraceTraffic(path=write_trace(tmp_path / "step.csv", times, 2000, 1))
+    spec = spec_of("tiny-aggregated")
+    out = tune(spec, "small-8b", trace, max_evals=4, holdout=0.5, warmup_s=30.0)
+    h = out.held_out
+    assert h is not None and out.after is not None
+    assert h.fraction == 0.5 and h.start_s == pytest.approx(150.0, abs=1.0)
+    fit, held = out.profile.requests, h.after.arrived
+    assert fit == 300 and held == 1050  # the fit part is the first half's requests; the held-out part the second's
+    assert h.before.arrived == h.ceiling.arrived == h.duty.arrived == held
+    assert out.search is not None  # ceiling, duty, the search; then the held-out ceiling, duty and both policies
+    assert out.simulations == 2 + out.search.evaluations + 4
+    assert decisions(h.after) == h.after.scale_events and is_fixed_allocation(h.after) == (h.after.scale_events == 0)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        tune(spec, "small-8b", trace, max_evals=1, holdout=1.0)
+
+
+def test_the_limits_tune_recommends_carry_the_trace(tmp_path: Path) -> None:
+    from gpuscale.tune.limits import raises_for, with_raised_limits
+
+    spec = spec_of("tiny-aggregated")  # three 1-GPU replicas at most, a 4-GPU pool and queue
+    trace = TraceTraffic(path=write_trace(tmp_path / "heavy.csv", steady(30.0, 120.0), 2000, 1))
+    bench = TraceBench(spec, "small-8b", trace)
+    verdict = check_limits(bench, spec, bench.run_ceiling(spec))
+    assert not verdict.carries and verdict.needed is not None
+    raised = with_raised_limits(spec, "small-8b", verdict.needed)
+    need = verdict.needed["aggregated"]
+    assert raised.topology.gpu_pools[0].gpu_limit == need and raised.models[0].autoscaling.aggregated.max_replicas == need
+    assert raises_for(raised, "small-8b", verdict.needed) == []  # nothing left to raise
+    again = TraceBench(raised, "small-8b", trace)
+    assert check_limits(again, raised, again.run_ceiling(raised)).carries

@@ -122,7 +122,11 @@ def test_a_model_without_autoscaling_gets_a_new_block() -> None:
     end = text.index("      front_door:")
     bare = text[:start] + text[end:]
     new = updated_text(bare, "llama-8b", _dev_params(min_replicas=1), keda=True, tuned_on="t")
-    assert "      node_pool: l40s-spot\n      autoscaling:\n        aggregated:\n          target_utilisation: " in new
+    # the SLO-derived target (None) writes no utilisation; a chosen one is written
+    assert "      node_pool: l40s-spot\n      autoscaling:\n        aggregated:\n          burst_mode: " in new
+    assert "target_utilisation" not in new
+    stated = updated_text(bare, "llama-8b", _dev_params(min_replicas=1, target_utilisation=0.5), keda=True, tuned_on="t")
+    assert "      autoscaling:\n        aggregated:\n          target_utilisation: 0.5\n" in stated
     assert new.endswith("          slo_guard: true\n        tuned_on: t\n")
     assert _changed_lines(bare.encode(), new.encode())[0] == "      autoscaling:\n"
 

@@ -1,0 +1,40 @@
+"""Aggregated replicas needed for both targets: prefill + decode work, the prefill queueing headroom, burst headroom."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from gpuscale.signals.base import SignalSizing
+from gpuscale.signals.decode_load import decode_work
+from gpuscale.signals.prefill_load import prefill_work
+from gpuscale.signals.promql import Expr, Matcher
+from gpuscale.signals.slo_target import QueuedSignal
+
+
+class LoadSlo(QueuedSignal):
+    """Replicas an aggregated role needs (its load signal when the target is derived, backend keda); target one
+    replica within the HPA's tolerance."""
+
+    kind: Literal["load_slo"] = "load_slo"
+    metric: Literal["vllm:prompt_tokens_total"] = "vllm:prompt_tokens_total"
+
+    @property
+    def label(self) -> str:
+        return "replicas for TTFT and ITL (prefill + decode work + queueing + burst)"
+
+    def expr(self, sel: tuple[Matcher, ...]) -> Expr:
+        c = self.coefficients
+        # prompts queue behind the replica's whole step (decode shares it), so the offered load is the whole work
+        return self.needed(sel, prefill_work(sel, c) + decode_work(sel, c))
+
+    @classmethod
+    def sized(cls, n: SignalSizing) -> LoadSlo:
+        return cls(
+            **cls.shape(n), coefficients=n.coefficients,
+            why=(
+                f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
+                "(each token weighed by its cost at its prompt or context length), the Erlang-C headroom that keeps 99 % "
+                "of prompts from waiting past their budget, and the rise of work seen within a cold start over the last "
+                "hour (2.33 x sqrt(2) x its standard deviation); target one replica within the HPA's 10 % tolerance"
+            ),
+        )

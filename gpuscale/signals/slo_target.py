@@ -1,0 +1,156 @@
+"""The per-replica target derived from the SLO and the traffic arriving, shared by the SLO-derived load signals.
+
+A role needs ``work + queueing headroom + burst headroom`` replicas, each term a PromQL expression over what vLLM
+exports, so the trigger's query answers *replicas needed* and its ``AverageValue`` target is one replica (KEDA: desired
+``ceil(sum / 1)``). The terms:
+
+* **work** (replicas' worth): prefill ``rate(vllm:prompt_tokens_total[1m]) x cost per token at the recent mean prompt``
+  (linear layers plus the causal-attention term, ``vllm:request_prompt_tokens`` sum over count over 5m); decode
+  ``rate(vllm:generation_tokens_total[1m]) x step time at the KV share in use`` (``vllm:kv_cache_usage_perc`` over
+  ``vllm:num_requests_running``), 1.0 being a replica at the batch whose step is ``ITL_HEADROOM`` of the ITL p99.
+* **queueing headroom** (prefill, Erlang-C tail bound): prefill replicas form an M/G/c queue of prompts whose mean
+  service is ``E[S] = mean prompt x cost per token`` and offered load ``a`` (the work term). For M/M/c,
+  ``P(wait > t) = C(c, a) exp(-(c - a) t / E[S])``, and the Erlang-C probability of waiting falls with ``c``, so
+  ``C(c, a) <= C(1, a) = min(a, 1)``: ``c - a >= E[S] / t x ln(min(a, 1) / eps)`` keeps the TTFT tail within ``eps``
+  (the SLO's 1 % for a p99), and it is 0 at no load (a role with no traffic holds no headroom and may sleep). The
+  Allen-Cunneen factor ``(1 + cs^2) / 2`` carries it to general prompt mixes (``cs^2`` of the prompt lengths, from the
+  lognormal the workload's mean and p99 fit). ``t`` is the TTFT budget left after the service of the p99 prompt
+  (``p99 / mean`` of the workload times the observed mean), at least ``SLACK_FLOOR_SHARE`` of the TTFT target (a p99
+  prompt that alone takes more than that is a prompt no replica count helps).
+* **burst headroom** (every role): replicas added by a scale-up answer only after a cold start, so the warm replicas
+  must carry the rise of load expected within one: ``BURST_Z x sqrt(2) x stddev_over_time(work[1h:1m])``, the upper
+  ``eps`` quantile of the change of a stationary load between two instants further apart than its correlation time
+  (variance ``2 sigma^2``), ``sigma`` the observed variation of the work over the last hour. It is scaled by
+  ``min(work / IDLE_WORK, 1)``, so a role whose traffic has stopped holds no headroom for the hour its past still
+  varies (at zero, the front door or a cron trigger wakes it).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gpuscale.signals import promql, vllm_metrics
+from gpuscale.signals.base import CostedSignal, SignalCoefficients, SignalSizing, mean_prompt, prefill_cost, total
+from gpuscale.signals.keda_model import HPA_TOLERANCE
+from gpuscale.signals.promql import Expr, Matcher
+
+TARGET_REPLICAS = round(1.0 / (1.0 + HPA_TOLERANCE), 4)
+"""The derived signals' ``AverageValue`` target: the HPA holds the count while ``|needed / (target x replicas) - 1|``
+is within its tolerance (``keda_model.HPA_TOLERANCE``, 10 %), so a target of one replica would let a role sit 10 %
+below what it needs; ``1 / (1 + tolerance)`` keeps every replica at or below one replica's worth of need (the band is
+82-100 % of it)."""
+TTFT_TAIL = 0.01
+"""Share of requests the TTFT p99 target lets miss it: the ``eps`` of the queueing bound."""
+BURST_Z = 2.326
+"""Upper 1 % quantile of a standard normal (the same ``eps``): how many standard deviations of the load's change
+within a cold start the warm replicas carry."""
+BURST_LOOKBACK = "1h"
+BURST_STEP = "1m"
+"""The subquery over which the work's variation is observed: an hour of one-minute points (the rate window)."""
+SLACK_FLOOR_SHARE = 0.5
+"""Least share of the TTFT p99 target the queueing bound assumes is left for waiting."""
+IDLE_WORK = 0.01
+"""Work (replicas' worth) below which a role counts as idle for the burst headroom: a hundredth of a replica."""
+PERCENTILE_Z = 2.326
+"""z of the p99 in the lognormal fit of the workload's mean and p99."""
+
+
+def lognormal_cs2(mean: float, p99: float) -> float:
+    """Squared coefficient of variation of the lognormal with this mean and p99: ``ln(p99 / mean) = z s - s^2 / 2``
+    solved for the smaller ``s``; ``exp(s^2) - 1``. A ratio beyond the lognormal's largest (``exp(z^2 / 2)``) takes
+    ``s = z``."""
+    r = max(p99 / mean, 1.0)
+    disc = PERCENTILE_Z * PERCENTILE_Z - 2.0 * math.log(r)
+    s = PERCENTILE_Z - math.sqrt(disc) if disc > 0 else PERCENTILE_Z
+    return math.expm1(s * s)
+
+
+def queue_factor(prompt_mean: float, prompt_p99: float) -> float:
+    """The Allen-Cunneen factor ``(1 + cs^2) / 2`` of the workload's prompt mix (Poisson arrivals within a minute)."""
+    return (1.0 + lognormal_cs2(prompt_mean, prompt_p99)) / 2.0
+
+
+def prefill_seconds(tokens: Expr, c: SignalCoefficients) -> Expr:
+    """Seconds one replica takes to prefill a prompt of ``tokens``: ``L x (s/token + s/pair / 2 x L)``."""
+    return tokens * promql.Number(c.prefill_s_per_token) + tokens * tokens * promql.Number(c.prefill_s_per_pair / 2.0)
+
+
+def queueing_headroom(
+    sel: tuple[Matcher, ...], c: SignalCoefficients, work: Expr, *, ttft_s: float, factor: float, tail_ratio: float,
+) -> Expr:
+    """``factor x E[S] / max(TTFT - S(p99 prompt), floor x TTFT) x max(ln(min(work, 1) / eps), 0)`` over the observed
+    mean prompt (``clamp_min``: ``ln(0)`` is ``-Inf``)."""
+    m = mean_prompt(sel, c.prompt_tokens_fallback)
+    mean_service = m * prefill_cost(sel, c)
+    tail_service = prefill_seconds(m * promql.Number(tail_ratio), c)
+    slack = promql.ClampMin(promql.Number(ttft_s) - tail_service, SLACK_FLOOR_SHARE * ttft_s)
+    tail = promql.ClampMin(promql.Ln(promql.ClampMax(work, 1.0) / promql.Number(TTFT_TAIL)), 0.0)
+    return promql.Number(factor) * mean_service / slack * tail
+
+
+def burst_headroom(work: Expr) -> Expr:
+    """``z x sqrt(2) x stddev_over_time(work[1h:1m]) x min(work / idle, 1)``."""
+    spread = promql.StddevOverTime(total(work), BURST_LOOKBACK, BURST_STEP)
+    busy = promql.ClampMax(work / promql.Number(IDLE_WORK), 1.0)
+    return promql.Number(BURST_Z * math.sqrt(2.0)) * spread * busy
+
+
+class SteadySamples:
+    """The series a role's pods would report under steady traffic of ``rps`` requests per second of the workload's
+    mix (what sizing reads the load signal on to size base and peak): token rates, finished requests, and a KV share
+    per running request of ``context_share``; no queue, no past (no burst headroom: that is observed, not assumed)."""
+
+    def __init__(self, rps: float, prompt_mean: float, output_mean: float, context_share: float) -> None:
+        self.rates = {
+            vllm_metrics.PROMPT_TOKENS: rps * prompt_mean,
+            vllm_metrics.GENERATION_TOKENS: rps * output_mean,
+            f"{vllm_metrics.REQUEST_PROMPT_TOKENS}_sum": rps * prompt_mean,
+            f"{vllm_metrics.REQUEST_PROMPT_TOKENS}_count": rps,
+        }
+        self.gauges = {vllm_metrics.KV_CACHE: context_share, vllm_metrics.RUNNING: 1.0}
+
+    def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
+        return self.gauges.get(metric, 0.0)
+
+    def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
+        return self.rates.get(metric, 0.0)
+
+
+def expected_burst_headroom(work: float, multiplier: float, duration_s: float, per_hour: float) -> float:
+    """The burst headroom (replicas) the trigger holds on average under a workload whose bursts multiply the rate by
+    ``multiplier`` for ``duration_s``, ``per_hour`` times an hour, at ``work`` replicas of work between them: the same
+    ``BURST_Z x sqrt(2) x sigma``, with ``sigma`` the standard deviation of the one-minute work such bursts produce (a
+    two-level series: amplitude ``(multiplier - 1) x work``, averaged over the rate window when a burst is shorter,
+    present a share ``f`` of the minutes: ``sigma = amplitude x sqrt(f (1 - f))``). What the plan prices."""
+    if work <= 0 or multiplier <= 1 or per_hour <= 0:
+        return 0.0
+    window = promql.duration_s(BURST_STEP)
+    amplitude = (multiplier - 1.0) * work * min(1.0, duration_s / window)
+    f = min(1.0, per_hour * max(duration_s, window) / 3600.0)
+    return BURST_Z * math.sqrt(2.0) * amplitude * math.sqrt(f * (1.0 - f))
+
+
+class QueuedSignal(CostedSignal):
+    """A derived load signal whose role queues prompts (prefill, aggregated): its work plus the queueing and burst
+    headroom, over ``TARGET_REPLICAS``."""
+
+    ttft_s: float
+    queue_factor: float
+    """Allen-Cunneen ``(1 + cs^2) / 2`` of the prompt mix."""
+    tail_ratio: float
+    """p99 / mean of the prompt mix: the tail prompt is this times the observed mean."""
+
+    def needed(self, sel: tuple[Matcher, ...], work: Expr) -> Expr:
+        queueing = queueing_headroom(
+            sel, self.coefficients, work, ttft_s=self.ttft_s, factor=self.queue_factor, tail_ratio=self.tail_ratio,
+        )
+        return total(work + queueing + burst_headroom(work))
+
+    @staticmethod
+    def shape(n: SignalSizing) -> dict[str, float]:
+        """The fields sizing's numbers give every queued signal: its target, TTFT budget and prompt-mix shape."""
+        return {
+            "target": TARGET_REPLICAS, "ttft_s": n.ttft_p99_s,
+            "queue_factor": round(queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
+            "tail_ratio": round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
+        }
