@@ -65,7 +65,7 @@ def _as_before(body: dict[str, Any]) -> dict[str, Any]:
 
 BEFORE = {
     "prod/search-8b/aggregated": ["idle role holds 4 replicas, its warm minimum is 1"],
-    "prod/llama-70b-fp8/prefill": ["idle role holds 3 replicas, its warm minimum is 2"],
+    "prod/llama-70b-fp8/prefill": ["idle role holds 4 replicas, its warm minimum is 2"],
     # the SLO-derived decode target sizes the peak at the warm minimum (2), so an idle hold cannot show there
     "prod/llama-70b-fp8/decode": [],
     "dev/llama-8b/aggregated": ["idle role holds 1 replicas, its warm minimum is 0", "woke from zero at 15 s with no request"],

@@ -41,16 +41,16 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "fe274b1a298f7c44",
-    "dev-stack-spot": "77cb1ed8484cc01d",
+    "dev-scale-from-zero": "bbbd13322eda4212",
+    "dev-stack-spot": "b59bff5efe52d150",
     "prod-2am-huge-prompt": "8585c7fce3029d2a",
     "prod-gang-7-of-8": "aa5f4adcdedd170f",
-    "prod-peak-hour-preemptions": "d668699c8de78458",
-    "prod-prefix-trace-pd": "ca15200eddf3cb79",
-    "prod-stack-pd": "7936162177c32c08",
+    "prod-peak-hour-preemptions": "667092cbeab4757f",
+    "prod-prefix-trace-pd": "661e5bd136a7b5a9",
+    "prod-stack-pd": "4df248490eee3091",
     "staging-ami-rollout": "87d1f1e82ce92b93",
     "staging-consolidation": "73b0bf3573307cba",
-    "staging-scale-from-zero": "cc940bb9e23f2198",
+    "staging-scale-from-zero": "83c98cd88227439c",
     "staging-stack-aggregated": "6b151cba5acf9f98",
 }
 
