@@ -32,6 +32,7 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
+from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.children import Refused
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
@@ -126,7 +127,7 @@ def _scheduling(spec: PlatformSpec, provider: k8s.Provider) -> list[pulumi.Resou
 
 def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
              serving_deps: list[pulumi.Resource]) -> None:
-    """Layer 3: namespaces, alert rules, and per model its service and one autoscaler per role (the front door, a
+    """Layer 3: namespaces, alert rules, dashboards, and per model its service and one autoscaler per role (the front door, a
     chart, is left out)."""
     name = PLATFORM_NAME
     namespaces = {
@@ -138,6 +139,8 @@ def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
     }
     if spec.observability.install_prometheus_stack:
         AlertRules(f"{name}-alerts", AlertRulesArgs.from_platform(spec, sizing),
+                   opts=_after(provider, *namespaces.values()))
+        Dashboards(f"{name}-dashboards", DashboardsArgs.from_platform(spec, sizing),
                    opts=_after(provider, *namespaces.values()))
     prometheus_url = str(spec.observability.prometheus_url)
     for model in spec.models:
