@@ -32,15 +32,16 @@ def bursty(mode: str = "capacity-buffer", *, duration_s: float = 600, gate: bool
 def test_n_is_the_replicas_at_full_utilisation_for_the_burst_within_the_node_wait_less_the_peak_replicas() -> None:
     spec = PlatformSpec.model_validate(bursty())
     ms = size_platform(spec).models[0]
-    prefill = ms.role("prefill")
-    h = prefill.headroom
+    # decode: at 20 rps the 3 peak prefill replicas (rounded up) already carry the burst; decode's 1 does not
+    decode = ms.role("decode")
+    h = decode.headroom
     assert h is not None
     wait = headroom.KARPENTER_BATCH_MAX_S + ms.cold_start.node_s + ms.cold_start.gpu_ready_s
     top = 2.0 * 20
     rate = top + headroom.BURST_QUANTILE_Z * math.sqrt(top / wait)
-    needed = math.ceil(prefill.replicas_per_rps * prefill.target_utilisation * rate - 1e-9)
+    needed = math.ceil(decode.replicas_per_rps * decode.target_utilisation * rate - 1e-9)
     assert (h.node_wait_s, h.burst_rps, h.needed_replicas) == (round(wait, 1), round(rate, 2), needed)
-    assert h.replicas == min(needed - prefill.replicas_at_peak, prefill.max_replicas - prefill.replicas_at_peak) >= 1
+    assert h.replicas == min(needed - decode.replicas_at_peak, decode.max_replicas - decode.replicas_at_peak) >= 1
     assert h.pods == h.replicas * ms.shape.pods and h.gpus == h.replicas * ms.shape.gpus
     inst = CATALOGUE[ms.shape.instance_type]
     assert h.gpu_hours_per_day == h.gpus * 24 and h.usd_per_day == round(h.gpus * 24 * inst.usd_per_gpu_hour, 2)
@@ -65,13 +66,13 @@ def test_bursts_shorter_than_a_replicas_load_do_not_pay_for_spare_nodes() -> Non
 
 def test_no_spare_node_beyond_the_ceiling() -> None:
     raw = bursty()
-    raw["models"][0]["autoscaling"]["prefill"]["max_replicas"] = 3  # the peak replica count: no room to add one
-    h = size_platform(PlatformSpec.model_validate(raw)).models[0].role("prefill").headroom
+    raw["models"][0]["autoscaling"]["decode"]["max_replicas"] = 1  # the peak replica count: no room to add one
+    h = size_platform(PlatformSpec.model_validate(raw)).models[0].role("decode").headroom
     assert h is not None and h.replicas == 0 and not h.emitted and "max_replicas" in h.why
 
 
 def test_mode_none_sizes_but_emits_nothing() -> None:
-    h = size_platform(PlatformSpec.model_validate(bursty("none"))).models[0].role("prefill").headroom
+    h = size_platform(PlatformSpec.model_validate(bursty("none"))).models[0].role("decode").headroom
     assert h is not None and h.replicas >= 1 and h.pays and not h.emitted
 
 

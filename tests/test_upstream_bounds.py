@@ -56,6 +56,7 @@ def short_windows() -> dict[str, Any]:
     raw = _door_everywhere(pd_raw(), request_timeout_s=900, ttft_p99_s=0.1)
     m = raw["models"][0]
     m["front_door"] = {"idle_window_s": 60, "poll_s": 1}
+    m["workload"]["peak_rps"] = 1.4  # what 4 prefill replicas carry at a 0.1 s TTFT (1.6 needs 5)
     for role in ("prefill", "decode"):
         m["autoscaling"][role].update(polling_interval_s=1, scale_down_stabilization_s=0)
     return raw

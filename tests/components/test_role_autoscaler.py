@@ -64,7 +64,7 @@ def test_prefill_and_decode_each_get_their_own_scaled_object() -> None:
             assert "DCGM" not in trigger["metadata"]["query"]
         assert one(records, "gpuscale:index:RoleAutoscaler", f"m70b-{role}").urn == so.parent_urn
     prefill, decode = objs["m70b-prefill-scaledobject"].inputs["spec"], objs["m70b-decode-scaledobject"].inputs["spec"]
-    assert [t["name"] for t in prefill["triggers"]] == ["prefill-load", "prompt-backlog", "queue-time"]
+    assert [t["name"] for t in prefill["triggers"]] == ["prefill-slo", "prompt-backlog", "queue-time"]
     assert "rate(vllm:prompt_tokens_total{" in prefill["triggers"][0]["metadata"]["query"]
     assert "vllm:num_requests_waiting" in prefill["triggers"][1]["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in decode["triggers"][1]["metadata"]["query"]

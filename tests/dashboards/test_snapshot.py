@@ -45,7 +45,7 @@ def test_every_signal_panel_has_the_simulated_series_of_its_trigger(dev_spec: Pl
     for panel in signal_panels:
         ((_, values),) = sim.lines[panel.measure]
         assert len(values) == len(sim.t_s) and all(v is not None and v >= 0 for v in values)
-    (load,) = [p for p in signal_panels if p.measure.endswith(":load")]
+    (load,) = [p for p in signal_panels if p.measure.endswith(":load-slo")]
     assert max(v or 0.0 for _, vs in sim.lines[load.measure] for v in vs) > 0  # traffic arrived and the signal saw it
     for key in ("replicas:aggregated", "kv:aggregated", "door:held", f"pool_gpus:{dev_spec.models[0].node_pool}"):
         assert key in {p.measure for p in board.graphs()} and sim.lines[key]

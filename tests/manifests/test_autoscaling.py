@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 from gpuscale import labels, versions
 from gpuscale.manifests import autoscaling as au
 from gpuscale.manifests.autoscaling import AutoscalerSettings
+from gpuscale.signals import slo_target
 from gpuscale.signals.base import quantity
+from gpuscale.signals.prefill_slo import PrefillSlo
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import StackConfigError, validate_config
@@ -48,8 +51,8 @@ def test_prod_prefill_and_decode_have_separate_scaled_objects(prod_spec: Platfor
     assert decode["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama-70b-fp8-decode"}
     p_load, p_backlog, p_guard = prefill["spec"]["triggers"]
     d_load, d_kv, d_guard = decode["spec"]["triggers"]
-    assert [t["name"] for t in prefill["spec"]["triggers"]] == ["prefill-load", "prompt-backlog", "queue-time"]
-    assert [t["name"] for t in decode["spec"]["triggers"]] == ["decode-load", "kv-cache-usage-perc", "itl"]
+    assert [t["name"] for t in prefill["spec"]["triggers"]] == ["prefill-slo", "prompt-backlog", "queue-time"]
+    assert [t["name"] for t in decode["spec"]["triggers"]] == ["decode-slo", "kv-cache-usage-perc", "itl"]
     assert "vllm:prompt_tokens_total" in p_load["metadata"]["query"]
     assert "vllm:num_requests_waiting" in p_backlog["metadata"]["query"]
     assert "vllm:request_queue_time_seconds_sum" in p_guard["metadata"]["query"]
@@ -117,8 +120,23 @@ def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: Platform
         " or on() vector(1500))"
     )
     cost = f"({coef.prefill_s_per_token:.6g} + {coef.prefill_s_per_pair / 2:.6g} * {mean_prompt})"
-    assert load["metadata"]["query"] == f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost} or on() vector(0)"
-    assert load["metadata"]["threshold"] == f"{s.target_utilisation:g}"
+    # replicas needed (slo_target): work + Erlang-C queueing headroom + burst headroom, over one replica's worth
+    sig = s.signals[0]
+    assert isinstance(sig, PrefillSlo)
+    work = f"sum(rate(vllm:prompt_tokens_total{sel}[1m])) * {cost}"
+    tail = f"{mean_prompt} * {sig.tail_ratio:g}"
+    tail_service = f"{tail} * {coef.prefill_s_per_token:.6g} + {tail} * ({tail}) * {coef.prefill_s_per_pair / 2:.6g}"
+    slack = f"clamp_min({sig.ttft_s:g} - ({tail_service}), {slo_target.SLACK_FLOOR_SHARE * sig.ttft_s:g})"
+    queueing = (
+        f"{sig.queue_factor:g} * ({mean_prompt} * {cost}) / {slack}"
+        f" * clamp_min(ln(clamp_max({work}, 1) / {slo_target.TTFT_TAIL:g}), 0)"
+    )
+    burst = (
+        f"{slo_target.BURST_Z * math.sqrt(2):.6g} * stddev_over_time(({work} or on() vector(0))[1h:1m])"
+        f" * clamp_max({work} / {slo_target.IDLE_WORK:g}, 1)"
+    )
+    assert load["metadata"]["query"] == f"{work} + {queueing} + {burst} or on() vector(0)"
+    assert load["metadata"]["threshold"] == f"{slo_target.TARGET_REPLICAS:g}" == f"{sig.target:g}"
     assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost} or on() vector(0)"
     assert float(backlog["metadata"]["threshold"]) == 0.5 * prod_spec.models[0].slo.ttft_p99_s
 
@@ -129,10 +147,17 @@ def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) 
     c = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].coefficients
     assert c is not None
     sel = '{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="decode"}'
-    assert load["metadata"]["query"] == (
+    work = (
         f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({c.decode_s_per_token:.6g} + {c.decode_s_per_kv_share:.6g}"
-        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1)) or on() vector(0)"
+        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1))"
     )
+    # replicas needed (slo_target): the work plus the burst headroom over the variation of the work seen in the hour
+    burst = (
+        f"{slo_target.BURST_Z * math.sqrt(2):.6g} * stddev_over_time(({work} or on() vector(0))[1h:1m])"
+        f" * clamp_max({work} / {slo_target.IDLE_WORK:g}, 1)"
+    )
+    assert load["metadata"]["query"] == f"{work} + {burst} or on() vector(0)"
+    assert load["metadata"]["threshold"] == f"{slo_target.TARGET_REPLICAS:g}"
     m = size_platform(prod_spec).model("llama-70b-fp8")
     expected = min(0.8, round(m.decode_batch_at_slo * (1500 + 250 / 2) / m.kv_capacity_tokens, 2))
     assert kv["metadata"]["query"].startswith("sum(vllm:kv_cache_usage_perc{") and kv["metadata"]["threshold"] == f"{expected:g}"
@@ -153,7 +178,7 @@ def test_burst_mode_is_a_short_scale_up_window(raw_stack: Callable[[str], dict[s
     assert [(p["type"], p["value"]) for p in on["scaleUp"]["policies"]] == [("Percent", 100), ("Pods", 4)]
     assert [p["periodSeconds"] for p in off["scaleUp"]["policies"]] == [60, 60]
     assert on["scaleDown"] == off["scaleDown"]  # scale-down keeps the long window either way
-    assert [s.kind for s in off_sizing.signals] == ["prefill_load", "queue_time"]  # no backlog trigger
+    assert [s.kind for s in off_sizing.signals] == ["prefill_slo", "queue_time"]  # no backlog trigger
 
 
 def test_warm_schedule_windows_are_cron_triggers(raw_stack: Callable[[str], dict[str, Any]]) -> None:

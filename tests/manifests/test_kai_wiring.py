@@ -35,7 +35,7 @@ def gang_raw() -> dict[str, Any]:
         architecture=dict(raw["models"][0]["architecture"], weight_precision="bf16"),
         parallelism={"tensor_parallel_size": 4, "pipeline_parallel_size": 2, "allow_tensor_parallel_over_pcie": True},
         # one 8-GPU replica is what search's 12-GPU quota holds: a peak it can carry
-        workload=dict(model["workload"], base_rps=0.05, peak_rps=0.1),
+        workload=dict(model["workload"], base_rps=0.02, peak_rps=0.04),
     )
     raw["models"][1] = model
     return raw

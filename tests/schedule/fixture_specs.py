@@ -53,7 +53,7 @@ def fixture_raw() -> dict[str, Any]:
     ]
     autoscale = {"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 4}}
     raw["models"] = [
-        _model(big, "llama-70b", "llm", "gang", rps=(0.02, 0.05),
+        _model(big, "llama-70b", "llm", "gang", rps=(0.002, 0.005),
                architecture=dict(big["architecture"], weight_precision="bf16"),
                parallelism={"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
                             "allow_tensor_parallel_over_pcie": True},
@@ -63,7 +63,7 @@ def fixture_raw() -> dict[str, Any]:
                autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 4}}),
         _model(small, "serve-8b", "serve", "shared", rps=(2, 8), autoscaling=autoscale),
         _model(small, "batch-8b", "batch", "shared", rps=(2, 8), autoscaling=autoscale),
-        _model(small, "plain-8b", "edge", "plain", rps=(0.05, 0.2),
+        _model(small, "plain-8b", "edge", "plain", rps=(0.02, 0.05),
                autoscaling={"backend": "keda", "aggregated": {"min_replicas": 1, "max_replicas": 2}}),
     ]
     return raw

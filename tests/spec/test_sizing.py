@@ -7,7 +7,9 @@ import math
 import pytest
 
 from gpuscale import perf, sizing
-from gpuscale.signals import vllm_metrics
+from gpuscale.signals import slo_target, vllm_metrics
+from gpuscale.signals.load_slo import LoadSlo
+from gpuscale.signals.prefill_slo import PrefillSlo
 from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.model import ModelArchitecture, ModelDeployment
 from gpuscale.spec.topology import GpuNodePoolSpec
@@ -132,6 +134,16 @@ def test_decode_step_agrees_with_vllm_ci() -> None:
     assert perf.decode_step_s(llama8b(), h100, 1, 1, 8, 8 * 160) == pytest.approx(0.0078, rel=0.15)
 
 
+def steady_queueing_headroom(sig: PrefillSlo | LoadSlo, work: float, prompt: float) -> float:
+    """The Erlang-C term of slo_target by hand, on steady traffic of ``prompt``-token prompts: Allen-Cunneen factor x
+    mean prefill service / the TTFT left after the p99 prompt's prefill (at least half of it) x ln(min(work, 1) / 1 %)."""
+    c = sig.coefficients
+    assert c is not None
+    tail = prompt * sig.tail_ratio
+    slack = max(sig.ttft_s - tail * c.prefill_s(tail), 0.5 * sig.ttft_s)
+    return sig.queue_factor * prompt * c.prefill_s(prompt) / slack * max(math.log(min(work, 1.0) / 0.01), 0.0)
+
+
 def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untyped-def]
     s = sizing.size_platform(prod_spec)
     m = s.model("llama-70b-fp8")
@@ -142,20 +154,32 @@ def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untype
     # prod's bursts (x2 for 120 s) end before a 349 s cold start: warm headroom, 0.9 / 2 = 0.45 of a replica
     assert m.cold_start.total_s > 120
     assert prefill.target_utilisation == decode.target_utilisation == 0.45
-    # peak prefill: 40 rps x 1500 tokens x (1/28.1k tok/s + attention over 750 tokens) / 0.45 = 4.9 -> 5 replicas
-    coef = prefill.signals[0].coefficients
+    # the derived targets (slo_target): peak replicas are what the load signal reads on steady peak traffic, over its
+    # one-replica target. Peak prefill: 40 rps x 1500 tokens x (per token + attention over 750 tokens) = 3.0 replicas
+    # of work, + 0.25 of Erlang-C queueing headroom = 3.3, / 0.9091 = 3.6 -> 4 replicas (no burst headroom: no past)
+    load = prefill.signals[0]
+    assert prefill.derived_target and isinstance(load, PrefillSlo)
+    coef = load.coefficients
     assert coef is not None
-    assert prefill.replicas_at_peak == math.ceil(40 * 1500 * coef.prefill_s(1500) / 0.45)
+    work = 40 * 1500 * coef.prefill_s(1500)
+    need = work + steady_queueing_headroom(load, work, 1500)
+    assert prefill.replicas_at_peak == math.ceil(need / load.target - 1e-9) == 4
     # each prompt token: its GEMMs plus its TP4 all-reduce traffic over NVLink; attention adds a few percent
     comm = perf.step_cost(prod_spec.models[0].architecture, CATALOGUE["p5.48xlarge"].gpu, 4, 1).comm_s_per_token
     assert comm > 0
     assert coef.prefill_s(1500) == pytest.approx(1 / m.prefill_tokens_per_s + comm, rel=0.05)
-    # peak decode: 40 rps x 250 tokens / (8,621 tok/s x 0.45) = 2.6 -> 3 replicas; base 10 rps -> 0.6 -> 1 (the batch at
-    # the ITL target over its step, which includes the batch's TP4 all-reduce traffic)
+    # the batch at the ITL target over its step, which includes the batch's TP4 all-reduce traffic
     b, ctx = m.decode_batch_at_slo, sizing.mean_decode_context(prod_spec.models[0])
     step = perf.decode_step_s(prod_spec.models[0].architecture, CATALOGUE["p5.48xlarge"].gpu, 4, 1, b, b * ctx)
     assert m.decode_tokens_per_s == pytest.approx(b / step, abs=0.1) == pytest.approx(8621, abs=1)
-    assert (decode.replicas_at_base, decode.replicas_at_peak) == (1, 3)
+    # peak decode: 40 rps x 250 tokens x (per token + KV share of its context) = 40 x 250 / 8,621 tok/s = 1.16
+    # replicas of work, / 0.9091 = 1.3 -> 2 replicas; base 10 rps -> 0.3 -> 1
+    c = decode.signals[0].coefficients
+    assert c is not None and decode.derived_target and decode.signals[0].target == slo_target.TARGET_REPLICAS
+    per_request = 250 * (c.decode_s_per_token + c.decode_s_per_kv_share * ctx / m.kv_capacity_tokens)
+    assert per_request == pytest.approx(250 / m.decode_tokens_per_s, rel=1e-3)
+    assert decode.replicas_at_base == math.ceil(10 * per_request / slo_target.TARGET_REPLICAS - 1e-9) == 1
+    assert decode.replicas_at_peak == math.ceil(40 * per_request / slo_target.TARGET_REPLICAS - 1e-9) == 2
     assert prefill.min_replicas >= 1 and decode.min_replicas >= 1
     # non-preemptible chat queue: the two roles share its 40-GPU quota in proportion to peak demand, every GPU of it
     # used (whole-replica rounding leftovers go to the largest remainder), and each role's ceiling covers its peak
@@ -174,16 +198,17 @@ def test_prod_signals_by_hand(prod_spec) -> None:  # type: ignore[no-untyped-def
     m = sizing.size_platform(prod_spec).model("llama-70b-fp8")
     prefill, decode = m.role("prefill"), m.role("decode")
     assert [(x.kind, x.purpose, x.metric_type) for x in prefill.signals] == [
-        ("prefill_load", "load", "AverageValue"), ("prompt_backlog", "burst", "AverageValue"),
+        ("prefill_slo", "load", "AverageValue"), ("prompt_backlog", "burst", "AverageValue"),
         ("queue_time", "guard", "Value"),
     ]
     assert [(x.kind, x.purpose, x.metric_type) for x in decode.signals] == [
-        ("decode_load", "load", "AverageValue"), ("gauge", "saturation", "AverageValue"), ("itl", "guard", "Value"),
+        ("decode_slo", "load", "AverageValue"), ("gauge", "saturation", "AverageValue"), ("itl", "guard", "Value"),
     ]
     load, backlog, queue_time = prefill.signals
     # prompt tokens/s per replica: 4 x 1,979 TFLOPS x MFU_GEMM / (2 x 70.55 GFLOP)
     assert m.prefill_tokens_per_s == pytest.approx(4 * 1979e12 * perf.MFU_GEMM / (2 * 70.55e9), abs=0.1)
-    assert load.target == prefill.target_utilisation
+    # derived target: one replica within the HPA's 10 % tolerance, 1 / 1.1
+    assert load.target == slo_target.TARGET_REPLICAS == round(1 / 1.1, 4)
     coef = load.coefficients
     comm = perf.step_cost(prod_spec.models[0].architecture, CATALOGUE["p5.48xlarge"].gpu, 4, 1).comm_s_per_token
     assert coef is not None and coef.prefill_s_per_token == pytest.approx(1 / m.prefill_tokens_per_s + comm)
@@ -219,15 +244,18 @@ def test_decode_load_weighs_long_contexts_where_an_output_rate_target_does_not(p
 def test_aggregated_keda_signals_sum_prefill_and_decode_work(prod_spec) -> None:  # type: ignore[no-untyped-def]
     m = sizing.size_platform(prod_spec).model("search-8b")
     agg = m.role("aggregated")
-    assert [x.kind for x in agg.signals] == ["load", "prompt_backlog", "gauge", "queue_time", "itl"]
+    assert [x.kind for x in agg.signals] == ["load_slo", "prompt_backlog", "gauge", "queue_time", "itl"]
     load, _backlog, kv, _qt, _itl = agg.signals
     assert kv.metric == vllm_metrics.KV_CACHE
     c = load.coefficients
     assert c is not None
-    # peak replicas: 20 rps of (800-token prompts + 150-token outputs at their KV share) over the target utilisation
+    # peak replicas: 20 rps of (800-token prompts + 150-token outputs at their KV share), plus the queueing headroom of
+    # prompts behind the whole step, over the derived one-replica target
+    assert agg.derived_target and isinstance(load, LoadSlo)
     ctx_share = (800 + 150 / 2) / m.kv_capacity_tokens
     work = 20 * (800 * c.prefill_s(800) + 150 * (c.decode_s_per_token + c.decode_s_per_kv_share * ctx_share))
-    assert agg.replicas_at_peak == math.ceil(work / agg.target_utilisation - 1e-9)
+    need = work + steady_queueing_headroom(load, work, 800)
+    assert agg.replicas_at_peak == math.ceil(need / load.target - 1e-9)
     assert kv.target == sizing.decode_kv_target(prod_spec.models[1], m.decode_batch_at_slo, m.kv_capacity_tokens)
 
 
