@@ -32,9 +32,9 @@ import pulumi_kubernetes as k8s
 
 from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
-from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.children import Refused
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
+from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
