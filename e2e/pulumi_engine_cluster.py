@@ -24,6 +24,7 @@ from e2e.build import is_built
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl
 from e2e.processes import Supervisor
+from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
 from gpuscale.versions import E2E_ETCD, E2E_KUBERNETES
 
 
@@ -53,6 +54,10 @@ class LocalCluster:
         assert plane.kubeconfig is not None
         kubectl = Kubectl(plane.kubeconfig)
         install_crds(kubectl, crd_documents())
+        # what the left-out kube-prometheus-stack chart creates before gpuscale's objects arrive: its namespace, where
+        # the platform's PrometheusRule goes (InferencePlatform orders AlertRules after the chart). Without it the
+        # real engine's first `up` fails: 'namespaces "monitoring" not found'.
+        kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROMETHEUS_STACK_NAMESPACE}}])
         return cls(supervisor, plane, kubectl)
 
     def stop(self) -> None:
