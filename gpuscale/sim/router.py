@@ -158,9 +158,16 @@ class Router:
             a, b = two_at_random(self.rng, ready)
             ea, eb = a.engine, b.engine
             assert ea is not None and eb is not None
+            now = self._env.now  # a lazy decode engine is read as of now (``Engine.sync``)
+            ea.sync(now)
+            eb.sync(now)
             wa, wb = len(ea.waiting), len(eb.waiting)  # _decode_load's order, without its tuples
             best = a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
         else:
+            now = self._env.now
+            for rep in ready:
+                if rep.engine is not None:
+                    rep.engine.sync(now)
             best = min(ready, key=_decode_load)
         assert best.engine is not None
         best.engine.submit(req)

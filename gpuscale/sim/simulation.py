@@ -109,8 +109,10 @@ class Simulation:
         # more for streams in progress
         longest = max([s.request_timeout_s, *self.ctx.arrivals.timeouts_s.values()])
         bound = s.duration_s + longest + s.request_timeout_s
+        self.replicas.sync(env.now)  # the lazy engines' completions so far, before the ledger is read
         while ledger.open and env.now < bound:
             env.run(min(env.now + s.scrape_s, bound))
+            self.replicas.sync(env.now)
         if ledger.open:
             ledger.close(env.now)
         end = max(s.duration_s, ledger.last_decided_t)
@@ -127,6 +129,7 @@ class Simulation:
     def _open_scored_window(self) -> None:
         """The warm-up ends: note what has been recorded so far, which the scored result leaves out."""
         t = self.env.now
+        self.replicas.sync(t)
         self._mark = WarmupMark(self.warmup[0], t, self.record(t), tuple(self.itl.counts))
         # the scored window's peak node count starts from the nodes alive now
         self.provisioner.max_nodes = len(self.provisioner.nodes)
@@ -180,6 +183,7 @@ class Simulation:
             for rep in role.ready:
                 e = rep.engine
                 assert e is not None
+                e.sync(t)
                 busy = e.busy_time(t)
                 span = t - rep.duty_mark_t
                 duty += min((busy - rep.duty_mark) / span, 1.0) if span > 0 else 0.0
