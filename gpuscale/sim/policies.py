@@ -243,6 +243,8 @@ class ObservedSeries:
     ) -> None:
         self.t = t
         self.past = past
+        self.subquery_memo: dict[str, promql.Result] = {}
+        """Subquery operands evaluated on this scrape (``promql.StddevOverTime``): a scrape never changes."""
         self.gauges = {
             front_door.QUEUE_METRIC: obs.gateway,
             vm.QUEUE: obs.queue if waiting is None else waiting,

@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar
 
 from gpuscale.sim.accounting import RequestLedger
 from gpuscale.sim.context import RunContext
-from gpuscale.sim.events import PRIORITY_ARRIVAL, Environment
+from gpuscale.sim.events import Environment
 from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.states import LossReason, RequestFlag
 from gpuscale.sim.vllm_engine import DROPPED, Engine, Request, hit_of
@@ -117,14 +117,10 @@ class Router:
     # ------------------------------------------------------------------ arrivals
 
     def start(self) -> None:
-        if self._t:
-            self._env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
+        self._env.stream(self._t, self._arrive)  # each arrival at PRIORITY_ARRIVAL, without an event apiece
 
     def _arrive(self, i: int) -> None:
-        times = self._t
-        if i + 1 < len(times):
-            self._env.at(times[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
-        t = times[i]
+        t = self._t[i]
         timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
         acct = self._acct
         acct.arrive()
