@@ -6,10 +6,11 @@ The trace is ``bench/long_prompt_trace.py`` (seed 0): the same requests without 
 conversations over one system prompt. Each runs on prod's disaggregated 70B under the ceiling (every role at its
 maximum, so what is left is the routing and the replicas' own work), with the prefill pick:
 
-* ``cache-aware`` (what the simulator runs for the emitted P/D router): the fewest scheduler steps to the replica's
-  prefill backlog plus the request's uncached tokens there;
-* ``cache-aware-requests``: vLLM Router's documented ``cache_aware`` rule (request counts; a hit of half the prompt
-  wins while loads differ by at most 32 requests), the pick before issue 27 item 5;
+* ``cache-aware`` (what the simulator runs for the emitted P/D router): vLLM Router's ``cache_aware`` rule as its
+  source computes it (request counts; the longest cached prefix when more than half the prompt matches, unless the
+  loads are more than 32 requests and 1.1x apart; ``gpuscale.sim.router``);
+* ``cache-aware-work``: the named alternative the router does not offer, the fewest scheduler steps to the replica's
+  prefill backlog plus the request's uncached tokens there (the simulator's pick before the router's rule was modelled);
 * ``least-load``: fewest outstanding requests, no cache awareness.
 """
 
@@ -32,7 +33,7 @@ from gpuscale.sim.scenarios import build_scenario  # noqa: E402
 from gpuscale.sim.simulation import Simulation  # noqa: E402
 from gpuscale.stackfile import load_stack  # noqa: E402
 
-ROUTINGS = ("cache-aware", "cache-aware-requests", "least-load")
+ROUTINGS = ("cache-aware", "cache-aware-work", "least-load")
 
 
 def ceiling(path: Path, compress: float, routing: str | None) -> dict[str, Any]:

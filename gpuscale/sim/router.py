@@ -1,14 +1,18 @@
 """The request path: arrivals, the router in front of each role, the gateway queue, and P/D KV transfers.
 
 * A request longer than the model's context or a replica's KV is rejected (HTTP 400).
-* Prefill (or aggregated) routing: fewest outstanding requests; with ``cache-aware`` routing (the P/D router gpuscale
-  emits) and prefix ids, the replica that would finish the request's prefill first: the fewest scheduler steps to
-  compute its prefill backlog plus this request's uncached tokens there (``work_steps``). A cache hit lowers the
-  request's work on that replica only, so a hit wins when it saves more than the replicas' backlogs differ, and a
-  long prompt is not sent behind another long prompt because both count as one request. ``cache-aware-requests`` is
-  vLLM Router's ``cache_aware`` rule as documented (balance by request count; a prompt whose prefix is cached goes
-  there when at least ``CACHE_MATCH_THRESHOLD`` of it matches and the loads differ by at most
-  ``BALANCE_ABS_THRESHOLD`` requests): the reference ``bench/prefix_routing.py`` measures the work pick against.
+* Prefill (or aggregated) routing: fewest outstanding requests; with ``cache-aware`` routing and prefix ids, what the
+  emitted vLLM Router's ``cache_aware`` policy does (``gpuscale.manifests.router.PREFILL_POLICY``), by request count:
+  when the loads are imbalanced (the most loaded replica has more than ``BALANCE_ABS_THRESHOLD`` requests above the
+  least and more than ``BALANCE_REL_THRESHOLD`` times its load), the least loaded replica; otherwise the replica with
+  the longest cached prefix if more than ``CACHE_THRESHOLD`` of the prompt matches, else the least loaded
+  (vllm-project/router ``src/policies/cache_aware.rs``, ``select_worker_cache_aware_with_decision``; the thresholds are
+  ``CacheAwareConfig::default`` in ``src/policies/mod.rs``; the router's load is its count of requests in flight, the
+  engine's waiting and running requests here). The router's approximate prefix tree is modelled by what the replica's
+  cache holds. ``cache-aware-work`` is the pick the router does not offer, kept as the named alternative
+  ``bench/prefix_routing.py`` measures: the replica that would finish the request's prefill first, the fewest
+  scheduler steps to compute its prefill backlog plus this request's uncached tokens there (``work_steps``), so a long
+  prompt is not sent behind another long prompt because both count as one request.
 * Decode routing: fewest waiting, then least KV; or ``power-of-two`` (two random replicas, the less loaded).
 * No replica ready: with a front door (``Variant.front_door``) the door holds the request up to its hold limit, or
   answers 503 with ``Retry-After`` at once when its queue is at the bound, or when the limit runs out (the wake ran
@@ -33,10 +37,13 @@ from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.states import LossReason, RequestFlag
 from gpuscale.sim.vllm_engine import DROPPED, Engine, Request, hit_of
 
-CACHE_MATCH_THRESHOLD = 0.5
-"""vLLM Router ``cache_aware`` (as documented): route by prefix match when at least this share of the prompt matches,"""
+CACHE_THRESHOLD = 0.5
+"""vLLM Router ``cache_aware`` (``CacheAwareConfig::default``): route by prefix match when more than this share of the
+prompt matches;"""
 BALANCE_ABS_THRESHOLD = 32
-"""... unless the loads differ by more than this many requests (then shortest queue)."""
+BALANCE_REL_THRESHOLD = 1.1
+"""... unless the loads are imbalanced: ``max - min > BALANCE_ABS_THRESHOLD`` and ``max > BALANCE_REL_THRESHOLD x min``
+(then the least loaded)."""
 HELD, STARTING, EVICTED = int(RequestFlag.HELD), int(RequestFlag.STARTING), int(RequestFlag.EVICTED)
 """``RequestFlag`` as plain ints (the per-request flag list is read and or-ed on every arrival)."""
 
@@ -93,7 +100,7 @@ class Router:
         s = ctx.setup
         self._link_bytes_per_s = s.kv_link_bytes_per_s
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
-        self.cache_aware_requests = s.prefill_routing == "cache-aware-requests" and self._pre is not None
+        self.cache_aware_work = s.prefill_routing == "cache-aware-work" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
         self._fit = s.replica.fits(a.prompt_tokens, a.output_tokens).tolist()
         """Per arrival, whether it is accepted at all (the replica model's rule, asked once for the whole trace)."""
@@ -169,8 +176,8 @@ class Router:
         best.engine.submit(req)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
-        if not self.cache_aware:
-            return self._pick_by_requests(ready, req) if self.cache_aware_requests else _least_requests(ready)
+        if not self.cache_aware_work:
+            return self._pick_by_requests(ready, req) if self.cache_aware else _least_requests(ready)
         best, fewest = ready[0], math.inf
         # the most a hit can save: every block the request names (vLLM recomputes at least the last token)
         floor = req.target - hit_of(req, len(req.prefix), self._block_tokens) if req.prefix else req.target
@@ -186,9 +193,11 @@ class Router:
         return best
 
     def _pick_by_requests(self, ready: list[Replica], req: Request) -> Replica:
+        """vLLM Router's ``cache_aware`` pick (module docstring): request counts, then the longest cached prefix."""
         loads = [_prefill_load(r) for r in ready]
-        least = ready[loads.index(min(loads))]
-        if req.prefix is None or max(loads) - min(loads) > BALANCE_ABS_THRESHOLD:
+        low, high = min(loads), max(loads)
+        least = ready[loads.index(low)]  # Rust's ``min_by_key``: the first of equals
+        if req.prefix is None or (high - low > BALANCE_ABS_THRESHOLD and high > low * BALANCE_REL_THRESHOLD):
             return least
         best, hit = least, 0
         for r in ready:
@@ -196,7 +205,7 @@ class Router:
             h = r.engine.cached_prefix_blocks(req.prefix)
             if h > hit:
                 best, hit = r, h
-        return best if hit * self.ctx.setup.replica.block_tokens >= CACHE_MATCH_THRESHOLD * req.prompt else least
+        return best if hit * self.ctx.setup.replica.block_tokens > CACHE_THRESHOLD * req.prompt else least
 
     # ------------------------------------------------------------------ front door
 

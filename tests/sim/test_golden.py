@@ -46,7 +46,7 @@ GOLDEN: dict[str, str] = {
     "prod-2am-huge-prompt": "8585c7fce3029d2a",
     "prod-gang-7-of-8": "aa5f4adcdedd170f",
     "prod-peak-hour-preemptions": "667092cbeab4757f",
-    "prod-prefix-trace-pd": "661e5bd136a7b5a9",
+    "prod-prefix-trace-pd": "ca15200eddf3cb79",
     "prod-stack-pd": "4df248490eee3091",
     "staging-ami-rollout": "87d1f1e82ce92b93",
     "staging-consolidation": "73b0bf3573307cba",
