@@ -34,6 +34,30 @@ from gpuscale.sim.simulation import Simulation  # noqa: E402
 from gpuscale.stackfile import load_stack  # noqa: E402
 
 ROUTINGS = ("cache-aware", "cache-aware-work", "least-load")
+DOCS = ROOT / "docs" / "simulator.md"
+BEGIN, END = "<!-- prefix-routing:begin (bench/prefix_routing.py --docs) -->", "<!-- prefix-routing:end -->"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """Misses of the ceiling per compression and prefill pick (hit rate, TTFT p99), and the work pick's difference."""
+    lines = ["| compress | no prefix ids | " + " | ".join(ROUTINGS) + " | work pick - router's pick |",
+             "|---|---:|" + "---:|" * (len(ROUTINGS) + 1)]
+    for row in doc["rows"]:
+        cells = [f"x{row['compress']:g}", str(row["no_prefix_ids"]["misses"])]
+        for r in ROUTINGS:
+            c = row[r]
+            cells.append(f"{c['misses']} (hit {c['prefix_hit_rate']:.3f}, TTFT p99 {c['ttft_p99_s']:.2f} s)")
+        cells.append(f"{row['cache-aware-work']['misses'] - row['cache-aware']['misses']:+d}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(doc: dict[str, Any]) -> None:
+    """Replace the table between the markers of ``docs/simulator.md``."""
+    text = DOCS.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{markdown(doc)}{END}{tail}")
 
 
 def ceiling(path: Path, compress: float, routing: str | None) -> dict[str, Any]:
@@ -51,7 +75,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compress", default="1,1.5,2,2.5")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--docs", action="store_true", help="write the table into docs/simulator.md")
+    ap.add_argument("--markdown-only", action="store_true", help="render --json; simulate nothing")
     args = ap.parse_args()
+    if args.markdown_only:
+        if args.json is None:
+            sys.exit("--markdown-only reads --json")
+        done = json.loads(args.json.read_text())
+        if args.docs:
+            write_docs(done)
+        print(markdown(done), end="")
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         plain = long_prompt_trace.write(Path(tmp) / "long.csv", seed=0)
@@ -63,9 +97,11 @@ def main() -> None:
             rows.append(row)
             print(f"x{k:g}: misses without ids {row['no_prefix_ids']['misses']}, with ids "
                   + ", ".join(f"{r} {row[r]['misses']} (hit {row[r]['prefix_hit_rate']:.3f})" for r in ROUTINGS), flush=True)
+    doc = {"stack": "prod", "policy": "ceiling", "trace": "long_prompt_trace seed 0", "rows": rows}
     if args.json is not None:
-        args.json.write_text(json.dumps({"stack": "prod", "policy": "ceiling", "trace": "long_prompt_trace seed 0",
-                                         "rows": rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.docs:
+        write_docs(doc)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ requests per CPU-second per policy and the prefix path within 2x of the plain on
 
 Before/after in one session: run this script from a checkout of the earlier code with ``--json BEFORE.json``, then
 from this one with ``--baseline BEFORE.json``: the table gains the speed-up per row and the JSON keeps both.
+``--docs`` writes the table of the JSON into ``docs/simulator.md`` (between its ``sim-bench`` markers);
+``--markdown-only`` renders ``--json`` without simulating.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from gpuscale.sim.simulation import Simulation  # noqa: E402
 from gpuscale.stackfile import load_stack  # noqa: E402
 
 AZURE_CONV = ROOT.parent / "shared" / "traces" / "azure2023_conv_norm.csv"
+DOCS = ROOT / "docs" / "simulator.md"
+BEGIN, END = "<!-- sim-bench:begin (bench/sim_bench.py --docs) -->", "<!-- sim-bench:end -->"
 WORKLOADS = ("conv", "long", "long-prefix")
 GOAL_REQUESTS_PER_CPU_S = 50_000
 GOAL_PREFIX_SLOWDOWN = 2.0
@@ -141,6 +145,50 @@ def prefix_slowdown(doc: dict[str, Any], policy: str) -> float | None:
     return prefix / plain if plain and prefix else None
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    """The run as the docs show it: a row per workload and policy, the goals' verdicts under it."""
+    before = cpu_by_row(doc["baseline"]) if "baseline" in doc else None
+    head = ["workload", "policy", "requests", "CPU s", "requests / CPU s", "x plain", "misses", "hit rate"]
+    if before is not None:
+        head += ["CPU s before", "requests / CPU s before", "speed-up"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|"]
+    goal, slow_goal = doc["goal_requests_per_cpu_s"], doc["goal_prefix_slowdown"]
+    plain_rows = met = 0
+    for w in doc["workloads"]:
+        for p in w["policies"]:
+            ratio = prefix_slowdown(doc, p["policy"]) if w["workload"] == "long-prefix" else None
+            hit = p["prefix_hit_rate"]
+            row = [w["workload"], p["policy"], f"{w['requests']:,}", f"{p['cpu_s']:.3f}", f"{p['requests_per_cpu_s']:,}",
+                   f"{ratio:.2f}" if ratio is not None else "", str(p["misses"]), f"{hit:.3f}" if hit is not None else ""]
+            if before is not None:
+                b = before.get((w["workload"], p["policy"]))
+                row += [f"{b:.3f}", f"{round(w['requests'] / b):,}", f"{b / p['cpu_s']:.2f}"] if b else ["", "", ""]
+            lines.append("| " + " | ".join(row) + " |")
+            if w["workload"] != "long-prefix":
+                plain_rows += 1
+                met += p["requests_per_cpu_s"] >= goal
+    ratios = [r for r in (prefix_slowdown(doc, p["policy"]) for w in doc["workloads"] if w["workload"] == "long"
+                          for p in w["policies"]) if r is not None]
+    lines.append("")
+    lines.append(f"Python {doc['python']}, {doc['cpus']} CPUs, best of {doc['repeat']} rounds, load average "
+                 f"{doc['load_average_start']:.1f} at the start and {doc['load_average_end']:.1f} at the end.")
+    lines.append(f"Goal of at least {goal:,} requests per CPU-second on the plain path (`conv`, `long`): met in {met} "
+                 f"of {plain_rows} rows.")
+    if ratios:
+        within = sum(r <= slow_goal for r in ratios)
+        lines.append(f"Prefix path within {slow_goal:g}x of the plain one: {within} of {len(ratios)} policies "
+                     f"({min(ratios):.2f}-{max(ratios):.2f}x).")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(doc: dict[str, Any]) -> None:
+    """Replace the table between the markers of ``docs/simulator.md``."""
+    text = DOCS.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOCS.write_text(f"{head}{BEGIN}\n{markdown(doc)}{END}{tail}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
@@ -148,7 +196,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None, help="write the results here (bench/results/sim_bench.json)")
     ap.add_argument("--baseline", type=Path, default=None, help="an earlier run's JSON, to compare with")
+    ap.add_argument("--docs", action="store_true", help="write the table into docs/simulator.md")
+    ap.add_argument("--markdown-only", action="store_true", help="render --json; simulate nothing")
     args = ap.parse_args()
+    if args.markdown_only:
+        if args.json is None:
+            sys.exit("--markdown-only reads --json")
+        done = json.loads(args.json.read_text())
+        if args.docs:
+            write_docs(done)
+        print(markdown(done), end="")
+        return
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         prepared = [prepare(w, Path(tmp), args.stack) | {"stack": args.stack} for w in args.workloads.split(",")]
@@ -164,6 +222,8 @@ def main() -> None:
     Console(width=200).print(render(doc))
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.docs:
+        write_docs(doc)
 
 
 if __name__ == "__main__":

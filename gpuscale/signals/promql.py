@@ -309,10 +309,11 @@ class StddevOverTime(_OnVector):
         points: list[float] = []
         step_s = duration_s(self.step)
         n = int(duration_s(self.range) // step_s)
-        ranged = isinstance(samples, RangeSamples)  # once, not per point: a runtime Protocol check costs ~10 us
-        key = self.operand.render() if ranged else ""
+        # once, not per point: a runtime Protocol check costs ~10 us
+        ranged = samples if isinstance(samples, RangeSamples) else None
+        key = self.operand.render() if ranged is not None else ""
         for k in range(n):
-            past = samples if k == 0 else samples.at(k * step_s) if ranged else None
+            past = samples if k == 0 else ranged.at(k * step_s) if ranged is not None else None
             if past is None:
                 continue
             # samples that never change may carry a dict ``subquery_memo``: a past point is then evaluated once, not

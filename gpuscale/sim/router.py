@@ -157,23 +157,27 @@ class Router:
             best = ready[0]
         elif role.does_prefill:
             best = self._pick_prefill(ready, req)
-        elif self.power_of_two:
+        else:
+            best = self._pick_decode(ready)
+        assert best.engine is not None
+        best.engine.submit(req)
+
+    def _pick_decode(self, ready: list[Replica]) -> Replica:
+        """Fewest waiting, then least KV: of two at random (``power-of-two``) or of all; a lazy decode engine is read as
+        of now (``Engine.sync``)."""
+        now = self._env.now
+        if self.power_of_two:
             a, b = two_at_random(self.rng, ready)
             ea, eb = a.engine, b.engine
             assert ea is not None and eb is not None
-            now = self._env.now  # a lazy decode engine is read as of now (``Engine.sync``)
             ea.sync(now)
             eb.sync(now)
             wa, wb = len(ea.waiting), len(eb.waiting)  # _decode_load's order, without its tuples
-            best = a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
-        else:
-            now = self._env.now
-            for rep in ready:
-                if rep.engine is not None:
-                    rep.engine.sync(now)
-            best = min(ready, key=_decode_load)
-        assert best.engine is not None
-        best.engine.submit(req)
+            return a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
+        for rep in ready:
+            if rep.engine is not None:
+                rep.engine.sync(now)
+        return min(ready, key=_decode_load)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
         if not self.cache_aware_work:

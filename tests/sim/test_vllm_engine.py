@@ -247,3 +247,60 @@ def test_the_prefill_backlog_is_the_uncached_work_left(model: ReplicaModel) -> N
     e.submit(req(5, cap // 3, cap // 3, t=1e4))
     env.run(1e6)
     assert e.preemptions >= 1 and e.backlog == 0 and e.kv_used == 0
+
+
+def test_a_lazy_decode_engine_holds_what_the_event_driven_one_holds(model: ReplicaModel) -> None:
+    """The same hand-offs into a decode-only engine on events and into a lazy one (no events: ``sync`` plays its
+    transitions when something reads it): every first token, completion, timeout and observation is the same number,
+    and the lazy engine scheduled nothing."""
+    import random
+
+    rng = random.Random(7)
+    handoffs = []
+    t = 0.0
+    for i in range(300):
+        t += rng.expovariate(20.0)
+        handoffs.append((t, req(i, rng.randint(50, 4000), rng.randint(1, 400), t=t, timeout=rng.choice([1e9, 0.05]))))
+    looks = sorted(rng.uniform(0.0, t + 5.0) for _ in range(60))
+
+    def run(lazy: bool) -> tuple[Sink, list[tuple[float, ...]], int]:
+        env, sink = Environment(), Sink()
+        e = Engine(env, model, sink, ItlHistogram(), prefill=False, decode=True, lazy=lazy)
+        seen: list[tuple[float, ...]] = []
+
+        def look(when: float) -> None:
+            seen.append((when, e.num_waiting(when), e.kv_usage(when), e.num_running, e.busy_time(when),
+                         e.generation_tokens, e.itl_sum, e.itl_count, e.done_requests, e.queue_time_sum))
+
+        for when, r in handoffs:
+            fresh = Request(r.rid, r.arrival, r.prompt, r.output, r.deadline)
+            env.at(when, e.submit, fresh)
+        for when in looks:
+            env.at(when, look, when, priority=2)
+        env.run(t + 100.0)
+        e.sync(env.now)
+        return sink, seen, env.events_run - len(handoffs) - len(looks)
+
+    eager, eager_seen, eager_events = run(False)
+    lazy, lazy_seen, lazy_events = run(True)
+    assert lazy.first == eager.first and lazy.done == eager.done and lazy.timeouts == eager.timeouts
+    assert lazy_seen == eager_seen
+    assert len(eager.done) + len(eager.timeouts) == len(handoffs) and eager.timeouts  # both fates occur
+    assert lazy_events == 0 and eager_events > len(handoffs) // 2
+
+
+def test_a_draining_lazy_engine_reports_the_instant_it_empties(model: ReplicaModel) -> None:
+    env, eager_sink = Environment(), Sink()
+    lazy_env, lazy_sink = Environment(), Sink()
+    eager = Engine(env, model, eager_sink, ItlHistogram(), prefill=False, decode=True)
+    lazy = Engine(lazy_env, model, lazy_sink, ItlHistogram(), prefill=False, decode=True, lazy=True)
+    drained: dict[str, float] = {}
+    eager_sink.on_drained = lambda engine: drained.__setitem__("eager", env.now)  # type: ignore[method-assign]
+    lazy_sink.on_drained = lambda engine: drained.__setitem__("lazy", lazy_env.now)  # type: ignore[method-assign]
+    for e, ev in ((eager, env), (lazy, lazy_env)):
+        e.submit(req(1, 1000, 50))
+        e.submit(req(2, 2000, 80))
+        ev.run(0.5)
+        e.drain()
+        ev.run(100.0)
+    assert drained["lazy"] == drained["eager"] == eager_sink.done[2] == lazy_sink.done[2]
