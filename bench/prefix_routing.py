@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
+from bench.docs_block import render_only, write_block  # noqa: E402
 from gpuscale.sim import traffic  # noqa: E402
 from gpuscale.sim.runner import servable_of  # noqa: E402
 from gpuscale.sim.scenarios import build_scenario  # noqa: E402
@@ -34,7 +35,6 @@ from gpuscale.sim.simulation import Simulation  # noqa: E402
 from gpuscale.stackfile import load_stack  # noqa: E402
 
 ROUTINGS = ("cache-aware", "cache-aware-work", "least-load")
-DOCS = ROOT / "docs" / "simulator.md"
 BEGIN, END = "<!-- prefix-routing:begin (bench/prefix_routing.py --docs) -->", "<!-- prefix-routing:end -->"
 
 
@@ -54,10 +54,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def write_docs(doc: dict[str, Any]) -> None:
     """Replace the table between the markers of ``docs/simulator.md``."""
-    text = DOCS.read_text()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOCS.write_text(f"{head}{BEGIN}\n{markdown(doc)}{END}{tail}")
+    write_block(BEGIN, END, markdown(doc))
 
 
 def ceiling(path: Path, compress: float, routing: str | None) -> dict[str, Any]:
@@ -79,12 +76,7 @@ def main() -> None:
     ap.add_argument("--markdown-only", action="store_true", help="render --json; simulate nothing")
     args = ap.parse_args()
     if args.markdown_only:
-        if args.json is None:
-            sys.exit("--markdown-only reads --json")
-        done = json.loads(args.json.read_text())
-        if args.docs:
-            write_docs(done)
-        print(markdown(done), end="")
+        render_only(args.json, markdown, BEGIN, END, args.docs)
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
