@@ -79,15 +79,18 @@ def bench(workloads: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
     so a change in the machine's load reaches all of them alike (the prefix path's ratio to the plain one above all)."""
     best: dict[tuple[str, str], float] = {}
     last: dict[tuple[str, str], Any] = {}
+    events: dict[tuple[str, str], int] = {}
     for _ in range(repeat):
         for w in workloads:
             sc = w["scenario"]
             for v in sc.variants:
                 t0 = time.process_time()
-                r = Simulation(sc.setup, v, w["arrivals"], 0, w["servable"]).run()
+                sim = Simulation(sc.setup, v, w["arrivals"], 0, w["servable"])
+                r = sim.run()
                 key = (w["workload"], v.name)
                 best[key] = min(best.get(key, float("inf")), time.process_time() - t0)
                 last[key] = r
+                events[key] = sim.env.events_run
     out = []
     for w in workloads:
         sc, n = w["scenario"], len(w["arrivals"])
@@ -96,6 +99,7 @@ def bench(workloads: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
             cpu, r = best[(w["workload"], v.name)], last[(w["workload"], v.name)]
             rows.append({
                 "policy": v.name, "cpu_s": round(cpu, 3), "requests_per_cpu_s": round(n / cpu),
+                "events_per_request": round(events[(w["workload"], v.name)] / n, 2),
                 "simulated_s_per_cpu_s": round(sc.setup.duration_s / cpu), "completed": r.completed,
                 "misses": r.misses.total, "slo_attainment_servable": r.slo_attainment_servable,
                 "gpu_hours": r.gpu_hours, "prefix_hit_rate": r.prefix_hit_rate,
@@ -148,7 +152,8 @@ def prefix_slowdown(doc: dict[str, Any], policy: str) -> float | None:
 def markdown(doc: dict[str, Any]) -> str:
     """The run as the docs show it: a row per workload and policy, the goals' verdicts under it."""
     before = cpu_by_row(doc["baseline"]) if "baseline" in doc else None
-    head = ["workload", "policy", "requests", "CPU s", "requests / CPU s", "x plain", "misses", "hit rate"]
+    head = ["workload", "policy", "requests", "CPU s", "requests / CPU s", "x plain", "events / request", "misses",
+            "hit rate"]
     if before is not None:
         head += ["CPU s before", "requests / CPU s before", "speed-up"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|"]
@@ -158,8 +163,10 @@ def markdown(doc: dict[str, Any]) -> str:
         for p in w["policies"]:
             ratio = prefix_slowdown(doc, p["policy"]) if w["workload"] == "long-prefix" else None
             hit = p["prefix_hit_rate"]
+            per = p.get("events_per_request")
             row = [w["workload"], p["policy"], f"{w['requests']:,}", f"{p['cpu_s']:.3f}", f"{p['requests_per_cpu_s']:,}",
-                   f"{ratio:.2f}" if ratio is not None else "", str(p["misses"]), f"{hit:.3f}" if hit is not None else ""]
+                   f"{ratio:.2f}" if ratio is not None else "", f"{per:.2f}" if per is not None else "", str(p["misses"]),
+                   f"{hit:.3f}" if hit is not None else ""]
             if before is not None:
                 b = before.get((w["workload"], p["policy"]))
                 row += [f"{b:.3f}", f"{round(w['requests'] / b):,}", f"{b / p['cpu_s']:.2f}"] if b else ["", "", ""]
