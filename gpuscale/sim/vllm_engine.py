@@ -25,6 +25,13 @@ prefill and decode parts. A run of pure decode steps is one event, lasting until
 out: the step time is ``step_s(n, 0)`` plus ``per_context_token_s`` per token of context, and the context grows by n a
 step, so the run's length is the sum of those steps in closed form; a new request interrupts a run at the next
 step boundary, exactly where vLLM would admit it. No event is ever per token.
+
+Async scheduling (on by default at the pinned vLLM v0.33.0 unless an option is incompatible, ``vllm/config/vllm.py``
+L1685-1719) keeps two batches in flight (``max_concurrent_batches``, L588-598): ``EngineCore.step_with_batch_queue``
+(``vllm/v1/engine/core.py`` L708-769) schedules step N+1 as soon as step N is launched and only then waits for N's
+output, so a request that arrives while N runs is first scheduled in N+2. The engine defers such a request by
+``ReplicaModel.scheduler_lag_steps`` steps when there is other work (an idle engine schedules it at once, as the empty
+batch queue does).
 """
 
 from __future__ import annotations
@@ -170,8 +177,10 @@ class Engine:
         "_run_t0",
         "_seats",
         "_seq",
+        "_lag",
         "_step_dur",
         "_step_s",
+        "_step_t0",
         "_truncated",
         "backlog",
         "busy_cum",
@@ -251,6 +260,9 @@ class Engine:
         self._gen = 0
         self._chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         self._step_dur = 0.0
+        self._lag = model.scheduler_lag_steps
+        self._step_t0 = 0.0
+        """Start of the step that ended last (or runs now): a request submitted after it waits one step more."""
         self._run_t0 = self._run_A = self._run_C0 = 0.0
         self._run_k = self._run_n = 0
         self._truncated = False
@@ -467,8 +479,11 @@ class Engine:
         w = self.waiting
         seats = m.max_num_seqs - self.n_dec
         cap = m.kv_capacity_tokens
+        lag = self._lag
         while admit and budget > 0 and w and len(keep) < seats:
             r = w[0]
+            if lag and r.queued_t > self._step_t0 and (chunks or self.n_dec):
+                break  # async scheduling: the step after the one just ended was scheduled before this request arrived
             if r.deadline < t and r.first_t is None:
                 w.popleft()
                 self._gave_up(r, t)
@@ -563,6 +578,7 @@ class Engine:
                 tokens += take
                 pairs += take * (r.prefilled + take / 2.0)
             dur = self._step_s(n, ctx, tokens, pairs)
+            self._step_t0 = t
             self._mode = _STEP
             self._chunks = chunks
             self._step_dur = dur
@@ -588,6 +604,9 @@ class Engine:
                 for r in joined:
                     self.sink.on_first_token(r, t + A + c * ctx)
             self.env.at(t + k * A + c * (k * ctx + n * k * (k - 1) / 2.0), self._on_run_end, self._gen, k)
+            w = self.waiting
+            if self._lag and w and w[0].queued_t > self._step_t0 and self.does_prefill and self._head_admissible():
+                self._interrupt()  # the head was deferred by the lag: it joins after the step already scheduled
         else:
             self._set_idle(t)
             if self.draining and not self.waiting:
@@ -602,8 +621,10 @@ class Engine:
         return min(k if self._run_time(k) <= elapsed else k - 1, self._run_k)
 
     def _interrupt(self) -> None:
-        """A request can join: end the current decode run at the next step boundary."""
-        steps = self._next_boundary(self.env.now - self._run_t0)
+        """A request can join: end the current decode run at the next step boundary, or (async scheduling,
+        ``ReplicaModel.scheduler_lag_steps``) that many steps later: the step after the one in flight is already
+        scheduled without it."""
+        steps = self._next_boundary(self.env.now - self._run_t0) + self._lag
         if steps >= self._run_k:
             return  # the run ends at its natural boundary anyway
         self._gen += 1
@@ -697,6 +718,7 @@ class Engine:
             self.itl_sum += mid * n * steps
             self.itl_count += n * steps
             self.generation_tokens += n * steps
+            self._step_t0 = self._run_t0 + self._run_time(steps - 1)
         dec = self.decoding
         if dec and dec[0][0] <= self.step:
             self._finish_completed(self.env.now)
