@@ -170,11 +170,16 @@ class Router:
             best = a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
         else:
             best = min(ready, key=_decode_load)
-        assert best.engine is not None
+        self._hand_over(role, best, req)
+
+    def _hand_over(self, role: RoleGroup, rep: Replica, req: Request) -> None:
+        """Submit ``req`` to ``rep``'s engine: through the API server's overhead for the first role, at once for the
+        P/D hand-over to decode."""
+        assert rep.engine is not None
         if role is self.first_role and self._api_server_s > 0:
-            self._env.at(self._env.now + self._api_server_s, self._admit, role, best, req)
+            self._env.at(self._env.now + self._api_server_s, self._admit, role, rep, req)
         else:
-            best.engine.submit(req)
+            rep.engine.submit(req)
 
     def _admit(self, role: RoleGroup, rep: Replica, req: Request) -> None:
         """The API server hands ``req`` to ``rep``'s engine, or back to the router if ``rep`` stopped being ready
