@@ -21,6 +21,11 @@
 * P/D: a prefill-only engine frees the prompt's KV and the blocks move to the decode side over the prefill replica's
   network (EFA or TCP: its GPUs' share of the node's bandwidth from the catalogue), shared fairly by the replica's
   concurrent transfers (processor sharing); then the request is routed to a decode replica.
+* The API server: a request the router sends to its first role reaches that replica's engine
+  ``perf.request_overhead_s()`` later (HTTP, tokenisation, the hand-over to the engine core: the delay the replica
+  model's clients pay, ``replica_load``), so its TTFT counts it as a client's does. A replica that stops being ready
+  within that window never sees the request: it is routed again (``_admit``). The P/D hand-over to decode pays none
+  (the decode side's first token is the KV transfer plus one step).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import random
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+from gpuscale import perf
 from gpuscale.sim.accounting import RequestLedger
 from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import Environment
@@ -115,6 +121,8 @@ class Router:
         self._block_tokens = s.replica.block_tokens
         self._env = env
         self._acct = ledger
+        self._api_server_s = perf.request_overhead_s()
+        """Router to engine submit, first role only (the module's "API server")."""
         self._owners: Owners
         self._capacity: Capacity
 
@@ -159,8 +167,26 @@ class Router:
             best = self._pick_prefill(ready, req)
         else:
             best = self._pick_decode(ready)
-        assert best.engine is not None
-        best.engine.submit(req)
+        self._hand_over(role, best, req)
+
+    def _hand_over(self, role: RoleGroup, rep: Replica, req: Request) -> None:
+        """Submit ``req`` to ``rep``'s engine: through the API server's overhead for the first role, at once for the
+        P/D hand-over to decode."""
+        assert rep.engine is not None
+        if role is self.first_role and self._api_server_s > 0:
+            self._env.at(self._env.now + self._api_server_s, self._admit, role, rep, req)
+        else:
+            rep.engine.submit(req)
+
+    def _admit(self, role: RoleGroup, rep: Replica, req: Request) -> None:
+        """The API server hands ``req`` to ``rep``'s engine, or back to the router if ``rep`` stopped being ready
+        (drained, evicted, gone) while the request was on its way."""
+        if req.state == DROPPED:
+            return
+        if rep.engine is None or rep not in role.ready:
+            self.route(role, req)
+            return
+        rep.engine.submit(req)
 
     def _pick_decode(self, ready: list[Replica]) -> Replica:
         """Fewest waiting, then least KV: of two at random (``power-of-two``) or of all; a lazy decode engine is read as

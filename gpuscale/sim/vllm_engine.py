@@ -34,6 +34,12 @@ every transition up to ``t`` in order, through the same code the events run; eve
 a scrape, a drain, a kill, the end of the run) syncs it first, so what it reads is what the event-driven engine holds
 at that instant, and the results are the same number for number. A draining engine goes back to events, because the
 ReplicaSet must learn the instant it empties.
+Async scheduling (on by default at the pinned vLLM v0.33.0 unless an option is incompatible, ``vllm/config/vllm.py``
+L1685-1719) keeps two batches in flight (``max_concurrent_batches``, L588-598): ``EngineCore.step_with_batch_queue``
+(``vllm/v1/engine/core.py`` L708-769) schedules step N+1 as soon as step N is launched and only then waits for N's
+output, so a request that arrives while N runs is first scheduled in N+2. The engine defers such a request by
+``ReplicaModel.scheduler_lag_steps`` steps when there is other work (an idle engine schedules it at once, as the empty
+batch queue does).
 """
 
 from __future__ import annotations
@@ -172,6 +178,7 @@ class Engine:
         "_due",
         "_fixed",
         "_gen",
+        "_lag",
         "_lazy",
         "_mode",
         "_run_A",
@@ -183,6 +190,7 @@ class Engine:
         "_seq",
         "_step_dur",
         "_step_s",
+        "_step_t0",
         "_trunc_steps",
         "_truncated",
         "backlog",
@@ -263,6 +271,9 @@ class Engine:
         self._gen = 0
         self._chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         self._step_dur = 0.0
+        self._lag = model.scheduler_lag_steps
+        self._step_t0 = 0.0
+        """Start of the step that ended last (or runs now): a request submitted after it waits one step more."""
         self._run_t0 = self._run_A = self._run_C0 = 0.0
         self._run_k = self._run_n = 0
         self._truncated = False
@@ -521,8 +532,11 @@ class Engine:
         w = self.waiting
         seats = m.max_num_seqs - self.n_dec
         cap = m.kv_capacity_tokens
+        lag = self._lag
         while admit and budget > 0 and w and len(keep) < seats:
             r = w[0]
+            if lag and r.queued_t > self._step_t0 and (chunks or self.n_dec):
+                break  # async scheduling: the step after the one just ended was scheduled before this request arrived
             if r.deadline < t and r.first_t is None:
                 w.popleft()
                 self._gave_up(r, t)
@@ -616,6 +630,7 @@ class Engine:
                 tokens += take
                 pairs += take * (r.prefilled + take / 2.0)
             dur = self._step_s(n, ctx, tokens, pairs)
+            self._step_t0 = t
             self._mode = _STEP
             self._chunks = chunks
             self._step_dur = dur
@@ -645,6 +660,9 @@ class Engine:
                 self._due = end
             else:
                 self.env.at(end, self._on_run_end, self._gen, k)
+            w = self.waiting
+            if self._lag and w and w[0].queued_t > self._step_t0 and self.does_prefill and self._head_admissible():
+                self._interrupt()  # the head was deferred by the lag: it joins after the step already scheduled
         else:
             self._set_idle(t)
             if self.draining and not self.waiting:
@@ -659,8 +677,10 @@ class Engine:
         return min(k if self._run_time(k) <= elapsed else k - 1, self._run_k)
 
     def _interrupt(self) -> None:
-        """A request can join: end the current decode run at the next step boundary."""
-        steps = self._next_boundary(self.env.now - self._run_t0)
+        """A request can join: end the current decode run at the next step boundary, or (async scheduling,
+        ``ReplicaModel.scheduler_lag_steps``) that many steps later: the step after the one in flight is already
+        scheduled without it."""
+        steps = self._next_boundary(self.env.now - self._run_t0) + self._lag
         if steps >= self._run_k:
             return  # the run ends at its natural boundary anyway
         self._truncated = True
@@ -763,6 +783,7 @@ class Engine:
             self.itl_sum += mid * n * steps
             self.itl_count += n * steps
             self.generation_tokens += n * steps
+            self._step_t0 = self._run_t0 + self._run_time(steps - 1)
         dec = self.decoding
         if dec and dec[0][0] <= self.step:
             self._finish_completed(t)

@@ -211,3 +211,43 @@ def test_the_routers_rule_leaves_the_hit_only_when_loads_are_imbalanced_both_way
     queue(cold, 400)
     queue(warm, 400)  # 433 on warm, 400 on cold: 33 apart, but 433 <= 1.1 x 400: balanced, the hit wins
     assert router._pick_prefill([cold, warm], new) is warm
+
+
+def _with_ready_replicas(router: Router, env: Environment, n: int) -> list[Replica]:
+    role = router.first_role
+    reps = []
+    for i in range(n):
+        rep = Replica(i, role, 1, 1, 0.0)
+        rep.engine = Engine(env, router.ctx.setup.replica, router, ItlHistogram(), name=f"r{i}")
+        role.replicas.append(rep)
+        role.ready.append(rep)
+        reps.append(rep)
+    return reps
+
+
+def test_the_api_server_overhead_delays_the_engine_submit_and_counts_in_ttft() -> None:
+    from gpuscale import perf
+
+    router, ledger, env, _ = alone([500])
+    (rep,) = _with_ready_replicas(router, env, 1)
+    assert rep.engine is not None
+    overhead = perf.request_overhead_s()
+    env.run(overhead / 2)  # routed at t = 0, still in the API server: the engine has not seen it
+    assert rep.engine.is_empty() and ledger.status[0] == Outcome.IN_SYSTEM
+    env.run(overhead * 1.01)
+    assert rep.engine.load == 1  # handed over at t = overhead and scheduled at once
+    env.run(30.0)
+    assert ledger.status[0] == Outcome.COMPLETED
+    # the first token: the overhead plus the prompt alone on the idle engine (and no earlier)
+    assert ledger.first[0] >= overhead + rep.engine.m.idle_prefill_s(500) - 1e-9
+
+
+def test_a_replica_that_stops_being_ready_within_the_overhead_never_gets_the_request() -> None:
+    router, ledger, env, _ = alone([500])
+    (rep,) = _with_ready_replicas(router, env, 1)
+    assert rep.engine is not None
+    env.run(1e-6)  # routed to it, still in the API server
+    router.first_role.ready.remove(rep)  # drained within the window
+    env.run(1.0)
+    assert rep.engine.is_empty() and ledger.status[0] == Outcome.IN_SYSTEM
+    assert [r.rid for r in router.first_role.gateway] == [0]  # routed again: no replica ready, the gateway holds it

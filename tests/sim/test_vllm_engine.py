@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpuscale import perf
@@ -304,3 +306,35 @@ def test_a_draining_lazy_engine_reports_the_instant_it_empties(model: ReplicaMod
         e.drain()
         ev.run(100.0)
     assert drained["lazy"] == drained["eager"] == eager_sink.done[2] == lazy_sink.done[2]
+
+
+def _first_token_of_a_late_arrival(model: ReplicaModel, lag: int, at: float) -> tuple[float, float]:
+    """Request 2 (200-token prompt) submitted at ``at`` while request 1 decodes alone: its first token, and the
+    first step boundary of request 1's decode at or after ``at``."""
+    env, e, sink = engine(model.model_copy(update={"scheduler_lag_steps": lag}))
+    e.submit(req(1, 100, 2000))
+    env.at(at, e.submit, req(2, 200, 10, t=at))
+    env.run(1e6)
+    step = model.cost.step_s(1, 100.0)  # request 1's decode steps, about (its context grows a token a step)
+    return sink.first[2], sink.first[1] + math.ceil((at - sink.first[1]) / step) * step
+
+
+def test_async_scheduling_admits_a_request_arriving_mid_step_one_step_later(model: ReplicaModel) -> None:
+    assert model.scheduler_lag_steps == perf.SCHEDULER_LAG_STEPS == 1
+    step = model.cost.step_s(1, 100.0)
+    at = 0.5  # request 1 is in its decode run (its prefill took well under a second)
+    sync, boundary = _first_token_of_a_late_arrival(model, 0, at)
+    lagged, _ = _first_token_of_a_late_arrival(model, 1, at)
+    mixed = model.cost.step_s(1, 100.0, 200, 200 * 100.0)  # the step that prefills request 2 beside request 1
+    assert sync == pytest.approx(boundary + mixed, rel=1e-3)  # synchronous: the next boundary, then its prefill step
+    assert lagged - sync == pytest.approx(step, rel=1e-2)  # async: the step already scheduled runs first
+
+
+def test_an_idle_engine_schedules_at_once_whatever_the_lag(model: ReplicaModel) -> None:
+    firsts = []
+    for lag in (0, 1):
+        env, e, sink = engine(model.model_copy(update={"scheduler_lag_steps": lag}))
+        env.at(1.0, e.submit, req(1, 200, 10, t=1.0))
+        env.run(1e6)
+        firsts.append(sink.first[1])
+    assert firsts[0] == firsts[1] == pytest.approx(1.0 + model.idle_prefill_s(200))
