@@ -199,6 +199,13 @@ class RoleSizing(Spec):
         """The primary signal's per-replica target."""
         return self.signals[0].target
 
+    @property
+    def load_share(self) -> float:
+        """The share of a replica the load signal holds each replica at: the derived target (one replica of need within
+        the HPA's tolerance, ``slo_target.TARGET_REPLICAS``) or the stated utilisation. ``replicas_per_rps`` is
+        measured against it, so the replicas at full use are ``replicas_per_rps x load_share``."""
+        return self.target if self.derived_target else self.target_utilisation
+
 
 class ModelSizing(Spec):
     """Every derived number of one model."""
@@ -815,17 +822,21 @@ def size_models(spec: PlatformSpec, models: Sequence[ModelDeployment]) -> list[M
 def role_headroom(
     spec: PlatformSpec, model: ModelDeployment, ms: ModelSizing, r: RoleSizing, *, utilisation: float | None = None,
 ) -> HeadroomSizing:
-    """The role's spare nodes (``gpuscale.headroom.size_headroom``) at its target utilisation, or at ``utilisation``
-    (the simulator's warm-node variant sizes them for the undiscounted target); refused above the stack's cost cap."""
-    util = r.target_utilisation if utilisation is None else utilisation
-    per_rps = r.replicas_per_rps * r.target_utilisation / util
+    """The role's spare nodes (``gpuscale.headroom.size_headroom``) at its load signal's own target (``RoleSizing.load_share``),
+    or at ``utilisation`` (the simulator's warm-node variant sizes them for the undiscounted target); refused above the
+    stack's cost cap."""
+    own = r.load_share
+    util = own if utilisation is None else utilisation
+    per_rps = r.replicas_per_rps * own / util
     peak = max(1, math.ceil(per_rps * model.workload.peak_rps - 1e-9)) if model.workload.peak_rps > 0 else 0
     inst = _instance(spec.topology.pool(model.node_pool), ms.shape)
+    label = (f"the SLO-derived target ({own:g} of a replica)" if r.derived_target and utilisation is None
+             else f"target {util:g}")
     sized = size_headroom(
         mode=model.headroom.mode, role=r.role, workload=model.workload, cold=ms.cold_start, replicas_per_rps=per_rps,
         target_utilisation=util, replicas_at_peak=peak if utilisation is not None else r.replicas_at_peak,
         max_replicas=r.max_replicas, gpus_per_replica=ms.shape.gpus, pods_per_replica=ms.shape.pods,
-        gpus_per_node=inst.gpus_per_node, usd_per_gpu_hour=inst.usd_per_gpu_hour,
+        gpus_per_node=inst.gpus_per_node, usd_per_gpu_hour=inst.usd_per_gpu_hour, target_label=label,
     )
     if sized.emitted:
         breach = headroom_rule.cost_breach(sized.usd_per_day, model.headroom.max_usd_per_day, sized.replicas, r.role)
