@@ -690,10 +690,7 @@ def _role_sizing(
     load = signals[0]
 
     def fractional(rps: float) -> float:
-        if not derived:
-            return utilised(rps)
-        # the load signal itself, read on the series steady traffic would produce (one formula: slo_target)
-        return load.observe(SteadySamples(rps, prompt, output, ctx_share)) / load.target
+        return steady_replicas(model, load, kv_tokens, rps) if derived else utilised(rps)
 
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
@@ -721,6 +718,38 @@ def _role_sizing(
         cooldown_s=model.front_door.idle_window_s if model.has_front_door else s.cooldown_s,
         activation_threshold=model.autoscaling.resolved_activation_threshold(role),
     )
+
+
+def steady_replicas(model: ModelDeployment, load: Signal, kv_tokens: int, rps: float) -> float:
+    """Replicas (fractional) a derived load signal asks for under steady traffic of ``rps`` requests per second of the
+    workload's mix: the signal itself, read on the series such traffic would produce (one formula: ``slo_target``)."""
+    w = model.workload
+    ctx_share = mean_decode_context(model) / kv_tokens if kv_tokens > 0 else 1.0
+    return load.observe(SteadySamples(rps, w.prompt_tokens.mean, w.output_tokens.mean, ctx_share)) / load.target
+
+
+def role_replicas(model: ModelDeployment, ms: ModelSizing, r: RoleSizing, rps: float) -> float:
+    """Replicas (fractional) the role's load signal holds at ``rps``: the derived signal read on steady traffic, or
+    ``replicas_per_rps x rps`` for a stated utilisation (linear in load)."""
+    if r.derived_target:
+        return steady_replicas(model, r.signals[0], ms.kv_capacity_tokens, rps)
+    return r.replicas_per_rps * rps
+
+
+def carried_rps(model: ModelDeployment, ms: ModelSizing, r: RoleSizing, replicas: int, *, iterations: int = 60) -> float:
+    """The highest rate (up to the workload's peak) at which the role's load signal asks for at most ``replicas``: a
+    bisection on ``role_replicas``, which grows with load but not in proportion (the queueing headroom of a derived
+    target), so ``peak x replicas / needed`` is not it."""
+    def fits(rps: float) -> bool:
+        return math.ceil(role_replicas(model, ms, r, rps) - 1e-9) <= replicas
+
+    lo, hi = 0.0, model.workload.peak_rps
+    if fits(hi):
+        return hi
+    for _ in range(iterations):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _signals(
