@@ -50,7 +50,7 @@ GOLDEN: dict[str, str] = {
     "prod-stack-pd": "4df248490eee3091",
     "staging-ami-rollout": "87d1f1e82ce92b93",
     "staging-consolidation": "73b0bf3573307cba",
-    "staging-scale-from-zero": "83c98cd88227439c",
+    "staging-scale-from-zero": "bb9c6a8a201fb2e5",
     "staging-stack-aggregated": "6b151cba5acf9f98",
 }
 
