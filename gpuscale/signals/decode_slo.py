@@ -32,7 +32,7 @@ class DecodeSlo(CostedSignal):
             why=(
                 f"decode replicas the {n.itl_p99_s * 1000:g} ms ITL p99 needs: output tokens/s x each token's step time at "
                 f"the KV share of its sequence (KV use / running requests), 1.0 being a replica at the {n.decode_batch}-"
-                f"sequence batch whose step is {n.itl_headroom:.0%} of the target, plus the rise of work seen within a "
-                "cold start over the last hour (2.33 x sqrt(2) x its standard deviation); target one replica within the HPA's 10 % tolerance"
+                f"sequence batch whose step is {n.itl_headroom:.0%} of the target, plus {slo_target.BURST_WHY}; "
+                f"{slo_target.TARGET_WHY}"
             ),
         )

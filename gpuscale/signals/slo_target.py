@@ -79,6 +79,21 @@ role with no traffic must read 0). Not a tuning knob: the Azure code trace's pro
 requests arrive in clumps), the conversation trace's about 2 (Poisson with its mix); ``docs/simulator.md``."""
 
 
+BURST_WHY = (
+    f"the rise of work seen within a cold start over the last {BURST_LOOKBACK} ({BURST_Z:.3g} x sqrt(2) x its standard "
+    f"deviation at {BURST_STEP} steps)"
+)
+"""How the signals' rationale states the burst headroom, from the constants it is computed with."""
+TARGET_WHY = f"target one replica within the HPA's {HPA_TOLERANCE:.0%} tolerance ({TARGET_REPLICAS:g})"
+"""How the signals' rationale states the derived target."""
+QUEUEING_WHY = (
+    f"the Erlang-C headroom that keeps {1 - TTFT_TAIL:.0%} of prompts from waiting past the budget the p99 prompt's own "
+    f"prefill leaves, scaled by the arrivals' burstiness and the prompt mix ((ca^2 + cs^2) / 2, ca^2 + cs^2 the "
+    f"prompt tokens' index of dispersion over {DISPERSION_STEP} intervals)"
+)
+"""How the signals' rationale states the queueing headroom."""
+
+
 def lognormal_cs2(mean: float, p99: float) -> float:
     """Squared coefficient of variation of the lognormal with this mean and p99: ``ln(p99 / mean) = z s - s^2 / 2``
     solved for the smaller ``s``; ``exp(s^2) - 1``. A ratio beyond the lognormal's largest (``exp(z^2 / 2)``) takes
