@@ -640,10 +640,39 @@ def target_utilisation(model: ModelDeployment, role: Role, cold: ColdStart) -> f
     return explicit if explicit is not None else default_utilisation(model, cold)
 
 
-def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batch: int, kv_tokens: int) -> SignalCoefficients:
+def itl_capacity_lines(cost: perf.StepCost, budget_s: float, max_seqs: int, kv_tokens: int) -> tuple[tuple[float, float], ...]:
+    """Replica-seconds per output token a replica spends at the ITL target, as the upper envelope of lines in the KV
+    share per running sequence (``share x kv_tokens`` = its context ``c``): ``step(m, m c) / m`` at the batch ``m``
+    the target allows, read off the step model (``perf.StepCost.step_s``: ``overhead + n a(c) + max(weights, s n)``,
+    ``a(c) = per_seq + comm + per_context x c``). The largest ``n`` with a step within ``budget_s`` needs both
+    ``overhead + weights + n a <= budget`` and ``overhead + n (a + s) <= budget``, so ``budget / n`` is the larger of
+    ``budget a / (budget - overhead - weights)`` and ``budget (a + s) / (budget - overhead)``; vLLM runs at most
+    ``max_seqs``, and ``step(n) / n`` falls with ``n``, so ``step(max_seqs) / max_seqs`` (two lines more) is a floor.
+    Dominated lines are dropped; empty when not even one sequence meets the budget."""
+    o, w, s = cost.overhead_s, cost.weights_s, cost.s_per_token
+    a0, b = cost.per_seq_s + cost.comm_s_per_token, cost.per_context_token_s * kv_tokens
+    if budget_s <= o + w:
+        return ()
+    n = float(max(max_seqs, 1))
+    lines = [
+        (a0 * budget_s / (budget_s - o - w), b * budget_s / (budget_s - o - w)),
+        ((a0 + s) * budget_s / (budget_s - o), b * budget_s / (budget_s - o)),
+        (o / n + a0 + w / n, b), (o / n + a0 + s, b),
+    ]
+    # a share is within [0, 1]: keep the lines that are above every other somewhere on it
+    kept = [ln for ln in lines if not any(
+        other != ln and other[0] >= ln[0] and other[0] + other[1] >= ln[0] + ln[1] for other in lines
+    )]
+    return tuple(sorted(set(kept)))
+
+
+def signal_coefficients(
+    model: ModelDeployment, cost: perf.StepCost, decode_batch: int, kv_tokens: int, max_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> SignalCoefficients:
     """Per-token costs in replica-seconds: prefill from the step model; decode divided by the share of each step a
     replica at its ITL batch spends on per-token work (the rest is the step's fixed part), so one replica at that
-    batch reads 1.0 whatever the context."""
+    batch reads 1.0 whatever the context; and the decode capacity at the ITL target by KV share
+    (``itl_capacity_lines``), which the SLO-derived decode target reads."""
     ctx = mean_decode_context(model)
     n = max(decode_batch, 1)
     per_token = cost.token_s + cost.per_seq_s
@@ -655,6 +684,7 @@ def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batc
         decode_s_per_token=per_token / usable,
         decode_s_per_kv_share=cost.per_context_token_s * kv_tokens / usable,
         prompt_tokens_fallback=model.workload.prompt_tokens.mean,
+        decode_itl_lines=itl_capacity_lines(cost, model.slo.itl_p99_s * ITL_HEADROOM, max_seqs, kv_tokens),
     )
 
 
@@ -785,7 +815,10 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
     decode_tps = round(batch / step, 1) if batch else 0.0
     cold = replica_cold_start(spec, model, shape)
-    coef = signal_coefficients(model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens)
+    coef = signal_coefficients(
+        model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens,
+        max_num_seqs(model, inst),
+    )
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
     for role in role_names:

@@ -159,3 +159,30 @@ def test_the_dispersion_query_renders_and_parses_back(prod_spec: PlatformSpec) -
     assert 'avg_over_time((sum(rate(vllm:prompt_tokens_total{namespace="ns",gpuscale_io_role="prefill"}[1m])))[10m:15s])' in text
     assert 'stddev_over_time((sum(rate(vllm:prompt_tokens_total{namespace="ns",gpuscale_io_role="prefill"}[30s])) - ' in text
     assert promql.parse(text).render() == text  # what the KEDA model reads back from the emitted ScaledObject
+
+
+@pytest.mark.parametrize("context_tokens", [300, 2_000, 8_000, 30_000])
+def test_the_decode_target_is_the_step_models_itl_capacity_at_the_kv_share_in_use(prod_spec: PlatformSpec, context_tokens: int) -> None:
+    from gpuscale import perf, sizing
+    from gpuscale.signals.decode_slo import DecodeSlo
+    from gpuscale.spec.catalogue import CATALOGUE
+
+    ms = size_platform(prod_spec).model("llama-70b-fp8")
+    sig = ms.role("decode").signals[0]
+    assert isinstance(sig, DecodeSlo) and sig.coefficients.decode_itl_lines
+    m = prod_spec.models[0]
+    inst = CATALOGUE[ms.shape.instance_type]
+    cost = perf.step_cost(m.architecture, inst.gpu, ms.shape.tensor_parallel_size, ms.shape.pipeline_parallel_size,
+                          prefill_rate=ms.prefill_tokens_per_s)
+    budget = m.slo.itl_p99_s * sizing.ITL_HEADROOM
+    # brute force through the perf model's own step: the largest batch within the budget, at most max_num_seqs
+    batch = 0
+    while batch < ms.max_num_seqs and cost.step_s(batch + 1, (batch + 1) * context_tokens) <= budget:
+        batch += 1
+    assert batch >= 1
+    per_token = cost.step_s(batch, batch * context_tokens) / batch  # replica-seconds per output token there
+    tokens_per_s = 1000.0
+    o = RoleObservation("decode", 2, 2, 0.0, 0.0, 0.0, kv_sum=context_tokens / ms.kv_capacity_tokens, running=1.0,
+                        generation_rate=tokens_per_s)
+    # the signal holds the replicas the ITL target allows at that context (continuous batch: within one sequence)
+    assert signal_value(sig, o) == pytest.approx(tokens_per_s * per_token, rel=1.5 / batch + 1e-6)
