@@ -292,6 +292,7 @@ class Ln(_OnVector):
         return Vec(-math.inf if x == 0.0 else math.nan if x < 0.0 else math.log(x))
 
 
+@dataclass(frozen=True, eq=True)
 class OverTime(_OnVector):
     """``<func>_over_time((v)[range:step])``: an aggregate of ``v`` evaluated every ``step`` over the last ``range`` (a
     subquery, ``promql/functions.go``). On samples without a past (a plain ``Samples``, e.g. a Prometheus that has
@@ -334,9 +335,6 @@ class StddevOverTime(OverTime):
     """``stddev_over_time``: the population standard deviation of the points (``funcStddevOverTime``); a single point
     reads 0."""
 
-    operand: Expr
-    range: str
-    step: str
     function: ClassVar[str] = "stddev_over_time"
 
     @staticmethod
@@ -349,9 +347,6 @@ class StddevOverTime(OverTime):
 class AvgOverTime(OverTime):
     """``avg_over_time``: the mean of the points (``funcAvgOverTime``)."""
 
-    operand: Expr
-    range: str
-    step: str
     function: ClassVar[str] = "avg_over_time"
 
     @staticmethod
