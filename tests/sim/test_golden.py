@@ -41,17 +41,17 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "62eca4b7dc7d6e07",
-    "dev-stack-spot": "69431efee6a155c9",
-    "prod-2am-huge-prompt": "686eb0f1534a9ed1",
-    "prod-gang-7-of-8": "d8efb7a6e780bb6f",
-    "prod-peak-hour-preemptions": "c86254e4746ea0cd",
-    "prod-prefix-trace-pd": "993019154ef0e7a9",
-    "prod-stack-pd": "bf8228b8a4d24620",
-    "staging-ami-rollout": "5c4d92838fbda9c2",
-    "staging-consolidation": "d8168bb0d8481b61",
-    "staging-scale-from-zero": "7bb22765aaf2085c",
-    "staging-stack-aggregated": "291e520465030db5",
+    "dev-scale-from-zero": "bbbd13322eda4212",
+    "dev-stack-spot": "b59bff5efe52d150",
+    "prod-2am-huge-prompt": "8585c7fce3029d2a",
+    "prod-gang-7-of-8": "aa5f4adcdedd170f",
+    "prod-peak-hour-preemptions": "667092cbeab4757f",
+    "prod-prefix-trace-pd": "661e5bd136a7b5a9",
+    "prod-stack-pd": "4df248490eee3091",
+    "staging-ami-rollout": "87d1f1e82ce92b93",
+    "staging-consolidation": "73b0bf3573307cba",
+    "staging-scale-from-zero": "bb9c6a8a201fb2e5",
+    "staging-stack-aggregated": "6b151cba5acf9f98",
 }
 
 
