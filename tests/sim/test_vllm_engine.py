@@ -320,7 +320,9 @@ def _first_token_of_a_late_arrival(model: ReplicaModel, lag: int, at: float) -> 
 
 
 def test_async_scheduling_admits_a_request_arriving_mid_step_one_step_later(model: ReplicaModel) -> None:
-    assert model.scheduler_lag_steps == perf.SCHEDULER_LAG_STEPS == 1
+    # the lag is off by default (perf.SCHEDULER_LAG_STEPS, off because the held-out set is worse with it); the
+    # mechanism is what is tested here, so the run below turns it on
+    assert model.scheduler_lag_steps == perf.SCHEDULER_LAG_STEPS == 0
     step = model.cost.step_s(1, 100.0)
     at = 0.5  # request 1 is in its decode run (its prefill took well under a second)
     sync, boundary = _first_token_of_a_late_arrival(model, 0, at)
