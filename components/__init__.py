@@ -25,6 +25,7 @@ from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
 from gpuscale.components.model_on_cluster import ModelOnCluster, ModelOnClusterArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
+from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs, RouterSettings
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
@@ -39,7 +40,7 @@ __all__ = [
     "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",
     "KaiTopology", "KaiTopologyArgs", "KarpenterController", "KarpenterControllerArgs", "KedaOperator",
     "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "ModelOnCluster", "ModelOnClusterArgs", "NameClash", "NvidiaDevicePlugin",
-    "NvidiaDevicePluginArgs", "PdRouter", "PdRouterArgs", "PrometheusAdapter", "PrometheusAdapterArgs",
+    "NvidiaDevicePluginArgs", "PdRouter", "PlaceholderPodSet", "PlaceholderPodSetArgs", "PdRouterArgs", "PrometheusAdapter", "PrometheusAdapterArgs",
     "PrometheusStack", "PrometheusStackArgs", "QueueTree", "QueueTreeArgs", "Refused", "RoleAutoscaler", "RoleAutoscalerArgs",
     "RouterSettings", "ServingSettings", "UnknownName", "VllmService", "VllmServiceArgs",
 ]

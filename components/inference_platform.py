@@ -18,6 +18,7 @@ from pydantic import Field
 from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
+from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
@@ -278,6 +279,10 @@ class InferencePlatform(pulumi.ComponentResource):
             if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
                 CapacityBufferSet(f"{name}-{model.name}-headroom", spare,
                                   opts=self._on_cluster(namespace, self._karpenter_chart, *service.workloads.values()))
+            held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name)
+            if held.emits:  # the same spare nodes held by low-priority pods in the model's queue (no gate needed)
+                PlaceholderPodSet(f"{name}-{model.name}-placeholders", held,
+                                  opts=self._on_cluster(namespace, *serving_deps, *service.workloads.values()))
             if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
                 door = FrontDoor(
                     f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
