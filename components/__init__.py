@@ -25,8 +25,8 @@ from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
 from gpuscale.components.model_on_cluster import ModelOnCluster, ModelOnClusterArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
-from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.pd_router import PdRouter, PdRouterArgs, RouterSettings
+from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
@@ -34,13 +34,59 @@ from gpuscale.components.role_autoscaler import AutoscalerSettings, RoleAutoscal
 from gpuscale.components.vllm_service import ServingSettings, VllmService, VllmServiceArgs
 
 __all__ = [
-    "AlertRules", "AlertRulesArgs", "AutoscalerSettings", "AwsAssumeRole", "CapacityBufferSet", "CapacityBufferSetArgs", "CpuNodePool", "CpuNodePoolArgs", "Dashboards", "DashboardsArgs", "DcgmExporter", "DcgmExporterArgs", "EksCluster",
-    "EksClusterArgs", "ExistingSubnets", "FrontDoor",
-    "FrontDoorArgs", "FrontDoorSettings",
-    "GpuNodePool", "GpuNodePoolArgs", "InferencePlatform", "InferencePlatformArgs", "KaiScheduler", "KaiSchedulerArgs",
-    "KaiTopology", "KaiTopologyArgs", "KarpenterController", "KarpenterControllerArgs", "KedaOperator",
-    "KedaOperatorArgs", "LwsController", "LwsControllerArgs", "ModelOnCluster", "ModelOnClusterArgs", "NameClash", "NvidiaDevicePlugin",
-    "NvidiaDevicePluginArgs", "PdRouter", "PlaceholderPodSet", "PlaceholderPodSetArgs", "PdRouterArgs", "PrometheusAdapter", "PrometheusAdapterArgs",
-    "PrometheusStack", "PrometheusStackArgs", "QueueTree", "QueueTreeArgs", "Refused", "RoleAutoscaler", "RoleAutoscalerArgs",
-    "RouterSettings", "ServingSettings", "UnknownName", "VllmService", "VllmServiceArgs",
+    "AlertRules",
+    "AlertRulesArgs",
+    "AutoscalerSettings",
+    "AwsAssumeRole",
+    "CapacityBufferSet",
+    "CapacityBufferSetArgs",
+    "CpuNodePool",
+    "CpuNodePoolArgs",
+    "Dashboards",
+    "DashboardsArgs",
+    "DcgmExporter",
+    "DcgmExporterArgs",
+    "EksCluster",
+    "EksClusterArgs",
+    "ExistingSubnets",
+    "FrontDoor",
+    "FrontDoorArgs",
+    "FrontDoorSettings",
+    "GpuNodePool",
+    "GpuNodePoolArgs",
+    "InferencePlatform",
+    "InferencePlatformArgs",
+    "KaiScheduler",
+    "KaiSchedulerArgs",
+    "KaiTopology",
+    "KaiTopologyArgs",
+    "KarpenterController",
+    "KarpenterControllerArgs",
+    "KedaOperator",
+    "KedaOperatorArgs",
+    "LwsController",
+    "LwsControllerArgs",
+    "ModelOnCluster",
+    "ModelOnClusterArgs",
+    "NameClash",
+    "NvidiaDevicePlugin",
+    "NvidiaDevicePluginArgs",
+    "PdRouter",
+    "PdRouterArgs",
+    "PlaceholderPodSet",
+    "PlaceholderPodSetArgs",
+    "PrometheusAdapter",
+    "PrometheusAdapterArgs",
+    "PrometheusStack",
+    "PrometheusStackArgs",
+    "QueueTree",
+    "QueueTreeArgs",
+    "Refused",
+    "RoleAutoscaler",
+    "RoleAutoscalerArgs",
+    "RouterSettings",
+    "ServingSettings",
+    "UnknownName",
+    "VllmService",
+    "VllmServiceArgs",
 ]

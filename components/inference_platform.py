@@ -18,7 +18,6 @@ from pydantic import Field
 from gpuscale import labels
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
-from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
@@ -34,6 +33,7 @@ from gpuscale.components.karpenter_controller import KarpenterController, Karpen
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
+from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
