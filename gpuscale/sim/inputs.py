@@ -54,6 +54,11 @@ class SimSetup(Spec):
     """Node network bandwidth (EFA or TCP): prefill -> decode KV transfers share it."""
     pool_gpu_limit: int = Field(gt=0)
     """NodePool ``limits['nvidia.com/gpu']``: the provisioner never exceeds it."""
+    reserved_instances: int = Field(default=0, ge=0)
+    """Instances of ``instance_type`` the pool's capacity reservations hold (``GpuNodePoolSpec.reserved_instances``):
+    the model's first nodes launch into them."""
+    reserved_usd_per_hour: float = Field(default=0.0, ge=0)
+    """What those reservations bill per hour, used or not (``gpuscale.guardrails.reservations``)."""
     ttft_slo_s: float = Field(gt=0)
     itl_slo_s: float = Field(gt=0)
     request_timeout_s: float = Field(gt=0)
