@@ -12,9 +12,9 @@ from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing, slowest_cold_start
 from gpuscale.spec.base import Spec
+from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
-from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.topology import CapacityReservationSpec, GpuNodePoolSpec
 from gpuscale.stack_warnings import stack_warnings
 
