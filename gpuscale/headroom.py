@@ -27,9 +27,10 @@ kai-scheduler/KAI-Scheduler v0.17.0:
   in its own queue or any other, for 90 s, which is the node time the placeholder exists to save;
 - so the delay cannot be kept for reclaim and waived for preempt: it is one value per PodGroup. A role with placeholder
   headroom carries delay 0 (``serving_preemption_delay_s``). What that also lets it evict at once: within its queue, the
-  preempt action takes only preemptible jobs of lower priority in the same queue (``preempt.go`` L151-159), which in a
-  gpuscale leaf are the placeholders alone (every model of a leaf has the leaf's preemptibility and priority class);
-  across queues, reclaim (which KAI runs before preempt: ``allocate, consolidation, reclaim, preempt``,
+  preempt action takes only preemptible jobs of lower priority in the same queue (``preempt.go`` L151-159): of what
+  gpuscale emits, the placeholders alone (every model of a leaf gets the leaf's preemptibility and priority class),
+  plus any lower-priority preemptible workload (e.g. ``train``) users run in that queue themselves; across queues,
+  reclaim (which KAI runs before preempt: ``allocate, consolidation, reclaim, preempt``,
   ``pkg/scheduler/conf_util/scheduler_conf_util.go`` L38) may take GPUs other queues borrowed above their quota
   without first giving Karpenter the node time;
 - placeholders are preemptible, so KAI's quota check for the non-preemptible serving pods does not count them
