@@ -33,6 +33,7 @@ from gpuscale.components.karpenter_controller import KarpenterController, Karpen
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
+from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
@@ -278,6 +279,10 @@ class InferencePlatform(pulumi.ComponentResource):
             if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
                 CapacityBufferSet(f"{name}-{model.name}-headroom", spare,
                                   opts=self._on_cluster(namespace, self._karpenter_chart, *service.workloads.values()))
+            held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name)
+            if held.emits:  # the same spare nodes held by low-priority pods in the model's queue (no gate needed)
+                PlaceholderPodSet(f"{name}-{model.name}-placeholders", held,
+                                  opts=self._on_cluster(namespace, *serving_deps, *service.workloads.values()))
             if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
                 door = FrontDoor(
                     f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),

@@ -14,10 +14,12 @@ import pulumi
 from pydantic import ValidationError
 
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
+from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.children import Refused, child_opts
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.inputs import ClusterName, Namespace, PrometheusUrl, QueueName, StrInput
+from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
@@ -34,7 +36,8 @@ from gpuscale.stackfile import format_errors
 __all__ = ["ModelOnCluster", "ModelOnClusterArgs"]
 
 _ARG_PATHS = (("models[0]", "model"), ("topology.gpu_pools[0]", "pool"), ("teams[0]", "team"),
-              ("environment.aws_region", "aws_region"), ("environment.stage", "stage"))
+              ("environment.aws_region", "aws_region"), ("environment.stage", "stage"),
+              ("topology.provisioning.capacity_buffer_gate", "capacity_buffer_gate"))
 """Where a value of the built spec comes from in these args."""
 
 
@@ -69,6 +72,11 @@ class ModelOnClusterArgs(Spec):
     dashboards: bool = True
     """Create the model's Grafana dashboard ConfigMap (``<name>-dashboards``), labelled for kube-prometheus-stack's
     Grafana sidecar; a plain ConfigMap, harmless where no Grafana reads it."""
+    capacity_buffer_gate: bool = False
+    """The cluster's Karpenter runs with the ``CapacityBuffer`` feature gate (alpha, off by default in v1.14.1; e.g. a
+    ``KarpenterController`` with ``capacity_buffer: true``). Needed by ``model.headroom.mode: capacity-buffer``, which
+    then creates ``<name>-headroom`` (CapacityBufferSet); without it that mode is refused at ``model.headroom.mode``
+    (Karpenter would store the buffer and keep no node). ``placeholder-pods`` needs no gate."""
 
     def platform_spec(self) -> PlatformSpec:
         """The one-model spec sizing reads; ``Refused`` at the path in these args when a value is invalid."""
@@ -81,7 +89,8 @@ class ModelOnClusterArgs(Spec):
         raw = {
             "environment": {"name": self.team.name, "stage": self.stage, "aws_region": self.aws_region},
             # zones matter to the pool's NodePool, which this component does not create; sizing needs one
-            "topology": {"zones": [f"{self.aws_region}a"], "gpu_pools": [self.pool.model_dump(exclude_unset=True)]},
+            "topology": {"zones": [f"{self.aws_region}a"], "gpu_pools": [self.pool.model_dump(exclude_unset=True)],
+                         "provisioning": {"capacity_buffer_gate": self.capacity_buffer_gate}},
             "teams": [self.team.model_dump(exclude_unset=True)],
             "models": [{**model, "queue": self.team.name, "node_pool": self.pool.name}],
         }
@@ -111,9 +120,10 @@ class ModelOnCluster(pulumi.ComponentResource):
     """One model on a cluster that already runs KAI (with the ``gpuscale`` Topology), KEDA, the model's GPU pool and
     a Prometheus: ``<name>-queue`` (QueueTree: the team's queue), ``<name>`` (VllmService), ``<name>-door``
     (FrontDoor, when the model may scale to zero), ``<name>-<role>`` (RoleAutoscaler per role) and ``<name>-alerts``
-    (AlertRules, unless ``alert_rules`` is false) and ``<name>-dashboards`` (Dashboards, unless ``dashboards`` is
-    false), each waiting for
-    what it needs. Providers and ``depends_on`` come from ``opts``.
+    (AlertRules, unless ``alert_rules`` is false), ``<name>-dashboards`` (Dashboards, unless ``dashboards`` is
+    false) and, when the model's headroom pays, ``<name>-headroom`` (CapacityBufferSet, ``headroom.mode:
+    capacity-buffer`` with ``capacity_buffer_gate``) or ``<name>-placeholders`` (PlaceholderPodSet, ``headroom.mode:
+    placeholder-pods``), each waiting for what it needs. Providers and ``depends_on`` come from ``opts``.
     """
 
     endpoint: pulumi.Output[str]
@@ -136,6 +146,13 @@ class ModelOnCluster(pulumi.ComponentResource):
             opts=child_opts(self, opts, *queues.queues.values()),
         )
         self.endpoint = service.endpoint
+        spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name, namespace=args.namespace)
+        if spare.emits:  # spare nodes kept by the cluster's Karpenter (the gate is capacity_buffer_gate)
+            CapacityBufferSet(f"{name}-headroom", spare, opts=child_opts(self, opts, *service.workloads.values()))
+        held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name, namespace=args.namespace)
+        if held.emits:  # the same spare nodes held by placeholder pods in the team's queue
+            PlaceholderPodSet(f"{name}-placeholders", held,
+                              opts=child_opts(self, opts, *queues.queues.values(), *service.workloads.values()))
         if model.has_front_door:
             door = FrontDoor(f"{name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name,
                                                                         namespace=args.namespace),

@@ -13,6 +13,32 @@ It pays only when a replica started on a spare node at the burst's start serves 
 weights and engine start shorter than the burst): otherwise the spare node's replica arrives after the burst just as a
 cold one would, and the spare GPUs are pure cost. The plan prices it against the misses it saves in the simulator's
 ``headroom`` scenario.
+
+Placeholder pods (``placeholder-pods``, for a Karpenter without the CapacityBuffer gate) hold the same spare GPUs with
+real pods under KAI, and the preemption delay decides how fast a serving pod gets them back. Read at
+kai-scheduler/KAI-Scheduler v0.17.0:
+
+- the delay belongs to the *preemptor* only: the preempt, reclaim and consolidation actions build their list of pending
+  jobs with ``FilterWithinPreemptionDelay: true`` (``pkg/scheduler/actions/preempt/preempt.go`` L56-61,
+  ``reclaim/reclaim.go`` L56-61, ``consolidation/consolidation.go`` L48-54) and ``InitializeWithJobs`` skips a job
+  still inside its window (``pkg/scheduler/actions/utils/input_jobs.go`` L75-80; the window runs from
+  max(creation, last eviction), ``pkg/scheduler/api/podgroup_info/job_info.go`` L206-222). Nothing about the victim
+  (its queue, priority or preemptibility) is consulted: a serving pod with the stack's 90 s delay evicts no placeholder,
+  in its own queue or any other, for 90 s, which is the node time the placeholder exists to save;
+- so the delay cannot be kept for reclaim and waived for preempt: it is one value per PodGroup. A role with placeholder
+  headroom carries delay 0 (``serving_preemption_delay_s``). What that also lets it evict at once: within its queue, the
+  preempt action takes only preemptible jobs of lower priority in the same queue (``preempt.go`` L151-159): of what
+  gpuscale emits, the placeholders alone (every model of a leaf gets the leaf's preemptibility and priority class),
+  plus any lower-priority preemptible workload (e.g. ``train``) users run in that queue themselves; across queues,
+  reclaim (which KAI runs before preempt: ``allocate, consolidation, reclaim, preempt``,
+  ``pkg/scheduler/conf_util/scheduler_conf_util.go`` L38) may take GPUs other queues borrowed above their quota
+  without first giving Karpenter the node time;
+- placeholders are preemptible, so KAI's quota check for the non-preemptible serving pods does not count them
+  (``pkg/scheduler/plugins/proportion/capacity_policy/quota_check.go`` L26-30 returns early for a preemptible job and
+  L70 compares only ``AllocatedNotPreemptible``): in the model's own queue they never take a serving replica's quota;
+- a placeholder must never evict anyone itself (pending, in a queue below its fair share, it could reclaim): it carries
+  a preemption delay of ``PLACEHOLDER_PREEMPTION_DELAY`` (a year), which keeps it out of all three actions while leaving
+  plain allocation into free capacity as it is (``docs/preemption-delay/README.md``, "Behavior").
 """
 
 from __future__ import annotations
@@ -37,6 +63,26 @@ BUFFER_RESYNC_S = 30.0
 spare node taken by a serving pod is relaunched at the next pass, at most this long after."""
 
 
+PLACEHOLDER_PRIORITY = 10
+"""``value`` of the placeholders' PriorityClass: below every class KAI's chart installs (``train`` 50, the lowest), so a
+serving pod of any class outranks them (KAI preempts only lower-priority jobs, ``preempt.go`` L155 at v0.17.0)."""
+PLACEHOLDER_PREEMPTION_DELAY = "8760h"
+"""The placeholders' own ``kai.scheduler/preemption-delay`` (a Go duration, one year): a pending placeholder never
+triggers preempt, reclaim or consolidation; it only takes GPUs that are free."""
+
+
+def serving_preemption_delay_s(mode: HeadroomMode, node_delay_s: int) -> int:
+    """The KAI preemption delay of a serving workload: the sized node time, except for a model whose spare capacity is
+    held by placeholder pods, whose serving pods must evict them at once (module docstring)."""
+    return 0 if mode == "placeholder-pods" else node_delay_s
+
+
+def replica_load_s(mode: HeadroomMode, cold: ColdStart) -> float:
+    """A replica's load on a spare node: the image pull (unless a placeholder already pulled it), weights, engine."""
+    pull = 0.0 if mode == "placeholder-pods" else cold.image_pull_s
+    return pull + cold.weights_s + cold.engine_init_s
+
+
 class HeadroomSizing(Spec):
     """The spare nodes of one role: N replicas' worth, the rate they are sized for, their price, and whether they pay."""
 
@@ -56,7 +102,7 @@ class HeadroomSizing(Spec):
     needed_replicas: int
     """Replicas at full utilisation for ``burst_rps``."""
     load_s: float
-    """A replica on a spare node: image pull, weights and engine start."""
+    """A replica on a spare node: image pull (not with placeholder pods, which pulled it), weights and engine start."""
     gpu_hours_per_day: float
     usd_per_day: float
     pays: bool
@@ -97,7 +143,7 @@ def size_headroom(
     shortfall = max(0, needed - replicas_at_peak)
     room = max(0, max_replicas - replicas_at_peak)
     n = min(shortfall, room)
-    load = cold.image_pull_s + cold.weights_s + cold.engine_init_s
+    load = replica_load_s(mode, cold)
     b = workload.burst
     lasts = b.duration_s if b.per_hour > 0 and b.multiplier > 1 else wait
     answers = load < lasts
@@ -111,8 +157,8 @@ def size_headroom(
     elif n == 0:
         why = f"{shortfall} more replica(s) would be needed but max_replicas {max_replicas} leaves no room above the peak"
     elif not answers:
-        why = (f"{n} replica(s) short at {rate:.1f} req/s, but a replica on a spare node needs {load:.0f} s (image, "
-               f"weights, engine) and the burst lasts {lasts:.0f} s: it would arrive after the burst, so spare nodes "
+        why = (f"{n} replica(s) short at {rate:.1f} req/s, but a replica on a spare node needs {load:.0f} s ("
+               f"{'weights, engine' if mode == 'placeholder-pods' else 'image, weights, engine'}) and the burst lasts {lasts:.0f} s: it would arrive after the burst, so spare nodes "
                f"do not pay; lower the target utilisation instead (warm replicas)")
     else:
         why = (f"{n} replica(s) short at {rate:.1f} req/s within {wait:.0f} s of node wait; a replica on a spare node "

@@ -90,7 +90,39 @@ def test_a_capacity_buffer_without_the_gate_or_karpenter_is_refused_at_the_mode(
     with pytest.raises(ValidationError) as info:
         PlatformSpec.model_validate(raw)
     [problem] = format_errors(info.value)
-    assert problem.path == "models[0].headroom.mode" and fix in problem.message and "headroom.mode: none" in problem.message
+    assert problem.path == "models[0].headroom.mode" and fix in problem.message
+    assert "headroom.mode: placeholder-pods" in problem.message and "or none" in problem.message
+
+
+def test_placeholders_need_no_gate_and_their_load_on_a_spare_node_skips_the_image_pull() -> None:
+    spec = PlatformSpec.model_validate(bursty("placeholder-pods", gate=False))
+    ms = size_platform(spec).models[0]
+    cold = ms.cold_start
+    for r in ms.roles:
+        assert r.headroom is not None and r.headroom.mode == "placeholder-pods"
+        assert r.headroom.load_s == round(cold.weights_s + cold.engine_init_s, 1)
+    buffer = size_platform(PlatformSpec.model_validate(bursty())).models[0]
+    assert [r.headroom.replicas for r in ms.roles if r.headroom] == [r.headroom.replicas for r in buffer.roles if r.headroom]
+
+
+def test_the_placeholder_load_pays_where_the_buffers_does_not() -> None:
+    spec = PlatformSpec.model_validate(bursty())
+    cold = size_platform(spec).models[0].cold_start
+    # a burst between the two loads: a buffer's replica pulls the image and arrives after it, a placeholder's does not
+    lasts = (cold.weights_s + cold.engine_init_s + headroom.replica_load_s("capacity-buffer", cold)) / 2
+    workload = spec.models[0].workload.model_copy(update={"burst": spec.models[0].workload.burst.model_copy(
+        update={"duration_s": lasts})})
+    common: dict[str, Any] = dict(role="prefill", workload=workload, cold=cold, replicas_per_rps=1.0,
+                                  target_utilisation=0.7, replicas_at_peak=2, max_replicas=20, gpus_per_replica=8,
+                                  pods_per_replica=1, gpus_per_node=8, usd_per_gpu_hour=1.0)
+    assert not headroom.size_headroom(mode="capacity-buffer", **common).pays
+    assert headroom.size_headroom(mode="placeholder-pods", **common).pays
+
+
+def test_the_serving_delay_is_waived_only_for_placeholder_headroom() -> None:
+    assert headroom.serving_preemption_delay_s("placeholder-pods", 90) == 0
+    assert headroom.serving_preemption_delay_s("capacity-buffer", 90) == 90
+    assert headroom.serving_preemption_delay_s("none", 90) == 90
 
 
 def test_no_headroom_needs_no_gate() -> None:

@@ -16,11 +16,12 @@ def capacity_buffer_breach(mode: str, gate: bool, provisioner: str) -> str | Non
         return None
     if provisioner != "karpenter":
         return ("headroom.mode capacity-buffer is a Karpenter feature here (gpuscale pins no Cluster Autoscaler); "
-                "use node_provisioner: karpenter, or headroom.mode: none")
+                "use node_provisioner: karpenter, or headroom.mode: placeholder-pods or none")
     if not gate:
         return ("headroom.mode capacity-buffer needs Karpenter's CapacityBuffer feature gate (alpha, off by default in "
                 "v1.14.1: without it Karpenter stores the CapacityBuffer and keeps no node). Set "
-                "topology.provisioning.capacity_buffer_gate: true, or headroom.mode: none")
+                "topology.provisioning.capacity_buffer_gate: true (ModelOnClusterArgs.capacity_buffer_gate on a cluster "
+                "gpuscale did not create), or headroom.mode: placeholder-pods (needs no gate) or none")
     return None
 
 

@@ -90,3 +90,50 @@ def warm_minimum_outlives_breach(pool: str, block: str, end: datetime, warm: Seq
         f"launch no node, yet {roles} must keep warm replicas at every hour. Add on-demand to capacity_types (the pool "
         "falls back to it when the block ends), add an ODCR, or set those roles' min_replicas: 0"
     )
+
+
+# ---------------------------------------------------------------- what a reservation bills
+#
+# As AWS documents it (EC2 User Guide):
+# - an ODCR "is charged at the equivalent On-Demand rate whether you run instances in reserved capacity or not ... When
+#   you run an instance that matches the attributes of a reservation, you just pay for the instance and nothing for the
+#   reservation", billed per second while it is provisioned ("Capacity Reservation pricing and billing");
+# - a Capacity Block's reservation fee "is charged up front at the time you schedule the reservation" for the whole
+#   block, at the rate of its offering at purchase (EC2 Capacity Blocks pricing page; the offering's ``UpfrontFee``);
+#   instances running in it add only the operating system fee, which is not modelled.
+# So either way the reserved instances are paid for the whole window, used or not, and a node launched into one costs
+# nothing more: only nodes beyond the reserved instances are billed at the pool's own rate.
+
+
+def instance_hour_rate(kind: ReservationType, given: float | None, on_demand_usd_per_hour: float) -> float | None:
+    """What one reserved instance bills per hour: an ODCR the instance's On-Demand rate (or ``given``, e.g. under a
+    Savings Plan), a Capacity Block the rate it was bought at (``given``; None when not stated)."""
+    if given is not None:
+        return given
+    return on_demand_usd_per_hour if kind == "odcr" else None
+
+
+def block_price_missing(kind: ReservationType, count: int | None, given: float | None) -> str | None:
+    """Why a Capacity Block with an instance count cannot be billed, or None."""
+    if kind != "capacity-block" or count is None or given is not None:
+        return None
+    return ("a capacity-block with instance_count bills its reservation fee up front at the rate of its offering at "
+            "purchase, which EC2 lists per block, not per instance type: set usd_per_instance_hour (the offering's "
+            "UpfrontFee / instances / hours)")
+
+
+def oversized_breach(pool: str, block: str, count: int, gpus_per_instance: int, gpu_limit: int) -> str | None:
+    """Why a reservation holds more instances than the pool's GPU limit lets Karpenter launch, or None: the rest is
+    billed and can never run."""
+    gpus = count * gpus_per_instance
+    if gpus <= gpu_limit:
+        return None
+    usable = gpu_limit // gpus_per_instance
+    return (f"GPU pool {pool}: reservation {block} holds {count} instances ({gpus} GPUs), above the pool's gpu_limit "
+            f"{gpu_limit}: Karpenter launches at most {usable} of them and the other {count - usable} are billed unused. "
+            f"Raise gpu_limit to at least {gpus} or reserve at most {usable} instances")
+
+
+def block_hours(start: datetime, end: datetime) -> float:
+    """Hours a Capacity Block bills: its whole window, start to end (not just until the drain)."""
+    return (end - start).total_seconds() / 3600.0

@@ -21,7 +21,8 @@ How KAI v0.17.0 reads them (podgrouper plugins ``defaultgrouper``, ``deployment`
   groupers call). Every workload carries it: any pending gang may trigger an eviction (an inference pod preempts
   ``train`` pods of its queue; a queue below its quota reclaims GPUs other queues borrowed), and each should first give
   Karpenter the sized node time (``sizing.preemption_delay_s``) to bring a new node. It never slows placement into free
-  capacity, and it re-arms after the PodGroup is itself evicted.
+  capacity, and it re-arms after the PodGroup is itself evicted. A model with ``headroom.mode: placeholder-pods``
+  carries 0 instead (``headroom.serving_preemption_delay_s``): its placeholders must give their GPUs back at once.
 - **gang**: a Deployment gets one PodGroup per pod (minMember 1: a single-pod replica is never split). A LeaderWorkerSet
   gets one PodGroup per group (= one replica), ``<base>-group-<i>``, with minMember = ``leaderWorkerTemplate.size``
   under ``startupPolicy: LeaderCreated``. ``LeaderReady`` would hand the leader to KAI alone first (minMember 1) and
@@ -46,6 +47,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from gpuscale import labels
+from gpuscale.headroom import serving_preemption_delay_s
 from gpuscale.sizing import ReplicaShape, preemption_delay_s, replica_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.model import ModelDeployment, Role
@@ -164,7 +166,8 @@ def kai_pod_wiring(spec: PlatformSpec, model: ModelDeployment, role: Role, shape
         topology[labels.KAI_TOPOLOGY_REQUIRED_ANNOTATION] = required
     if preferred:
         topology[labels.KAI_TOPOLOGY_PREFERRED_ANNOTATION] = preferred
-    delay_s = preemption_delay_s(replica_cold_start(spec, model, shape))
+    # placeholder headroom waives the delay: a placeholder must give its GPUs back at once (gpuscale.headroom)
+    delay_s = serving_preemption_delay_s(model.headroom.mode, preemption_delay_s(replica_cold_start(spec, model, shape)))
     annotations = {**topology, labels.KAI_PREEMPTION_DELAY_ANNOTATION: f"{delay_s}s"}  # a Go duration, as KAI parses it
     return KaiPodWiring(
         scheduler_name=labels.KAI_SCHEDULER_NAME,

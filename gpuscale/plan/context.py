@@ -12,9 +12,10 @@ from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing, slowest_cold_start
 from gpuscale.spec.base import Spec
+from gpuscale.spec.catalogue import CATALOGUE
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.spec.teams import UNLIMITED
-from gpuscale.spec.topology import GpuNodePoolSpec
+from gpuscale.spec.topology import CapacityReservationSpec, GpuNodePoolSpec
 from gpuscale.stack_warnings import stack_warnings
 
 
@@ -113,6 +114,23 @@ class ReservationRow(Spec):
     """Start to drain, hours; ``-`` for an ODCR."""
     after_end: str
     """Where the pool's new nodes come from once the reservation is gone."""
+    bill: str
+    """What it bills, used or not (``guardrails.reservations``): instances x rate, per hour and per day (an ODCR) or
+    for the whole block; what is unknown without ``instance_count``."""
+
+
+def _bill(pool: GpuNodePoolSpec, r: CapacityReservationSpec) -> str:
+    if r.instance_count is None:
+        return "not billed here (no instance_count)"
+    kind = r.instance_type or pool.instance_types[0]
+    rate = reservation_rules.instance_hour_rate(r.type, r.usd_per_instance_hour, CATALOGUE[kind].on_demand_usd_per_hour)
+    assert rate is not None  # a block with a count states its price (CapacityReservationSpec._billing)
+    per_h = r.instance_count * rate
+    head = f"{r.instance_count} x {kind} at ${rate:,.2f}/h = ${per_h:,.2f}/h"
+    if r.type == "capacity-block" and r.start_utc is not None and r.end_utc is not None:
+        hours = reservation_rules.block_hours(r.start_utc, r.end_utc)
+        return f"{head}, ${per_h * hours:,.0f} up front for the block's {hours:,.0f} h"
+    return f"{head} (${per_h * 24:,.0f}/day) while it exists"
 
 
 def _fallback(pool: GpuNodePoolSpec, leaving: str) -> str:
@@ -132,11 +150,12 @@ def _reservation_rows(pool: GpuNodePoolSpec) -> list[ReservationRow]:
                 drain_from=f"{reservation_rules.drain_at(r.end_utc):%Y-%m-%d %H:%M}",
                 reclaim_from=f"{reservation_rules.reclaim_at(r.end_utc):%Y-%m-%d %H:%M}",
                 usable_hours=f"{reservation_rules.usable_hours(r.start_utc, r.end_utc):.1f}", after_end=_fallback(pool, r.id),
+                bill=_bill(pool, r),
             ))
         else:
             rows.append(ReservationRow(
                 pool=pool.name, id=r.id, type=r.type, start="-", end="-", drain_from="-", reclaim_from="-", usable_hours="-",
-                after_end="running nodes stay (billed on demand); " + _fallback(pool, r.id),
+                after_end="running nodes stay (billed on demand); " + _fallback(pool, r.id), bill=_bill(pool, r),
             ))
     return rows
 

@@ -25,6 +25,7 @@ import numpy as np
 from gpuscale.sim import metrics as M
 from gpuscale.sim.context import RunContext
 from gpuscale.sim.events import Environment
+from gpuscale.sim.inputs import SimSetup
 from gpuscale.sim.nodes import Node
 from gpuscale.sim.pods import Replica
 from gpuscale.sim.states import (
@@ -60,6 +61,9 @@ class GpuStates:
     serving: float = 0.0
     reload: float = 0.0
     """Of the above, held by replicas reloading after an eviction."""
+    reserved: float = 0.0
+    """Of the above, GPUs inside the pool's capacity reservations (at most the reserved instances' GPUs): paid by the
+    reservation's bill, not again at the pool's rate."""
 
     def add(self, rate: GpuStates, dt: float) -> None:
         self.provisioning += rate.provisioning * dt
@@ -68,14 +72,16 @@ class GpuStates:
         self.loading += rate.loading * dt
         self.serving += rate.serving * dt
         self.reload += rate.reload * dt
+        self.reserved += rate.reserved * dt
 
     @property
     def total(self) -> float:
         return self.provisioning + self.empty + self.gang_wait + self.loading + self.serving
 
 
-def gpu_states(nodes: Sequence[Node], replicas: Sequence[Replica]) -> GpuStates:
-    """What every GPU of the model's nodes is doing now."""
+def gpu_states(nodes: Sequence[Node], replicas: Sequence[Replica], reserved_gpus: int = 0) -> GpuStates:
+    """What every GPU of the model's nodes is doing now; ``reserved_gpus``: the GPUs of the reserved instances (a node
+    launches into a reservation while one is free, so the first ``reserved_gpus`` of them are covered)."""
     prov = empty = gang = loading = serving = reload = 0.0
     for n in nodes:
         if n.state == NodeState.READY:
@@ -93,7 +99,9 @@ def gpu_states(nodes: Sequence[Node], replicas: Sequence[Replica]) -> GpuStates:
             serving += bound
         if r.evicted:
             reload += bound
-    return GpuStates(prov, empty, gang, loading, serving, reload)
+    states = GpuStates(prov, empty, gang, loading, serving, reload)
+    states.reserved = min(states.total, float(reserved_gpus))
+    return states
 
 
 class GpuLedger:
@@ -319,6 +327,12 @@ def miss_causes(record: RunRecord, on_time: np.ndarray, servable: np.ndarray) ->
     return cause
 
 
+def run_cost_usd(setup: SimSetup, g: GpuStates, end_t: float) -> float:
+    """What the run's GPUs bill: the reserved instances for the whole run, used or not (the way ODCRs and Capacity
+    Blocks bill, ``gpuscale.guardrails.reservations``), plus the GPU-hours outside them at the pool's rate."""
+    return setup.reserved_usd_per_hour * end_t / 3600.0 + (g.total - g.reserved) / 3600.0 * setup.usd_per_gpu_hour
+
+
 def policy_result(ctx: RunContext, record: RunRecord, servable: np.ndarray) -> M.PolicyResult:
     """The variant's result, from what its run recorded (nothing here changes or reads the live actors)."""
     r = record
@@ -380,7 +394,7 @@ def policy_result(ctx: RunContext, record: RunRecord, servable: np.ndarray) -> M
         ttft_p99_met=ttft_p99 is not None and ttft_p99 <= s.ttft_slo_s,
         itl_p99_met=itl_p99 is not None and itl_p99 <= s.itl_slo_s,
         end_s=round(end_t, 3),
-        gpu_hours=round(gpu_hours, 4), cost_usd=round(gpu_hours * s.usd_per_gpu_hour, 2),
+        gpu_hours=round(gpu_hours, 4), cost_usd=round(run_cost_usd(s, g, end_t), 2),
         serving_gpu_minutes=round(serving, 2),
         idle_gpu_minutes=M.IdleGpuMinutes(
             provisioning=round(prov, 2), loading=round(loading, 2), gang_wait=round(gangw, 2), empty=round(empty, 2)

@@ -54,6 +54,11 @@ class SimSetup(Spec):
     """Node network bandwidth (EFA or TCP): prefill -> decode KV transfers share it."""
     pool_gpu_limit: int = Field(gt=0)
     """NodePool ``limits['nvidia.com/gpu']``: the provisioner never exceeds it."""
+    reserved_instances: int = Field(default=0, ge=0)
+    """Instances of ``instance_type`` the pool's capacity reservations hold (``GpuNodePoolSpec.reserved_instances``):
+    the model's first nodes launch into them."""
+    reserved_usd_per_hour: float = Field(default=0.0, ge=0)
+    """What those reservations bill per hour, used or not (``gpuscale.guardrails.reservations``)."""
     ttft_slo_s: float = Field(gt=0)
     itl_slo_s: float = Field(gt=0)
     request_timeout_s: float = Field(gt=0)
@@ -115,8 +120,9 @@ class HeadroomSim(Spec):
     model's pods bind to at once, and a node that hosts a virtual pod is never empty-consolidated
     (``Cluster.HasBufferPods``). A pass runs on every pending real pod and at the buffer controller's resync.
     Placeholder pods (``prepull``) are the same capacity held by real low-priority pods, which pull the vLLM image on
-    their nodes; the model's pods are taken to preempt them at once, as if its workloads carried no KAI preemption
-    delay (with the delay, the eviction waits the node time: why gpuscale does not emit placeholders)."""
+    their nodes; a pending replica may take the GPUs they hold only once it has been pending ``preemption_delay_s``
+    (KAI's preemption delay is the preemptor's, whatever the victim: ``gpuscale.headroom``). gpuscale emits 0 for a
+    model with placeholders (``headroom.serving_preemption_delay_s``); the scenario also runs the node-time delay."""
 
     pods: int = Field(gt=0)
     """Virtual (or placeholder) pods kept placeable: the sized N replicas x pods per replica."""
@@ -124,6 +130,10 @@ class HeadroomSim(Spec):
     """Longest wait for a provisioning pass after the spare capacity is taken (``headroom.BUFFER_RESYNC_S``)."""
     prepull: bool = False
     """The spare nodes pull the vLLM image before any serving pod lands (placeholder pods; virtual pods run nothing)."""
+    preemption_delay_s: float = Field(default=0.0, ge=0)
+    """Placeholder pods only: how long a replica must be pending (since its creation or last eviction) before it may
+    evict a placeholder and take its GPUs; free GPUs are taken at once. A CapacityBuffer's virtual pods are never bound,
+    so nothing is evicted and no delay applies."""
 
 
 class Variant(Spec):

@@ -11,6 +11,7 @@ a gang that fits one node goes there, otherwise it fills the emptiest nodes firs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from gpuscale.sim.nodes import Node
@@ -36,24 +37,28 @@ KAI = SchedulerSpec(gang=True, placement="binpack")
 DEFAULT = SchedulerSpec(gang=False, placement="spread")
 
 
-def place_one(need: int, nodes: list[Node], placement: Placement) -> Node | None:
-    """The node one pod binds to, or None."""
-    fits = [n for n in nodes if n.free >= need]
+def place_one(need: int, nodes: list[Node], placement: Placement, held: Mapping[int, int] | None = None) -> Node | None:
+    """The node one pod binds to, or None. ``held``: GPUs per node id the pod may not take (placeholders it may not
+    evict yet)."""
+    left = {n.nid: n.free - (held or {}).get(n.nid, 0) for n in nodes}
+    fits = [n for n in nodes if left[n.nid] >= need]
     if not fits:
         return None
     if placement == "binpack":
-        return min(fits, key=lambda n: (n.free, n.nid))
-    return min(fits, key=lambda n: (-n.free, n.nid))
+        return min(fits, key=lambda n: (left[n.nid], n.nid))
+    return min(fits, key=lambda n: (-left[n.nid], n.nid))
 
 
-def place_gang(needs: list[int], nodes: list[Node], placement: Placement) -> list[Node] | None:
-    """A node for every pod, or None when the whole group cannot be placed now."""
+def place_gang(
+    needs: list[int], nodes: list[Node], placement: Placement, held: Mapping[int, int] | None = None,
+) -> list[Node] | None:
+    """A node for every pod, or None when the whole group cannot be placed now (``held`` as in ``place_one``)."""
     total = sum(needs)
-    single = place_one(total, nodes, placement)
+    single = place_one(total, nodes, placement, held)
     if single is not None:
         return [single] * len(needs)
-    free = {n.nid: n.free for n in nodes}
-    order = sorted(nodes, key=lambda n: (-n.free, n.nid))
+    free = {n.nid: n.free - (held or {}).get(n.nid, 0) for n in nodes}
+    order = sorted(nodes, key=lambda n: (-free[n.nid], n.nid))
     out: list[Node] = []
     for need in needs:
         node = next((n for n in order if free[n.nid] >= need), None)

@@ -204,19 +204,23 @@ class NodeLayer:
             self._log.log("buffer", f"{k} x {self.ctx.setup.instance_type} for {len(left)} virtual pod(s) of the buffer")
 
     def buffer_hosts(self) -> set[int]:
-        """Ready nodes the last pass placed virtual pods on (``Cluster.HasBufferPods``): not empty-consolidated.
-        The virtual pods pack onto the fullest nodes that fit (Karpenter fills existing capacity before new)."""
+        """Ready nodes the last pass placed virtual pods on (``Cluster.HasBufferPods``): not empty-consolidated."""
+        return set(self.held_gpus())
+
+    def held_gpus(self) -> dict[int, int]:
+        """GPUs per Ready node the buffer's virtual (or placeholder) pods hold. They pack onto the fullest nodes that
+        fit (Karpenter fills existing capacity before new; KAI binds placeholders the same way)."""
         ready = [n for n in self.nodes if n.state == READY and not n.cordoned]
         free = {n.nid: n.free for n in ready}
-        hosts: set[int] = set()
+        held: dict[int, int] = {}
         for need in self._virtual_needs():
             fits = [n for n in ready if free[n.nid] >= need]
             if not fits:
                 break
             node = min(fits, key=lambda n: (free[n.nid], n.nid))
             free[node.nid] -= need
-            hosts.add(node.nid)
-        return hosts
+            held[node.nid] = held.get(node.nid, 0) + need
+        return held
 
     def prewarm(self) -> None:
         """A low-priority placeholder of one replica's size: launch the nodes it needs now, before the model's pod

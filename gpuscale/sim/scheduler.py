@@ -28,6 +28,9 @@ class NodePool(Protocol):
     def demand_met(self) -> None:
         """No pod is pending any more."""
 
+    def held_gpus(self) -> dict[int, int]:
+        """GPUs per node that placeholder (or virtual) pods hold now."""
+
 
 class Loader(Protocol):
     """The ReplicaSet: a replica whose pods are all bound starts loading."""
@@ -46,6 +49,11 @@ class Scheduler:
         self.started: list[Replica] = []
         """Replicas this scheduler placed (scale-ups and re-placed evicted ones; not the warm replicas at t = 0), in
         the order they started loading: their ``created_at`` to ``ready_at`` is a scale-up's first answer."""
+        self._pending_since: dict[int, float] = {}
+        """Replica id -> when it last became pending (created or evicted): KAI's preemption-delay anchor."""
+        h = ctx.variant.headroom
+        self._evict_delay_s = h.preemption_delay_s if h is not None and h.prepull else 0.0
+        """How long a pending replica leaves placeholders in place (``HeadroomSim.preemption_delay_s``)."""
         self._pool: NodePool
         self._loader: Loader
 
@@ -56,10 +64,14 @@ class Scheduler:
         """A replica to place (new, or evicted and pending again)."""
         if rep not in self.pending:
             self.pending.append(rep)
+            self._pending_since[id(rep)] = self.env.now
+            if self._evict_delay_s > 0:  # its delay ends: the placeholders' GPUs become its to take
+                self.env.after(self._evict_delay_s, self.schedule)
 
     def discard(self, rep: Replica) -> None:
         if rep in self.pending:
             self.pending.remove(rep)
+            self._pending_since.pop(id(rep), None)
 
     def unbound_needs(self) -> list[int]:
         """GPUs of every pod still waiting for a node (what the provisioner sees, pod by pod)."""
@@ -74,18 +86,20 @@ class Scheduler:
         still: list[Replica] = []
         for rep in self.pending:
             unbound = [p for p in rep.pods if p.node is None]
+            held = self._held_for(rep)
             if sched.gang:
-                assign = place_gang([p.gpus for p in unbound], ready_nodes, sched.placement)
+                assign = place_gang([p.gpus for p in unbound], ready_nodes, sched.placement, held)
                 if assign is not None:
                     for pod, node in zip(unbound, assign, strict=True):
                         self.bind(pod, node)
             else:
                 for pod in unbound:
-                    target = place_one(pod.gpus, ready_nodes, sched.placement)
+                    target = place_one(pod.gpus, ready_nodes, sched.placement, held)
                     if target is not None:
                         self.bind(pod, target)
             if all(p.node is not None for p in rep.pods):
                 self.started.append(rep)
+                self._pending_since.pop(id(rep), None)
                 self._loader.start_loading(rep)
             else:
                 still.append(rep)
@@ -94,6 +108,13 @@ class Scheduler:
             self._pool.demand()
         else:
             self._pool.demand_met()
+
+    def _held_for(self, rep: Replica) -> dict[int, int] | None:
+        """The placeholders' GPUs ``rep`` may not take yet: all of them while it is inside its preemption delay."""
+        if self._evict_delay_s <= 0:
+            return None
+        since = self._pending_since.get(id(rep), rep.created_at)
+        return self._pool.held_gpus() if self.env.now < since + self._evict_delay_s else None
 
     def scale_up_ready_s(self) -> tuple[tuple[float, float], ...]:
         """``(created_at, seconds to ready)`` of every placed replica that became ready, once each."""

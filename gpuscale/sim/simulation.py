@@ -77,7 +77,8 @@ class Simulation:
         self.scheduler.connect(pool=self.provisioner, loader=self.replicas)
         self.replicas.connect(pending=self.scheduler, requests=self.router)
         self.router.connect(owners=self.replicas, capacity=self.provisioner)
-        self.gpus.connect(lambda: gpu_states(self.provisioner.nodes, self.replicas.all))
+        reserved_gpus = setup.reserved_instances * setup.gpus_per_node
+        self.gpus.connect(lambda: gpu_states(self.provisioner.nodes, self.replicas.all, reserved_gpus))
         self.scale_events = 0
         self.series_t: list[float] = []
         self.series_gpus: list[int] = []

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from gpuscale.spec.base import Spec
 
-HeadroomMode = Literal["none", "capacity-buffer"]
+HeadroomMode = Literal["none", "capacity-buffer", "placeholder-pods"]
 
 
 class HeadroomSpec(Spec):
@@ -23,9 +23,10 @@ class HeadroomSpec(Spec):
     mode: HeadroomMode = "none"
     """``capacity-buffer``: a Karpenter ``CapacityBuffer`` per role (autoscaling.x-k8s.io/v1beta1, alpha in Karpenter
     v1.14.1; needs ``topology.provisioning.capacity_buffer_gate: true``): Karpenter keeps nodes for virtual pods that
-    no scheduler ever sees, so KAI charges no queue for them. ``none``: no spare nodes. (Low-priority placeholder pods,
-    for a Karpenter without the gate, are simulated by the ``headroom`` scenario but not emitted yet: under KAI the
-    serving pods' preemption delay would hold them for the node time they are meant to save.)"""
+    no scheduler ever sees, so KAI charges no queue for them. ``placeholder-pods``: for a Karpenter without the gate, a
+    Deployment per role of low-priority, preemptible pods of a replica's size in the model's own queue (they pull the
+    vLLM image on the spare nodes); the serving pods then carry no KAI preemption delay, so they evict a placeholder at
+    once (``gpuscale.headroom`` says what else that lets them evict). ``none``: no spare nodes."""
     max_usd_per_day: float | None = Field(default=None, gt=0, le=1e9)
     """Most the spare nodes may cost per day (their GPU-hours at the instance's on-demand price); sized headroom that
     costs more is refused. None: no cap."""

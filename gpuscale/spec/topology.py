@@ -197,6 +197,25 @@ class CapacityReservationSpec(Spec):
     """A Capacity Block's start, UTC (``2026-12-01T11:30:00Z``); Karpenter launches into it only once it is active."""
     end_utc: UtcDateTime | None = None
     """A Capacity Block's end, UTC; Karpenter drains its nodes 40 minutes before (``gpuscale.guardrails.reservations``)."""
+    instance_type: str | None = None
+    """The reservation's instance type (one of the pool's ``instance_types``); default the pool's only one (required
+    with ``instance_count`` on a pool of several)."""
+    instance_count: int | None = Field(default=None, ge=1, le=MAX_CLUSTER_NODES)
+    """Instances reserved: billed for the whole window whether used or not (the simulator and the plan charge them);
+    None: not billed by gpuscale (the plan says so)."""
+    usd_per_instance_hour: float | None = Field(default=None, gt=0, le=10_000)
+    """What one reserved instance bills per hour: default the instance type's On-Demand rate for an ODCR; required
+    for a ``capacity-block`` with ``instance_count`` (its offering's upfront fee / instances / hours)."""
+
+    @model_validator(mode="after")
+    def _billing(self) -> CapacityReservationSpec:
+        missing = reservations.block_price_missing(self.type, self.instance_count, self.usd_per_instance_hour)
+        if missing:
+            raise at("usd_per_instance_hour", missing)
+        if self.usd_per_instance_hour is not None and self.instance_count is None:
+            raise at("instance_count", "usd_per_instance_hour bills instances: set instance_count (the instances the "
+                     "reservation holds), or remove the price")
+        return self
 
     @model_validator(mode="after")
     def _dates(self) -> CapacityReservationSpec:
@@ -298,6 +317,43 @@ class GpuNodePoolSpec(Spec):
         """Whether the pool can launch nothing once its Capacity Blocks end: reserved capacity only, and no ODCR."""
         return (set(self.capacity_types) == {"reserved"} and bool(self.reservations)
                 and all(r.type == "capacity-block" for r in self.reservations))
+
+    @model_validator(mode="after")
+    def _reservation_instances(self) -> GpuNodePoolSpec:
+        problems: list[tuple[str, str]] = []
+        for k, r in enumerate(self.capacity_reservations):
+            where = f"capacity_reservations[{k}]"
+            if r.instance_type is not None and r.instance_type not in self.instance_types:
+                problems.append((f"{where}.instance_type", f"{r.instance_type!r} is not one of the pool's "
+                                 f"instance_types {self.instance_types}: Karpenter launches none of it here"))
+                continue
+            if r.instance_count is None:
+                continue
+            if r.instance_type is None and len(self.instance_types) > 1:
+                problems.append((f"{where}.instance_type", f"the pool has {len(self.instance_types)} instance types "
+                                 f"({', '.join(self.instance_types)}): say which one the reservation holds"))
+                continue
+            kind = CATALOGUE[r.instance_type or self.instance_types[0]]
+            breach = reservations.oversized_breach(self.name, r.id, r.instance_count, kind.gpus_per_node, self.gpu_limit)
+            if breach:
+                problems.append((f"{where}.instance_count", breach))
+        if problems:
+            raise Problems(problems)
+        return self
+
+    def reserved_instances(self, instance_type: str) -> tuple[int, float]:
+        """``(instances, USD per hour)`` the pool's reservations of ``instance_type`` hold and bill, used or not
+        (``gpuscale.guardrails.reservations``); reservations without ``instance_count`` are not counted."""
+        count, usd = 0, 0.0
+        on_demand = CATALOGUE[instance_type].on_demand_usd_per_hour
+        for r in self.capacity_reservations:
+            if r.instance_count is None or (r.instance_type or self.instance_types[0]) != instance_type:
+                continue
+            rate = reservations.instance_hour_rate(r.type, r.usd_per_instance_hour, on_demand)
+            assert rate is not None  # a block with a count states its price (CapacityReservationSpec._billing)
+            count += r.instance_count
+            usd += r.instance_count * rate
+        return count, usd
 
     @model_validator(mode="after")
     def _reservations_once(self) -> GpuNodePoolSpec:

@@ -42,8 +42,10 @@ class CountingWatch:
 class FakePool:
     """``scheduler.NodePool``: a fixed list of nodes; records demand."""
 
-    def __init__(self, nodes: list[Node]) -> None:
+    def __init__(self, nodes: list[Node], held: dict[int, int] | None = None) -> None:
         self._nodes = nodes
+        self.held = held or {}
+        """GPUs per node id placeholder pods hold (``held_gpus``)."""
         self.demands = 0
         self.met = 0
 
@@ -56,6 +58,9 @@ class FakePool:
 
     def demand_met(self) -> None:
         self.met += 1
+
+    def held_gpus(self) -> dict[int, int]:
+        return dict(self.held)
 
 
 class FakeLoader:

@@ -8,7 +8,14 @@ from functools import cache
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import build_scenario, findings
-from gpuscale.sim.scenarios.headroom import NO_HEADROOM, WARM_NODES, WARM_NODES_IMAGE, WARM_REPLICAS
+from gpuscale.sim.scenarios.headroom import (
+    NO_HEADROOM,
+    PLACEHOLDERS_DELAYED,
+    WARM_NODES,
+    WARM_NODES_IMAGE,
+    WARM_REPLICAS,
+)
+from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from tests.sim.conftest import spec_of
 
@@ -23,19 +30,24 @@ def bursty() -> PlatformSpec:
 @cache
 def result() -> tuple[ScenarioResult, list[str]]:
     sc = build_scenario("headroom", bursty(), duration_s=3600.0)
-    res = Runner(sc, seed=0, policies=[NO_HEADROOM, WARM_NODES, WARM_NODES_IMAGE]).run()
+    res = Runner(sc, seed=0, policies=[NO_HEADROOM, WARM_NODES, WARM_NODES_IMAGE, PLACEHOLDERS_DELAYED]).run()
     return res, findings(sc, res)
 
 
 def test_variants_and_the_buffer_they_run_with() -> None:
     sc = build_scenario("headroom", bursty(), duration_s=600.0)
     by = {v.name: v for v in sc.variants}
-    assert list(by) == [NO_HEADROOM, WARM_REPLICAS, WARM_NODES, WARM_NODES_IMAGE, "ceiling"]
+    assert list(by) == [NO_HEADROOM, WARM_REPLICAS, WARM_NODES, WARM_NODES_IMAGE, PLACEHOLDERS_DELAYED, "ceiling"]
     assert by[NO_HEADROOM].headroom is None and by[WARM_REPLICAS].headroom is None
     nodes, image = by[WARM_NODES].headroom, by[WARM_NODES_IMAGE].headroom
     assert nodes is not None and image is not None
     assert nodes.pods == image.pods == sc.parameters["spare_pods"] >= 1
     assert not nodes.prepull and image.prepull
+    # the emitted rule: placeholders are evicted at once; the comparison keeps the serving pods' node-time delay
+    delayed = by[PLACEHOLDERS_DELAYED].headroom
+    assert delayed is not None and delayed.prepull and delayed.pods == image.pods
+    assert image.preemption_delay_s == 0
+    assert delayed.preemption_delay_s == size_platform(bursty()).models[0].preemption_delay_s == 90
     # the warm-node variants scale at the undiscounted target; warm replicas at the stack's own sizing
     assert by[WARM_NODES].sizing is not None and by[WARM_REPLICAS].sizing is None
     assert all(r.target_utilisation == 0.7 for r in by[WARM_NODES].sizing.values())
@@ -58,3 +70,15 @@ def test_warm_nodes_shorten_scale_ups_by_the_node_wait_and_placeholders_by_the_i
 def test_findings_price_what_each_saves() -> None:
     _, lines = result()
     assert any(line.startswith(f"{WARM_NODES} vs {NO_HEADROOM}: +") and "per 1,000 requests saved" in line for line in lines)
+
+
+def test_a_preemption_delay_holds_the_placeholders_gpus_for_the_node_time_they_exist_to_save() -> None:
+    res, lines = result()
+    by = {r.name: r for r in res.results}
+    image, delayed, cold = (by[n].nodes for n in (WARM_NODES_IMAGE, PLACEHOLDERS_DELAYED, NO_HEADROOM))
+    assert image.scale_up_ready_mean_s is not None and delayed.scale_up_ready_mean_s is not None
+    assert cold.scale_up_ready_mean_s is not None
+    # a replica that could bind on a placeholder's node at once waits the 90 s delay (or a new node, if sooner)
+    assert delayed.scale_up_ready_mean_s - image.scale_up_ready_mean_s > 45.0
+    assert by[PLACEHOLDERS_DELAYED].misses.total > by[WARM_NODES_IMAGE].misses.total
+    assert any(line.startswith(f"{PLACEHOLDERS_DELAYED} vs {NO_HEADROOM}") for line in lines)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuscale.sim.events import Environment
+from gpuscale.sim.inputs import HeadroomSim
 from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.scheduler import Scheduler
 from tests.sim.actors import FakeLoader, FakePool, context, ready_node
@@ -65,3 +68,34 @@ def test_discard_removes_a_replica_from_the_queue() -> None:
     s.discard(rep)
     s.schedule()
     assert s.pending == [] and pool.met == 1
+
+
+def test_a_replica_takes_the_gpus_placeholders_hold_only_after_its_preemption_delay() -> None:
+    ctx = context(gang=True, gpus_per_node=8, pods_per_replica=2, gpus_per_pod=4)
+    held = HeadroomSim(pods=2, resync_s=30.0, prepull=True, preemption_delay_s=90.0)
+    ctx = dataclasses.replace(ctx, variant=ctx.variant.model_copy(update={"headroom": held}))
+    env = Environment(5.0)
+    pool = FakePool([ready_node(1, 8, 4), ready_node(2, 8, 4)], held={1: 4, 2: 4})  # both free halves are placeholders'
+    loader = FakeLoader()
+    s = Scheduler(ctx, env)
+    s.connect(pool, loader)
+    rep = replica(s)  # pending since t = 5
+    s.schedule()
+    assert all(p.node is None for p in rep.pods) and pool.demands == 1  # Karpenter is asked for a node meanwhile
+    env.run(5.0 + 89.0)
+    assert all(p.node is None for p in rep.pods)
+    env.run(5.0 + 91.0)  # the delay ends: KAI preempts the placeholders and the gang binds
+    assert [p.node.nid for p in rep.pods if p.node] == [1, 2] and loader.loading == [rep]
+
+
+def test_free_gpus_are_taken_at_once_whatever_the_delay() -> None:
+    ctx = context(gang=True, gpus_per_node=8, pods_per_replica=2, gpus_per_pod=4)
+    held = HeadroomSim(pods=1, resync_s=30.0, prepull=True, preemption_delay_s=90.0)
+    ctx = dataclasses.replace(ctx, variant=ctx.variant.model_copy(update={"headroom": held}))
+    env = Environment(5.0)
+    pool = FakePool([ready_node(1, 8, 8), ready_node(2, 8, 4)], held={2: 4})
+    s = Scheduler(ctx, env)
+    s.connect(pool, FakeLoader())
+    rep = replica(s)
+    s.schedule()
+    assert [p.node.nid for p in rep.pods if p.node] == [1, 1]  # node 1's 8 free GPUs, not node 2's placeholder

@@ -138,3 +138,34 @@ def test_the_plan_shows_each_window_and_what_happens_at_its_end() -> None:
     assert b.usable_hours == f"{7 * 24 - 40 / 60:.1f}"
     assert b.after_end == "new nodes from ODCR cr-0odcr, on-demand"
     assert rows["cr-0odcr"].drain_from == "-" and "its other Capacity Blocks" in rows["cr-0odcr"].after_end
+
+
+@pytest.mark.parametrize(("entry", "path", "words"), [
+    ({"id": "cr-0a", "instance_count": 9}, "instance_count", "above the pool's gpu_limit 64"),
+    ({"id": "cr-0a", "instance_count": 0}, "instance_count", "greater than or equal to 1"),
+    ({"id": "cr-0a", "usd_per_instance_hour": 30.0}, "instance_count", "set instance_count"),
+    ({"id": "cr-0a", "instance_type": "g6e.xlarge", "instance_count": 1}, "instance_type", "not one of the pool's"),
+    ({**block(START + timedelta(days=7)), "instance_count": 2}, "usd_per_instance_hour", "UpfrontFee"),
+])
+def test_billing_fields_are_refused_with_their_path(entry: dict[str, Any], path: str, words: str) -> None:
+    found = refusals(prod_with(["reserved", "on-demand"], [entry]))
+    assert list(found) == [f"topology.gpu_pools[0].capacity_reservations[0].{path}"], found
+    assert words in found[f"topology.gpu_pools[0].capacity_reservations[0].{path}"]
+
+
+def test_the_largest_reservation_the_limit_launches_is_accepted() -> None:
+    spec = validate_config(prod_with(["reserved", "on-demand"], [{"id": "cr-0a", "instance_count": 8}]), "t")
+    rate = spec.topology.gpu_pools[0].instances[0].on_demand_usd_per_hour
+    assert spec.topology.gpu_pools[0].reserved_instances("p5.48xlarge") == (8, 8 * rate)  # an ODCR: On-Demand
+
+
+def test_the_plan_shows_what_each_reservation_bills() -> None:
+    end = START + timedelta(days=7)
+    spec = validate_config(prod_with(["reserved", "on-demand"], [
+        {**block(end), "instance_count": 2, "usd_per_instance_hour": 31.464},
+        {"id": "cr-0odcr", "instance_count": 1}, {"id": "cr-0free"}]), "t")
+    rows = {r.id: r for r in build_context("t", spec, size_platform(spec)).reservations}
+    assert rows["cr-0block1"].bill == "2 x p5.48xlarge at $31.46/h = $62.93/h, $10,572 up front for the block's 168 h"
+    on_demand = spec.topology.gpu_pools[0].instances[0].on_demand_usd_per_hour
+    assert rows["cr-0odcr"].bill == f"1 x p5.48xlarge at ${on_demand:,.2f}/h = ${on_demand:,.2f}/h (${on_demand * 24:,.0f}/day) while it exists"
+    assert rows["cr-0free"].bill == "not billed here (no instance_count)"

@@ -66,3 +66,48 @@ def test_the_karpenter_chart_turns_the_gate_on_only_when_asked(stack_synths: dic
     assert gates(synth()[1]) == {"capacityBuffer": True}
     assert gates(stack_synths["prod"]) is None  # the chart's default (off) stands
     assert not of_kind(stack_synths["prod"], "CapacityBuffer")
+
+
+def prod_with_placeholders() -> PlatformSpec:
+    """The same bursty prod without the gate: its 70B keeps placeholder pods instead."""
+    raw = prod_with_headroom().model_dump(mode="json", exclude_unset=True)
+    raw["models"][0]["headroom"] = {"mode": "placeholder-pods"}
+    raw["topology"]["provisioning"]["capacity_buffer_gate"] = False
+    return PlatformSpec.model_validate(raw)
+
+
+@cache
+def synth_placeholders() -> tuple[PlatformSpec, SynthResult]:
+    spec = prod_with_placeholders()
+    return spec, synth_spec(spec, stack="prod")
+
+
+def test_placeholders_are_emitted_per_paying_role_in_the_models_queue_and_the_serving_pods_drop_the_delay() -> None:
+    spec, result = synth_placeholders()
+    ms = size_platform(spec).models[0]
+    want = {f"{ms.model}-{r.role}-placeholder": r.headroom.pods for r in ms.roles if r.headroom and r.headroom.emitted}
+    assert want  # they pay here (a placeholder pulled the image: the load is weights and engine only)
+    deployments = {d["metadata"]["name"]: d for d in of_kind(result, "Deployment")}
+    assert {n: deployments[n]["spec"]["replicas"] for n in want} == want
+    [pc] = [p for p in of_kind(result, "PriorityClass") if p["metadata"]["name"].startswith("gpuscale-placeholder-")]
+    queue = spec.queue_chain(spec.models[0].queue)[-1].name
+    for name in want:
+        pod = deployments[name]["spec"]["template"]
+        assert pod["spec"]["priorityClassName"] == pc["metadata"]["name"]
+        assert pod["metadata"]["labels"]["kai.scheduler/queue"] == queue
+        serving = deployments[name.removesuffix("-placeholder")]
+        assert serving["metadata"]["annotations"]["kai.scheduler/preemption-delay"] == "0s"
+        assert serving["spec"]["template"]["metadata"]["annotations"]["kai.scheduler/preemption-delay"] == "0s"
+    assert not of_kind(result, "CapacityBuffer")
+    # the other model keeps the node-time delay
+    other = deployments[f"{spec.models[1].name}-aggregated"]
+    assert other["metadata"]["annotations"]["kai.scheduler/preemption-delay"] == f"{size_platform(spec).models[1].preemption_delay_s}s"
+
+
+@requires_shared
+def test_placeholders_are_valid_kubernetes_objects() -> None:
+    _, result = synth_placeholders()
+    objs = [o for o in of_kind(result, "Deployment") + of_kind(result, "PriorityClass")
+            if "placeholder" in o["metadata"]["name"]]
+    assert len(objs) >= 2
+    assert {o["metadata"]["name"]: validate_object(o) for o in objs} == {o["metadata"]["name"]: [] for o in objs}

@@ -1,5 +1,6 @@
 """``headroom``: the stack's traffic with no headroom, with warm replicas, and with warm nodes (a CapacityBuffer, or
-placeholder pods that also pull the image): what each costs and what it saves.
+placeholder pods that also pull the image, evicted at once as gpuscale emits them or after the node-time preemption
+delay): what each costs and what it saves.
 
 Three ways to meet a scale-up: nothing kept (a replica waits for a node, the image, the weights and the engine); warm
 replicas (the autoscaler's target lowered so running replicas absorb the burst: sizing's default when bursts end
@@ -39,6 +40,8 @@ from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.platform import PlatformSpec
 
 NO_HEADROOM, WARM_REPLICAS, WARM_NODES, WARM_NODES_IMAGE = "no-headroom", "warm-replicas", "warm-nodes", "warm-nodes+image"
+PLACEHOLDERS_DELAYED = "placeholders+delay"
+"""Placeholder pods whose eviction waits the serving pods' node-time preemption delay (what gpuscale does not emit)."""
 
 
 class HeadroomParams(ScenarioParams):
@@ -76,6 +79,8 @@ def build(spec: PlatformSpec, model: ModelDeployment, p: ScenarioParams) -> Scen
     spare_text = ", ".join(f"{role} {n}" for role, n in spare.items())
     nodes = math.ceil(pods * lms.shape.gpus_per_pod / setup.gpus_per_node)
     common = {"sizing": lean_sizing, "initial_replicas": lean_initial}
+    # the rule the emitted wiring follows (kai_wiring): a model with placeholder headroom waives the delay
+    emitted_delay = headroom_mod.serving_preemption_delay_s("placeholder-pods", ms.preemption_delay_s)
     variants = [
         variant(NO_HEADROOM, f"gpuscale's autoscaler at target {lean_target:g}: a scale-up waits for its node",
                 GpuscalePolicy(), spec, model, **common),
@@ -86,9 +91,16 @@ def build(spec: PlatformSpec, model: ModelDeployment, p: ScenarioParams) -> Scen
                 GpuscalePolicy(), spec, model, headroom=HeadroomSim(pods=pods, resync_s=headroom_mod.BUFFER_RESYNC_S),
                 **common),
         variant(WARM_NODES_IMAGE, f"target {lean_target:g} + placeholder pods of the same size, which pull the vLLM "
-                f"image on the spare nodes and are preempted at once",
+                f"image on the spare nodes and are preempted at once (serving preemption delay {emitted_delay} s, as "
+                f"gpuscale emits it for placeholder headroom)",
                 GpuscalePolicy(), spec, model,
-                headroom=HeadroomSim(pods=pods, resync_s=headroom_mod.BUFFER_RESYNC_S, prepull=True), **common),
+                headroom=HeadroomSim(pods=pods, resync_s=headroom_mod.BUFFER_RESYNC_S, prepull=True,
+                                     preemption_delay_s=emitted_delay), **common),
+        variant(PLACEHOLDERS_DELAYED, f"the same placeholders, but the serving pods keep the node-time preemption delay "
+                f"({ms.preemption_delay_s} s): a replica evicts a placeholder only after pending that long",
+                GpuscalePolicy(), spec, model,
+                headroom=HeadroomSim(pods=pods, resync_s=headroom_mod.BUFFER_RESYNC_S, prepull=True,
+                                     preemption_delay_s=ms.preemption_delay_s), **common),
         ceiling_variant(spec, model, setup),
     ]
     return Scenario(
@@ -121,7 +133,7 @@ def findings(sc: Scenario, res: ScenarioResult) -> list[str]:
     out = [_line(r) for r in res.policies]
     base = by.get(NO_HEADROOM)
     if base is not None:
-        for name in (WARM_REPLICAS, WARM_NODES, WARM_NODES_IMAGE):
+        for name in (WARM_REPLICAS, WARM_NODES, WARM_NODES_IMAGE, PLACEHOLDERS_DELAYED):
             r = by.get(name)
             if r is None:
                 continue
