@@ -37,6 +37,7 @@ from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
+from gpuscale.components.kubernetes_provider import kubernetes_provider
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
 from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
@@ -158,7 +159,7 @@ def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
 def provider_from_config() -> k8s.Provider:
     """The Kubernetes provider of the local cluster, from the stack's secret ``kubeconfig`` config."""
     kubeconfig = pulumi.Config().require_secret(KUBECONFIG_KEY)
-    return k8s.Provider("local-cluster", kubeconfig=kubeconfig)
+    return kubernetes_provider("local-cluster", kubeconfig)  # the settings of the provider EksCluster makes
 
 
 def stack_program(

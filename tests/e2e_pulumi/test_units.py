@@ -13,13 +13,13 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
-import pulumi_kubernetes as k8s
 import pytest
 
 from e2e import build
 from e2e.pulumi_engine_compare import KNOWN_DIFFERENCES, compare, differences, is_object, strip_skip_await
 from e2e.pulumi_engine_program import SKIP_AWAIT, cluster_half, left_out, with_skip_await
 from gpuscale import versions
+from gpuscale.components.kubernetes_provider import kubernetes_provider
 from gpuscale.stackfile import load_stack_file
 from gpuscale.synth.render import synth_spec, synthesize
 
@@ -29,7 +29,7 @@ SHIPPED = sorted((REPO / "stacks").glob("Pulumi.*.yaml"))
 
 def half_objects(stack_file: Path) -> dict[str, dict[str, Any]]:
     spec = load_stack_file(stack_file)
-    result = synthesize(lambda: cluster_half(spec, k8s.Provider("local-cluster", kubeconfig="unused under mocks")),
+    result = synthesize(lambda: cluster_half(spec, kubernetes_provider("local-cluster", "unused under mocks")),
                         region=spec.environment.aws_region, stack=spec.environment.name)
     return {f"{r['type']}::{r['name']}": r["inputs"] for r in result.resources if r["custom"] and is_object(r["type"])}
 
