@@ -95,6 +95,7 @@ def created() -> dict[str, dict[str, Any]]:
 
 def test_up_then_preview_has_no_changes(scenario: Any, dev: auto.Stack, cluster: LocalCluster,
                                         created: dict[str, dict[str, Any]]) -> None:
+    scenario.observed["cluster_start_s"] = cluster.started_s
     events = Events()
     started = time.monotonic()
     result = dev.up(on_event=events, color="never")
