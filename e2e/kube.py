@@ -16,7 +16,6 @@ from e2e.build import binary
 from gpuscale.versions import E2E_KUBERNETES
 
 FIELD_MANAGER = "gpuscale-e2e"
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class KubectlError(RuntimeError):
@@ -48,15 +47,13 @@ class Kubectl:
             raise KubectlError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr.strip()}")
         return result
 
-    def apply(self, objects: Iterable[Mapping[str, Any]], *, check: bool = True, force: bool = True,
-              timeout_s: float = 120) -> Result:
-        """Server-side apply of a list of objects (one ``List``; kubectl sends one request per item), as one field
-        manager."""
+    def apply(self, objects: Iterable[Mapping[str, Any]], *, check: bool = True, force: bool = True) -> Result:
+        """Server-side apply of a list of objects (one ``List``), as one field manager."""
         doc = {"apiVersion": "v1", "kind": "List", "items": [dict(o) for o in objects]}
         args = ["apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-", "-o", "json"]
         if force:
             args.insert(2, "--force-conflicts")
-        return self.run(args, stdin=json.dumps(doc), check=check, timeout_s=timeout_s)
+        return self.run(args, stdin=json.dumps(doc), check=check)
 
     def diff(self, obj: Mapping[str, Any]) -> str:
         """What applying ``obj`` (an object or a ``List``) again would change (``kubectl diff --server-side``): empty
@@ -111,6 +108,9 @@ class Kubectl:
         if result.returncode != 0:
             raise KubectlError(f"dump of {', '.join(resources)} failed: {result.stderr.strip()}")
         path.write_text(result.stdout, encoding="utf-8")
+
+
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
