@@ -154,3 +154,20 @@ def stack_program(
         pulumi.export("left_out", half.left_out)
 
     return program
+
+
+def config_map_program(name: str, data: str, *, gpuscale_provider: bool,
+                       kubeconfig: str | None = None) -> Callable[[], None]:
+    """One ConfigMap ``name`` in ``default`` holding ``data``, through a provider made as gpuscale makes its own
+    (``gpuscale_provider``) or with the provider's defaults: where the replace-on-data rule is checked against the
+    engine. ``kubeconfig`` defaults to the stack's secret (``None``); the synth passes any string."""
+
+    def program() -> None:
+        config = kubeconfig if kubeconfig is not None else pulumi.Config().require_secret(KUBECONFIG_KEY)
+        provider = (kubernetes_provider(f"{name}-cluster", config) if gpuscale_provider
+                    else k8s.Provider(f"{name}-cluster", kubeconfig=config))
+        k8s.core.v1.ConfigMap(name, metadata={"name": name, "namespace": "default"}, data={"board.json": data},
+                              opts=pulumi.ResourceOptions(provider=provider))
+
+    return program
+
