@@ -68,6 +68,23 @@ def differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
         yield path or "(whole value)"
 
 
+def not_as_set(wanted: Any, live: Any, path: str = "") -> Iterator[str]:
+    """The paths where ``live`` (an object the API server holds) lacks or differs from a value ``wanted`` sets; keys
+    only ``live`` has are the server's defaults (a probe's ``scheme``, a pod's ``dnsPolicy``) and are not compared."""
+    if isinstance(wanted, dict) and isinstance(live, dict):
+        for key in sorted(wanted):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in live:
+                yield sub
+            else:
+                yield from not_as_set(wanted[key], live[key], sub)
+    elif isinstance(wanted, list) and isinstance(live, list) and len(wanted) == len(live):
+        for i, (x, y) in enumerate(zip(wanted, live, strict=True)):
+            yield from not_as_set(x, y, f"{path}[{i}]")
+    elif wanted != live:
+        yield path or "(whole value)"
+
+
 @dataclass
 class Comparison:
     stack: str

@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from e2e import build
-from e2e.pulumi_engine_compare import KNOWN_DIFFERENCES, compare, differences, is_object, strip_skip_await
+from e2e.pulumi_engine_compare import (
+    KNOWN_DIFFERENCES,
+    compare,
+    differences,
+    is_object,
+    not_as_set,
+    strip_skip_await,
+)
 from e2e.pulumi_engine_program import SKIP_AWAIT, cluster_half, left_out, with_skip_await
 from gpuscale import versions
 from gpuscale.components.kubernetes_provider import kubernetes_provider
@@ -61,6 +68,15 @@ def test_skip_await_is_added_and_the_comparison_removes_exactly_it(metadata: dic
     assert {k: v for k, v in annotated["annotations"].items() if k != SKIP_AWAIT} == (metadata.get("annotations") or {})
     expected = {"name": "a", **({"annotations": metadata["annotations"]} if metadata.get("annotations") else {})}
     assert strip_skip_await({"metadata": annotated, "spec": {}}) == {"metadata": expected, "spec": {}}
+
+
+def test_not_as_set_ignores_only_what_the_server_adds() -> None:
+    wanted = {"probe": {"path": "/health", "port": 8000}, "args": ["--a"]}
+    live = {"probe": {"path": "/health", "port": 8000, "scheme": "HTTP"}, "args": ["--a"], "dnsPolicy": "ClusterFirst"}
+    assert list(not_as_set(wanted, live)) == []
+    assert list(not_as_set(wanted, {**live, "args": ["--b"]})) == ["args[0]"]
+    assert list(not_as_set(wanted, {"args": ["--a"]})) == ["probe"]
+    assert list(not_as_set(wanted, {**live, "args": ["--a", "--b"]})) == ["args"]
 
 
 def test_differences_name_each_path() -> None:
