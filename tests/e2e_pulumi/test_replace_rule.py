@@ -21,15 +21,17 @@ REPO = Path(__file__).resolve().parents[2]
 BEFORE, AFTER = '{"title": "before"}', '{"title": "after"}'
 
 
-def synth(out: Path, name: str, data: str, gpuscale_provider: bool) -> Synth:
-    """``config_map_program`` under gpuscale's synth mocks, in a process of its own (the mocks never meet the engine)."""
+def synths(out: Path, name: str, gpuscale_provider: bool) -> tuple[Synth, Synth]:
+    """``config_map_program`` holding ``BEFORE``, then ``AFTER``, under gpuscale's synth mocks, in one process of its
+    own (the mocks never meet the engine)."""
     code = ("import sys; from pathlib import Path; from gpuscale.synth.render import synthesize; "
-            "from e2e.pulumi_engine_program import config_map_program; "
-            "synthesize(config_map_program(sys.argv[1], sys.argv[2], gpuscale_provider=sys.argv[3] == '1', "
-            "kubeconfig='unused under mocks'), region='us-east-1', stack='board').write(Path(sys.argv[4]))")
-    subprocess.run([sys.executable, "-c", code, name, data, "1" if gpuscale_provider else "0", str(out)],
+            "from e2e.pulumi_engine_program import config_map_program\n"
+            "for data, side in zip(sys.argv[3:5], ('before', 'after')):\n"
+            "    synthesize(config_map_program(sys.argv[1], data, gpuscale_provider=sys.argv[2] == '1', "
+            "kubeconfig='unused under mocks'), region='us-east-1', stack='board').write(Path(sys.argv[5]) / side)")
+    subprocess.run([sys.executable, "-c", code, name, "1" if gpuscale_provider else "0", BEFORE, AFTER, str(out)],
                    cwd=REPO, check=True, timeout=300, capture_output=True)
-    return load_synth(out)
+    return load_synth(out / "before"), load_synth(out / "after")
 
 
 @pytest.mark.parametrize(("gpuscale_provider", "op"), [(False, "replace"), (True, "update")],
@@ -42,8 +44,7 @@ def test_a_configmaps_data_change_is_replaced_exactly_where_the_diff_says(
                          kubeconfig=cluster.inline_kubeconfig())
     try:
         stack.up(on_event=Events(), color="never")
-        before, after = (synth(tmp_path / side, name, data, gpuscale_provider)
-                         for side, data in (("before", BEFORE), ("after", AFTER)))
+        before, after = synths(tmp_path, name, gpuscale_provider)
         [changed] = [d for d in diff_synths(before, after).resources if is_object(d.type)]
         predicted = planned_op(changed, before, after)
         scenario.observed["predicted"] = {changed.key: predicted}
