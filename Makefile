@@ -103,7 +103,7 @@ e2e-apply: $(VENV)/.installed
 e2e-pulumi: $(VENV)/.installed
 	$(BIN)/python -m e2e.build etcd kubernetes
 	$(BIN)/python -m e2e.pulumi_engine build
-	GPUSCALE_E2E_PULUMI=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e_pulumi -p no:cacheprovider -q
+	GPUSCALE_E2E_PULUMI=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e_pulumi -p no:cacheprovider -q --durations=8
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

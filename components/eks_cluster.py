@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from gpuscale import labels, versions
 from gpuscale.components.children import child_opts, claim
 from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput, SubnetIds, output_list
+from gpuscale.components.kubernetes_provider import kubernetes_provider
 from gpuscale.manifests import iam, network
 from gpuscale.spec.base import Ipv4Cidr, Spec
 from gpuscale.spec.environment import ExistingSubnetsSpec, NewVpcSpec
@@ -186,10 +187,8 @@ class EksCluster(pulumi.ComponentResource):
         ).apply(lambda a: json.dumps(network.kubeconfig_body(a[0], a[1], a[2], a[3], role_arn=a[4], profile=a[5])))
         self.kubeconfig = pulumi.Output.secret(kubeconfig)
         # in-cluster resources use this provider, so they wait for the nodes and add-ons it depends on
-        self.provider = k8s.Provider(
-            f"{name}-k8s",
-            kubeconfig=self.kubeconfig,
-            opts=self._child(depends_on=[node_group, *before, *after]),
+        self.provider = kubernetes_provider(
+            f"{name}-k8s", self.kubeconfig, opts=self._child(depends_on=[node_group, *before, *after]),
         )
         self.cluster_name = cluster.name
         self.cluster_arn = cluster.arn

@@ -15,16 +15,11 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from pydantic import Field
 
-from gpuscale import labels
-from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
-from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.children import Refused, child_opts, refused, register_target
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
-from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
 from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
-from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput
 from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
@@ -33,12 +28,10 @@ from gpuscale.components.karpenter_controller import KarpenterController, Karpen
 from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
 from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
 from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
-from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
 from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
 from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
-from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
-from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.components.serving_layer import ServingLayerArgs, serving_layer
 from gpuscale.feasibility import checked_sizing
 from gpuscale.manifests import autoscaling, vllm
 from gpuscale.manifests.karpenter import efa_pools
@@ -249,52 +242,14 @@ class InferencePlatform(pulumi.ComponentResource):
 
     def _serving(self, cluster: EksCluster, serving_deps: list[pulumi.Resource], monitoring: list[pulumi.Resource],
                  prometheus_url: StrInput) -> dict[str, pulumi.Output[str]]:
-        """Layer 3: per model its namespace, VllmService, FrontDoor and one RoleAutoscaler per role; returns the
-        endpoint clients call per model."""
-        name, spec, sizing = self._name, self._spec, self._sizing
+        """Layer 3 (``serving_layer``, which the real-engine tier runs too); returns the endpoint clients call per
+        model."""
         scaler_deps = self._scalers(monitoring, prometheus_url)
-        namespaces = {
-            ns: k8s.core.v1.Namespace(
-                f"{name}-ns-{ns}", metadata={"name": ns, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-                opts=self._on_cluster(),
-            )
-            for ns in vllm.serving_namespaces(spec)
-        }
-        if spec.observability.install_prometheus_stack:  # the PrometheusRule CRD and Grafana come with the stack
-            AlertRules(f"{name}-alerts", AlertRulesArgs.from_platform(spec, sizing),
-                       opts=self._on_cluster(*namespaces.values(), *monitoring))
-            Dashboards(f"{name}-dashboards", DashboardsArgs.from_platform(spec, sizing),
-                       opts=self._on_cluster(*namespaces.values()))
-        endpoints: dict[str, pulumi.Output[str]] = {}
-        for model in spec.models:
-            # plain namespace names (objects built without waiting on an Output), the Namespace as a dependency
-            namespace = namespaces[model.serving.namespace]
-            service = VllmService(
-                f"{name}-{model.name}",
-                VllmServiceArgs.from_platform(spec, sizing, model.name, cluster_name=cluster.cluster_name),
-                opts=self._on_cluster(namespace, *serving_deps),
-            )
-            endpoints[model.name] = service.endpoint
-            spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name)
-            if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
-                CapacityBufferSet(f"{name}-{model.name}-headroom", spare,
-                                  opts=self._on_cluster(namespace, self._karpenter_chart, *service.workloads.values()))
-            held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name)
-            if held.emits:  # the same spare nodes held by low-priority pods in the model's queue (no gate needed)
-                PlaceholderPodSet(f"{name}-{model.name}-placeholders", held,
-                                  opts=self._on_cluster(namespace, *serving_deps, *service.workloads.values()))
-            if model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
-                door = FrontDoor(
-                    f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
-                    opts=self._on_cluster(namespace, *service.workloads.values(), *monitoring),
-                )
-                endpoints[model.name] = door.endpoint
-            for role in model.serving.roles:
-                RoleAutoscaler(
-                    f"{name}-{model.name}-{role}",
-                    RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, prometheus_url=prometheus_url),
-                    opts=self._on_cluster(namespace, service.workloads[role], *scaler_deps),
-                )
+        layer = serving_layer(self._name, ServingLayerArgs(
+            spec=self._spec, sizing=self._sizing, prometheus_url=prometheus_url, cluster_name=cluster.cluster_name,
+            monitoring=monitoring, scheduling=serving_deps, scalers=scaler_deps, node_charts=[self._karpenter_chart],
+        ), self._on_cluster)
+        endpoints: dict[str, pulumi.Output[str]] = layer.endpoints
         return endpoints
 
     def _aws_provider(self, args: InferencePlatformArgs) -> aws.Provider | None:

@@ -44,6 +44,9 @@ from gpuscale.versions import E2E_ETCD, E2E_KUBERNETES, E2E_PULUMI, E2E_PULUMI_K
 PROJECT = "gpuscale-e2e"
 """The inline programs' project. Its own config namespace holds the kubeconfig; the spec stays under ``gpuscale:``."""
 POLICY_LAUNCHER = "gpuscale-policy-pack"
+REPLACE_STEPS = frozenset(op.value for op in (auto.OpType.REPLACE, auto.OpType.CREATE_REPLACEMENT,
+                                              auto.OpType.DELETE_REPLACED, auto.OpType.DISCARD_REPLACED))
+"""The engine's step ops of one replacement (``pulumi.automation.OpType``)."""
 
 
 class EngineError(RuntimeError):
@@ -89,6 +92,19 @@ class Events:
     def ops(self) -> dict[str, str]:
         """URN -> the step's op (``create``, ``same``, ``update``, ``replace``, ``delete`` ...)."""
         return {s.urn: str(s.op.value) for s in self.steps()}
+
+    def planned(self, keep: Callable[[str], bool]) -> dict[str, str]:
+        """``type::name`` -> the step the engine plans for each resource whose type ``keep`` accepts, other than
+        ``same``. A replace is several steps of one URN (``create-replacement``, ``replace``, ``delete-replaced``, in an
+        order that depends on delete-before-replace); they fold into one ``replace``, the word ``gpuscale diff`` uses."""
+        out: dict[str, str] = {}
+        for s in self.steps():
+            op = str(s.op.value)
+            if not keep(s.type) or op == "same":
+                continue
+            key = f"{s.type}::{s.urn.rsplit('::', 1)[-1]}"
+            out[key] = "replace" if op in REPLACE_STEPS or out.get(key) == "replace" else op
+        return out
 
     def policy(self) -> list[auto.PolicyEvent]:
         return [e.policy_event for e in self.events if e.policy_event is not None]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import base64
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,20 +46,25 @@ class LocalCluster:
     supervisor: Supervisor
     plane: ControlPlane
     kubectl: Kubectl
+    started_s: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of each start-up phase (``control_plane``, ``crds``), for the report."""
 
     @classmethod
     def start(cls, directory: Path) -> LocalCluster:
         supervisor = Supervisor(directory / "logs")
         plane = ControlPlane(supervisor, directory / "cluster")
+        began = time.monotonic()
         plane.start(controllers=True)
         assert plane.kubeconfig is not None
         kubectl = Kubectl(plane.kubeconfig)
+        up = time.monotonic()
         install_crds(kubectl, crd_documents())
+        started = {"control_plane": round(up - began, 1), "crds": round(time.monotonic() - up, 1)}
         # what the left-out kube-prometheus-stack chart creates before gpuscale's objects arrive: its namespace, where
         # the platform's PrometheusRule goes (InferencePlatform orders AlertRules after the chart). Without it the
         # real engine's first `up` fails: 'namespaces "monitoring" not found'.
         kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROMETHEUS_STACK_NAMESPACE}}])
-        return cls(supervisor, plane, kubectl)
+        return cls(supervisor, plane, kubectl, started)
 
     def stop(self) -> None:
         self.supervisor.stop()

@@ -52,20 +52,27 @@ def strip_skip_await(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def differences(a: Any, b: Any, path: str = "") -> Iterator[str]:
-    """The paths where ``a`` and ``b`` differ (``spec.template.spec.containers[0].args``)."""
+def differences(a: Any, b: Any, path: str = "", *, keys_of_a: bool = False) -> Iterator[str]:
+    """The paths where ``a`` and ``b`` differ (``spec.template.spec.containers[0].args``); with ``keys_of_a``, only
+    where ``b`` lacks or differs from what ``a`` holds (keys only ``b`` has are not compared)."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
+        for key in sorted(set(a) if keys_of_a else set(a) | set(b)):
             sub = f"{path}.{key}" if path else str(key)
             if key not in a or key not in b:
                 yield sub
             else:
-                yield from differences(a[key], b[key], sub)
+                yield from differences(a[key], b[key], sub, keys_of_a=keys_of_a)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            yield from differences(x, y, f"{path}[{i}]")
+            yield from differences(x, y, f"{path}[{i}]", keys_of_a=keys_of_a)
     elif a != b:
         yield path or "(whole value)"
+
+
+def not_as_set(wanted: Any, live: Any) -> Iterator[str]:
+    """The paths where ``live`` (an object the API server holds) lacks or differs from a value ``wanted`` sets; keys
+    only ``live`` has are the server's defaults (a probe's ``scheme``, a pod's ``dnsPolicy``) and are not compared."""
+    return differences(wanted, live, keys_of_a=True)
 
 
 @dataclass

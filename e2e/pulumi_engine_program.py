@@ -1,9 +1,10 @@
 """The Kubernetes half of the platform program, for the real Pulumi engine on a cluster that already exists.
 
 ``InferencePlatform`` creates the EKS cluster and everything in it through one provider made from that cluster; here
-the cluster is the local control plane, so the in-cluster pieces are composed the way ``InferencePlatform`` composes
-them (same components, same logical names, same args from the spec) on a ``kubernetes.Provider`` built from a
-kubeconfig. Left out, and why:
+the cluster is the local control plane, so the in-cluster pieces are registered on a provider made from a kubeconfig
+(with the settings of the one ``EksCluster`` makes, ``components/kubernetes_provider.py``): layer 3 is
+``InferencePlatform``'s own composition (``components/serving_layer.py``, called by both), layers 1 and 2 the same
+components with the same logical names and args from the spec. Left out, and why:
 
 - every component that installs a Helm chart (Karpenter, the device plugins, DCGM exporter, kube-prometheus-stack, KAI,
   LWS, KEDA, prometheus-adapter, and a model's ``FrontDoor``, whose router is the llm-d chart): the chart repositories
@@ -30,20 +31,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuscale import labels
-from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
 from gpuscale.components.children import Refused
 from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
-from gpuscale.components.dashboards import Dashboards, DashboardsArgs
 from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
 from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
+from gpuscale.components.kubernetes_provider import kubernetes_provider
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
-from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
-from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.components.serving_layer import ServingLayerArgs, serving_layer
 from gpuscale.feasibility import checked_sizing
-from gpuscale.manifests import vllm
 from gpuscale.problems import Problems, Refusal
-from gpuscale.sizing import PlatformSizing
 from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import load_from_pulumi_config
 
@@ -99,7 +95,11 @@ def cluster_half(spec: PlatformSpec, provider: k8s.Provider) -> ClusterHalf:
         raise Refused(exc.problems, exc.source) from None
     out = ClusterHalf(provider, left_out(spec))
     _nodes(spec, provider, out.left_out)
-    _serving(spec, sizing, provider, _scheduling(spec, provider))
+    layer = serving_layer(PLATFORM_NAME, ServingLayerArgs(
+        spec=spec, sizing=sizing, prometheus_url=str(spec.observability.prometheus_url), front_doors=False,
+        scheduling=_scheduling(spec, provider),
+    ), lambda *after: _after(provider, *after))
+    out.left_out.update(layer.left_out)
     return out
 
 
@@ -125,40 +125,11 @@ def _scheduling(spec: PlatformSpec, provider: k8s.Provider) -> list[pulumi.Resou
     return [*queues.queues.values(), topology]
 
 
-def _serving(spec: PlatformSpec, sizing: PlatformSizing, provider: k8s.Provider,
-             serving_deps: list[pulumi.Resource]) -> None:
-    """Layer 3: namespaces, alert rules, dashboards, and per model its service and one autoscaler per role (the front door, a
-    chart, is left out)."""
-    name = PLATFORM_NAME
-    namespaces = {
-        ns: k8s.core.v1.Namespace(
-            f"{name}-ns-{ns}", metadata={"name": ns, "labels": {labels.MANAGED_BY_LABEL: labels.MANAGED_BY}},
-            opts=_after(provider),
-        )
-        for ns in vllm.serving_namespaces(spec)
-    }
-    if spec.observability.install_prometheus_stack:
-        AlertRules(f"{name}-alerts", AlertRulesArgs.from_platform(spec, sizing),
-                   opts=_after(provider, *namespaces.values()))
-        Dashboards(f"{name}-dashboards", DashboardsArgs.from_platform(spec, sizing),
-                   opts=_after(provider, *namespaces.values()))
-    prometheus_url = str(spec.observability.prometheus_url)
-    for model in spec.models:
-        namespace = namespaces[model.serving.namespace]
-        service = VllmService(f"{name}-{model.name}", VllmServiceArgs.from_platform(spec, sizing, model.name),
-                              opts=_after(provider, namespace, *serving_deps))
-        for role in model.serving.roles:
-            RoleAutoscaler(
-                f"{name}-{model.name}-{role}",
-                RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, prometheus_url=prometheus_url),
-                opts=_after(provider, namespace, service.workloads[role]),
-            )
-
-
 def provider_from_config() -> k8s.Provider:
     """The Kubernetes provider of the local cluster, from the stack's secret ``kubeconfig`` config."""
     kubeconfig = pulumi.Config().require_secret(KUBECONFIG_KEY)
-    return k8s.Provider("local-cluster", kubeconfig=kubeconfig)
+    provider: k8s.Provider = kubernetes_provider("local-cluster", kubeconfig)  # the settings EksCluster's has
+    return provider
 
 
 def stack_program(
@@ -183,3 +154,20 @@ def stack_program(
         pulumi.export("left_out", half.left_out)
 
     return program
+
+
+def config_map_program(name: str, data: str, *, gpuscale_provider: bool,
+                       kubeconfig: str | None = None) -> Callable[[], None]:
+    """One ConfigMap ``name`` in ``default`` holding ``data``, through a provider made as gpuscale makes its own
+    (``gpuscale_provider``) or with the provider's defaults: where the replace-on-data rule is checked against the
+    engine. ``kubeconfig`` defaults to the stack's secret (``None``); the synth passes any string."""
+
+    def program() -> None:
+        config = kubeconfig if kubeconfig is not None else pulumi.Config().require_secret(KUBECONFIG_KEY)
+        provider = (kubernetes_provider(f"{name}-cluster", config) if gpuscale_provider
+                    else k8s.Provider(f"{name}-cluster", kubeconfig=config))
+        k8s.core.v1.ConfigMap(name, metadata={"name": name, "namespace": "default"}, data={"board.json": data},
+                              opts=pulumi.ResourceOptions(provider=provider))
+
+    return program
+

@@ -45,6 +45,7 @@ from gpuscale.policy.rules import (
 from gpuscale.problems import Refusal
 from gpuscale.spec.topology import DriftWindow
 from gpuscale.synth.layout import FORMAT, RESOURCES_FILE
+from gpuscale.synth.replacements import replacing
 
 MARKDOWN_LIMIT = 60_000
 """Default ``--markdown`` budget: under GitHub's 65,536-character comment limit with room for a wrapper."""
@@ -65,8 +66,6 @@ _WORKLOAD_TYPES = frozenset({
     "kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet",
     LEADERWORKERSET,
 })
-_SELECTOR_IMMUTABLE = frozenset({"kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet",
-                                 "kubernetes:apps/v1:DaemonSet"})
 _SCALEDOBJECT_FIELDS = ("/spec/triggers", "/spec/minReplicaCount", "/spec/maxReplicaCount", "/spec/idleReplicaCount",
                         "/spec/advanced", "/spec/pollingInterval", "/spec/cooldownPeriod", "/spec/fallback",
                         "/spec/scaleTargetRef", "/metadata/annotations/autoscaling.keda.sh~1paused")
@@ -324,7 +323,7 @@ def highlights(diffs: Sequence[ResourceDiff], a: Synth, b: Synth) -> list[Highli
         before = a.resources.get(d.key) or {}
         out.extend(_node_highlights(d, entry, gpu_classes, b, before))
         out.extend(_autoscaling_highlights(d))
-        out.extend(_replacement_highlights(d))
+        out.extend(_replacement_highlights(d, entry, provider_inputs(b, entry)))
         out.extend(_rollout_highlights(d, entry, before))
         out.extend(_upgrade_highlights(d))
     rank = {c: i for i, c in enumerate(CATEGORY_TITLES)}
@@ -475,22 +474,47 @@ def _autoscaling_highlights(d: ResourceDiff) -> list[Highlight]:
     return [Highlight("autoscaling", d.key, d.label, _change_list(picked, limit=6))] if picked else []
 
 
-def _replacement_highlights(d: ResourceDiff) -> list[Highlight]:
+def provider_inputs(s: Synth, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The inputs of the provider ``entry`` is created through, when the synth holds it (the platform's own)."""
+    provider = s.resources.get(entry.get("provider") or "")
+    return _inputs(provider) if provider is not None else None
+
+
+def replacements(d: ResourceDiff, entry: Mapping[str, Any],
+                 provider: Mapping[str, Any] | None) -> list[tuple[FieldChange, str]]:
+    """The changes of ``d`` for which Pulumi replaces the resource (delete + create), each with why: a new parent
+    (a new URN), or a field the Kubernetes provider replaces the object for (``gpuscale.synth.replacements``)."""
     if d.status != "changed":
         return []
+    out = [(c, "parent") for c in d.changes if c.path == "@parent"]
+    inputs = [c for c in d.changes if not c.path.startswith("@")]
+    by_path = {c.path: c for c in inputs}
+    hits = replacing(d.type, _inputs(entry), provider,
+                     [(c.path, None if c.after is _ABSENT else c.after) for c in inputs])
+    return out + [(by_path[path], rule.why) for path, rule in hits]
+
+
+def planned_op(d: ResourceDiff, a: Synth, b: Synth) -> Literal["create", "delete", "update", "replace"]:
+    """The step ``pulumi preview`` plans for ``d``: a replace where ``replacements`` finds one, else an update."""
+    if d.status == "added":
+        return "create"
+    if d.status == "removed":
+        return "delete"
+    entry = b.resources[d.key]
+    return "replace" if replacements(d, entry, provider_inputs(b, entry)) else "update"
+
+
+def _replacement_highlights(d: ResourceDiff, entry: Mapping[str, Any],
+                            provider: Mapping[str, Any] | None) -> list[Highlight]:
     out: list[Highlight] = []
-    for c in d.changes:
-        if c.path == "@parent":
+    for c, why in replacements(d, entry, provider):
+        if why == "parent":
             out.append(Highlight("replacement", d.key, d.label, (
                 f"parent {c.before} -> {c.after}: the URN changes, so Pulumi deletes and recreates it unless the "
                 "component passes aliases=[pulumi.Alias(parent=...)]"
             )))
-        elif c.path in ("/metadata/name", "/metadata/namespace"):
-            out.append(Highlight("replacement", d.key, d.label, f"{_change_list([c])}: Kubernetes object replaced"))
-        elif d.type in _SELECTOR_IMMUTABLE and c.path.startswith("/spec/selector"):
-            out.append(Highlight("replacement", d.key, d.label, (
-                f"{_change_list([c])}: the selector is immutable, so the workload is replaced (all pods at once)"
-            )))
+        else:
+            out.append(Highlight("replacement", d.key, d.label, f"{_change_list([c])}: {why}; Pulumi replaces it"))
     return out
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from gpuscale import labels
 from gpuscale.components import EksCluster, EksClusterArgs, ExistingSubnets, NameClash
 from gpuscale.spec.platform import PlatformSpec
+from gpuscale.synth.replacements import CONFIGMAP_MUTABLE_OPTION, option_on
 from tests.components.support import Records, capture, named, of_type, one, run, stack_config
 from tests.specs import environment, small_spec
 
@@ -219,6 +220,8 @@ def test_kubernetes_provider_uses_a_secret_exec_kubeconfig_and_waits_for_nodes(
     assert doc["clusters"][0]["cluster"]["server"] == outputs["endpoint"]
     assert json.loads(outputs["kubeconfig"]) == doc
     assert one(records, "aws:eks/nodeGroup:NodeGroup").urn in provider.dependencies
+    # dashboards (ConfigMaps) update in place rather than being replaced (components/kubernetes_provider.py)
+    assert option_on(provider.inputs, CONFIGMAP_MUTABLE_OPTION)
 
 
 def test_kubeconfig_carries_the_deploying_role_and_profile() -> None:

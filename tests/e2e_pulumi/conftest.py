@@ -1,6 +1,7 @@
 """The real Pulumi engine tier. ``make e2e-pulumi`` runs it (``GPUSCALE_E2E_PULUMI=1``, after building the CLI and the
 Kubernetes provider); ``make test`` does not: every test here that needs the engine (the ``engine`` fixture) is
-skipped without that variable, and with it when a binary is not built (the reason names which).
+skipped without that variable. With it, a binary not built or the team's CRDs absent stops the run with the reason
+(never a skip, which would let CI pass without the engine having run).
 
 One local cluster and one engine (a file backend in a temporary directory) per session. Each scenario records its
 verdict and what it observed in ``out/e2e/pulumi-report.json``.
@@ -33,10 +34,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     reason = None
     if os.environ.get(ENV) != "1":
         reason = f"real Pulumi engine tier: run by make e2e-pulumi ({ENV}=1)"
-    else:
+    else:  # make e2e-pulumi built everything first: a skip now would pass a CI run that never ran the engine
         from e2e import pulumi_engine, pulumi_engine_cluster
 
-        reason = pulumi_engine.missing(provider=False) or pulumi_engine_cluster.missing()
+        missing = pulumi_engine.missing() or pulumi_engine_cluster.missing()
+        if missing:
+            raise pytest.UsageError(f"the real Pulumi engine tier cannot run: {missing}")
     for item in items:
         if here in Path(str(item.fspath)).parents and "engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e_pulumi)
@@ -103,16 +106,6 @@ def engine(work: Path, cluster: Any) -> Any:
     from e2e.pulumi_engine import Engine
 
     return Engine(work / "engine")
-
-
-@pytest.fixture(scope="session")
-def kubernetes_provider(engine: Any) -> None:
-    """Skips (saying why) a test whose program registers Kubernetes objects when the provider is not built."""
-    from e2e import pulumi_engine
-
-    reason = pulumi_engine.missing()
-    if reason:
-        pytest.skip(reason)
 
 
 @pytest.fixture

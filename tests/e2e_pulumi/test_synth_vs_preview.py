@@ -21,7 +21,7 @@ SHIPPED = sorted((REPO / "stacks").glob("Pulumi.*.yaml"))
 
 @pytest.mark.parametrize("stack_file", SHIPPED, ids=[p.name.split(".")[1] for p in SHIPPED])
 def test_synth_matches_the_engines_preview(scenario: Any, engine: Engine, cluster: LocalCluster,
-                                          kubernetes_provider: None, stack_file: Path, tmp_path: Path) -> None:
+                                          stack_file: Path, tmp_path: Path) -> None:
     name = stack_file.name.split(".")[1]
     scenario.name = f"synth_vs_preview_{name}"
     resources = acceptance.synth(stack_file, tmp_path / "synth").parent / "resources.json"

@@ -13,13 +13,20 @@ from importlib.metadata import version as dist_version
 from pathlib import Path
 from typing import Any
 
-import pulumi_kubernetes as k8s
 import pytest
 
 from e2e import build
-from e2e.pulumi_engine_compare import KNOWN_DIFFERENCES, compare, differences, is_object, strip_skip_await
+from e2e.pulumi_engine_compare import (
+    KNOWN_DIFFERENCES,
+    compare,
+    differences,
+    is_object,
+    not_as_set,
+    strip_skip_await,
+)
 from e2e.pulumi_engine_program import SKIP_AWAIT, cluster_half, left_out, with_skip_await
 from gpuscale import versions
+from gpuscale.components.kubernetes_provider import kubernetes_provider
 from gpuscale.stackfile import load_stack_file
 from gpuscale.synth.render import synth_spec, synthesize
 
@@ -29,7 +36,7 @@ SHIPPED = sorted((REPO / "stacks").glob("Pulumi.*.yaml"))
 
 def half_objects(stack_file: Path) -> dict[str, dict[str, Any]]:
     spec = load_stack_file(stack_file)
-    result = synthesize(lambda: cluster_half(spec, k8s.Provider("local-cluster", kubeconfig="unused under mocks")),
+    result = synthesize(lambda: cluster_half(spec, kubernetes_provider("local-cluster", "unused under mocks")),
                         region=spec.environment.aws_region, stack=spec.environment.name)
     return {f"{r['type']}::{r['name']}": r["inputs"] for r in result.resources if r["custom"] and is_object(r["type"])}
 
@@ -61,6 +68,15 @@ def test_skip_await_is_added_and_the_comparison_removes_exactly_it(metadata: dic
     assert {k: v for k, v in annotated["annotations"].items() if k != SKIP_AWAIT} == (metadata.get("annotations") or {})
     expected = {"name": "a", **({"annotations": metadata["annotations"]} if metadata.get("annotations") else {})}
     assert strip_skip_await({"metadata": annotated, "spec": {}}) == {"metadata": expected, "spec": {}}
+
+
+def test_not_as_set_ignores_only_what_the_server_adds() -> None:
+    wanted = {"probe": {"path": "/health", "port": 8000}, "args": ["--a"]}
+    live = {"probe": {"path": "/health", "port": 8000, "scheme": "HTTP"}, "args": ["--a"], "dnsPolicy": "ClusterFirst"}
+    assert list(not_as_set(wanted, live)) == []
+    assert list(not_as_set(wanted, {**live, "args": ["--b"]})) == ["args[0]"]
+    assert list(not_as_set(wanted, {"args": ["--a"]})) == ["probe"]
+    assert list(not_as_set(wanted, {**live, "args": ["--a", "--b"]})) == ["args"]
 
 
 def test_differences_name_each_path() -> None:
