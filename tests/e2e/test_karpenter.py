@@ -34,6 +34,8 @@ DRIFT_HOLD_S = 6 * DISRUPTION_POLL_S
 FROZEN_FOR = datetime.timedelta(minutes=30)
 """Outside the window: it opens this long after the scenario starts (longer than the scenario's frozen phase)."""
 OPENED_AGO = datetime.timedelta(minutes=2)
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+"""``v1.NodeInitializedLabelKey`` (``pkg/apis/v1/labels.go`` v1.14.1): set once the node is Ready with its resources."""
 
 
 class Setup:
@@ -236,12 +238,16 @@ def _disrupting(node: dict[str, Any]) -> bool:
 
 def _budget_sample(pool: Setup) -> dict[str, Any]:
     """The pool's nodes and those that count against its disruption budget as Karpenter counts them
-    (``BuildDisruptionBudgetMapping``, ``pkg/controllers/disruption/helpers.go`` v1.14.1: a node taken for
-    disruption, or not Ready, unless its NodeClaim is ``InstanceTerminating``, i.e. already gone from the cloud)."""
+    (``BuildDisruptionBudgetMapping``, ``pkg/controllers/disruption/helpers.go`` L266-294 v1.14.1: among the
+    initialized nodes, L274-276, i.e. labelled ``karpenter.sh/initialized=true``, ``StateNode.Initialized``,
+    ``pkg/controllers/state/statenode.go`` L350-357, a node taken for disruption, or not Ready, unless its NodeClaim
+    is ``InstanceTerminating``, i.e. already gone from the cloud). A replacement that has registered but is not
+    initialized yet does not count (the first whole run on the SLO-derived tree counted one, and failed on it)."""
     nodes = pool.nodes()
     terminating = {c.get("status", {}).get("nodeName") for c in pool.node_claims()
                    if _condition(c, "InstanceTerminating")}
     consuming = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in terminating
+                 and n["metadata"].get("labels", {}).get(INITIALIZED_LABEL) == "true"
                  and (_disrupting(n) or not _condition(n, "Ready"))]
     return {"nodes": sorted(n["metadata"]["name"] for n in nodes),
             "disrupting": sorted(n["metadata"]["name"] for n in nodes if _disrupting(n)),
