@@ -128,10 +128,21 @@ class Kubectl:
         self.run(args)
 
     def wait_established(self, crd_names: Iterable[str], timeout_s: float = 120) -> None:
-        names = [f"crd/{n}" for n in crd_names]
-        if names:
-            self.run(["wait", "--for=condition=Established", f"--timeout={int(timeout_s)}s", *names],
-                     timeout_s=timeout_s + 30)
+        """Poll until every CRD named is ``Established``. Not ``kubectl wait``: on a CRD whose status has no
+        conditions yet (just applied) it fails at once ("``.status.conditions`` accessor error") instead of waiting,
+        which the batched CRD install made likely."""
+        pending = list(crd_names)
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            pending = [n for n in pending if not any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in self.read(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}")
+                .get("status", {}).get("conditions") or [])]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise KubectlError(f"CRDs not Established after {timeout_s:.0f} s: {', '.join(pending)}")
+            time.sleep(0.5)
 
     def dump(self, path: Path, resources: Sequence[str]) -> None:
         """``kubectl get <resources> -A -o json`` into ``path`` (the scenario's end state)."""

@@ -459,3 +459,21 @@ def test_a_build_that_cannot_reach_the_module_proxy_says_so(monkeypatch: pytest.
               "lookup proxy.example: no such host")
     assert build.proxy_hint(stderr) == ": the Go module proxy (https://proxy.example) is unreachable or refused a module"
     assert build.proxy_hint("./main.go:3:2: undefined: x") == ""
+
+
+def test_waiting_for_crds_tolerates_a_status_without_conditions_yet(tmp_path: Path) -> None:
+    from e2e.kube import Kubectl, KubectlError
+
+    class Fake(Kubectl):
+        def __init__(self, answers: dict[str, list[Any]]) -> None:
+            super().__init__(tmp_path / "kubeconfig")
+            self.answers = answers
+
+        def read(self, path: str, query: Any = None, *, timeout_s: float = 30) -> Any:
+            seq = self.answers[path.rsplit("/", 1)[1]]
+            return seq.pop(0) if len(seq) > 1 else seq[0]
+
+    established = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+    Fake({"a": [{}, {"status": {"conditions": None}}, established], "b": [established]}).wait_established(["a", "b"])
+    with pytest.raises(KubectlError, match="not Established after 1 s: never"):
+        Fake({"never": [{"status": {}}]}).wait_established(["never"], timeout_s=1)
