@@ -8,6 +8,10 @@ Running and Ready as on a serving cluster (KEDA's fallback and the HPA's ``Value
 scenario asserts the Deployment's replicas over time; the promise, not today's behaviour: the idle case (no
 finished request, so every histogram mean is 0/0) is expected to fail on objects whose queries turn that into an
 error (``GPUSCALE_E2E_SYNTH_DIR`` runs the scenarios on another commit's ``gpuscale synth --out``).
+
+The scenarios run side by side, each in a lane of its own (``e2e.lanes``: its namespace, NodePool and Prometheus;
+``Role.isolate``): each body below is a plain function, run in its lane's thread; its test, marked ``runs(body)``,
+waits for the lane and gives its verdict.
 """
 
 from __future__ import annotations
