@@ -85,8 +85,10 @@ e2e-prometheus:
 e2e-build: $(VENV)/.installed
 	$(BIN)/python -m e2e.build
 
+# --durations: each scenario's and each setup's time in the log (the KEDA scenarios run side by side, e2e/lanes.py:
+# the first KEDA test's setup holds them all)
 e2e: e2e-build e2e-prometheus
-	GPUSCALE_E2E=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e -p no:cacheprovider -q
+	GPUSCALE_E2E=1 $(E2E_NETNS) $(BIN)/python -m pytest tests/e2e -p no:cacheprovider -q --durations=12
 
 # Server-side apply every object that the --stack-file emits to a real kube-apiserver with the pinned CRDs; exit 1 on any
 # rejection, warning or change on re-apply: make e2e-apply STACK_FILE=stacks/Pulumi.prod.yaml

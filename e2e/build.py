@@ -137,6 +137,19 @@ def go_binary() -> str:
     return go
 
 
+UNREACHABLE = ("dial tcp", "no such host", "i/o timeout", "connection refused", "network is unreachable",
+               "TLS handshake timeout", "403 Forbidden", "410 Gone")
+"""What ``go`` prints when it cannot download a module (a proxy or network failure, or a refused module)."""
+
+
+def proxy_hint(stderr: str) -> str:
+    """A headline for a build that failed because modules could not be downloaded, naming the proxy it used."""
+    if not any(marker in stderr for marker in UNREACHABLE):
+        return ""
+    proxy = os.environ.get("GOPROXY") or "https://proxy.golang.org,direct (Go's default)"
+    return f": the Go module proxy ({proxy}) is unreachable or refused a module"
+
+
 def is_built(pin: BinaryPin) -> bool:
     stamp = bin_dir(pin) / "build.json"
     if not stamp.is_file():
@@ -182,7 +195,8 @@ def build(pin: BinaryPin, *, log: Path | None = None) -> dict[str, object]:
                     fh.write(f"== {pin.name} {binary}: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
             if proc.returncode != 0:
                 tail = "\n".join(proc.stderr.strip().splitlines()[-25:])
-                raise BuildError(f"{pin.name}: go build {package} failed (exit {proc.returncode}):\n{tail}")
+                raise BuildError(f"{pin.name}: go build {package} failed (exit {proc.returncode})"
+                                 f"{proxy_hint(proc.stderr)}:\n{tail}")
             if timer is not None:
                 cost = parse_time_v(proc.stderr)
             else:
@@ -304,6 +318,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"in {bin_dir(pin)}", flush=True)
     print(f"e2e binaries: {time.monotonic() - started:.0f} s this run; a cold build of these cost "
           f"{cold_cpu:.0f} CPU-s (each build.json){f'; {failed} failed' if failed else ''}", flush=True)
+    if failed:
+        # loud on purpose: CI runs the real-controllers tier, and a tier that cannot build must fail, not skip
+        print(f"ERROR: {failed} of {len(names)} e2e binaries could not be built (the errors above). The "
+              "real-controllers tier cannot run without them, so make e2e fails here instead of skipping its "
+              "scenarios (README \"Running the real controllers\": it needs Go 1.26+ and the Go module proxy).",
+              file=sys.stderr, flush=True)
     return 1 if failed else 0
 
 

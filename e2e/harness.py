@@ -20,7 +20,6 @@ from e2e.keda import Keda
 from e2e.kube import Kubectl
 from e2e.lws import Lws
 from e2e.processes import Supervisor
-from e2e.prometheus import Prometheus
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = Path(os.environ.get("GPUSCALE_E2E_OUT") or REPO / "out" / "e2e")
@@ -56,7 +55,6 @@ class Harness:
     plane: ControlPlane = field(init=False)
     kubectl: Kubectl = field(init=False)
     exporter: Exporter | None = None
-    prometheus: Prometheus | None = None
     keda: Keda | None = None
     karpenter: Karpenter | None = None
     lws: Lws | None = None
@@ -72,12 +70,11 @@ class Harness:
         self.kubectl = Kubectl(self.plane.kubeconfig)
         acceptance.install_crds(self.kubectl, acceptance.crd_documents())
 
-    def ensure_prometheus(self) -> Prometheus:
-        if self.prometheus is None:
+    def ensure_exporter(self) -> Exporter:
+        """The synthetic vLLM exporter every lane's Prometheus scrapes (each lane its own paths, ``e2e.lanes``)."""
+        if self.exporter is None:
             self.exporter = Exporter()
-            self.prometheus = Prometheus(self.supervisor, self.work / "prometheus", self.exporter.port)
-            self.prometheus.start()
-        return self.prometheus
+        return self.exporter
 
     def ensure_keda(self) -> Keda:
         if self.keda is None:

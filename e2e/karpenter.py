@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from e2e import acceptance
 from e2e.build import binary, data_files
 from e2e.controlplane import Controller
 from e2e.kube import load_documents
@@ -161,9 +162,7 @@ class Karpenter(Controller):
                 for path in data_files(E2E_KARPENTER, pattern) for d in load_documents(path)
                 if d.get("kind") == "CustomResourceDefinition"
                 and d["metadata"]["name"].split(".", 1)[1] not in ("karpenter.sh",)]
-        for crd in crds:
-            self.kubectl.apply([crd])
-        self.kubectl.wait_established(d["metadata"]["name"] for d in crds)
+        acceptance.install_crds(self.kubectl, crds)
         self.kubectl.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                             kwok_nodeclass()])
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

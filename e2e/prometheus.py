@@ -67,6 +67,8 @@ class Prometheus:
     port: int = field(default_factory=free_port)
     targets: list[Target] = field(default_factory=list)
     child: Child | None = None
+    name: str = "prometheus"
+    """Its process's (and log's) name: one Prometheus per KEDA lane (``e2e.lanes``)."""
 
     @property
     def url(self) -> str:
@@ -91,7 +93,7 @@ class Prometheus:
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "prometheus.yml").write_text(yaml.safe_dump(self.config(), sort_keys=False),
                                                       encoding="utf-8")
-        self.child = self.supervisor.start("prometheus", [
+        self.child = self.supervisor.start(self.name, [
             binary, f"--config.file={self.directory / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.directory / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
             "--web.enable-lifecycle", "--storage.tsdb.retention.time=2h",

@@ -71,6 +71,8 @@ class Role:
     node_pool: dict[str, Any] | None = None
     """The NodePool applied with the role (``on_kwok_nodes``); None: no node ever appears for its pods."""
     changes: list[str] = field(default_factory=list)
+    lane: str | None = None
+    """The lane the role runs in beside others (``isolate``); None: alone on the cluster."""
 
     @classmethod
     def from_synth_dir(cls, manifests: Path, model: str, role: str) -> Role:
@@ -111,6 +113,33 @@ class Role:
         self.node_pool, changes = to_kwok(self.emitted_pool)
         self.changes += [f"NodePool {self.emitted_pool['metadata']['name']}: {c}" for c in changes]
         self.default_scheduled()
+
+    def isolate(self, lane: str) -> None:
+        """Run beside other copies of the role on one cluster: the namespaced objects in ``<namespace>-<lane>`` and
+        the NodePool as ``<pool>-<lane>`` (its ``gpuscale.io/node-pool`` template label and the pods' nodeSelector
+        with it), so no two scenarios share a Deployment, a ScaledObject or a node. The queries are unchanged: each
+        lane has its own Prometheus, whose series carry the emitted namespace, as the PodMonitor labels them. Call
+        before ``on_kwok_nodes``."""
+        self.lane = lane
+        namespace = f"{self.namespace}-{lane}"
+        self.changes.append(f"namespace {self.namespace} -> {namespace} (the scenario's own lane)")
+        self.support = [copy.deepcopy(o) for o in self.support]
+        for obj in (self.deployment, self.scaled_object,
+                    *(o for o in self.support if o["metadata"].get("namespace"))):
+            obj["metadata"]["namespace"] = namespace
+        if self.emitted_pool is None:
+            return
+        pool = copy.deepcopy(self.emitted_pool)
+        old, new = pool["metadata"]["name"], f"{pool['metadata']['name']}-{lane}"
+        pool["metadata"]["name"] = new
+        template_labels = pool["spec"]["template"]["metadata"]["labels"]
+        if template_labels.get(labels.NODE_POOL_LABEL) == old:
+            template_labels[labels.NODE_POOL_LABEL] = new
+        selector = self.deployment["spec"]["template"]["spec"].get("nodeSelector", {})
+        if selector.get(labels.NODE_POOL_LABEL) == old:
+            selector[labels.NODE_POOL_LABEL] = new
+        self.emitted_pool = pool
+        self.changes.append(f"NodePool {old} -> {new} (its {labels.NODE_POOL_LABEL} label and the pods' nodeSelector)")
 
     def default_scheduled(self) -> None:
         """The pods on kube-scheduler (KAI cannot be built here)."""
@@ -168,7 +197,13 @@ class Role:
         return out
 
     def pod_name(self) -> str:
-        return f"{self.name}-sim-0"
+        """The simulated pod's name (its exporter path and ``pod`` label; no emitted query selects on it)."""
+        return f"{self.name}-{self.lane}-sim-0" if self.lane else f"{self.name}-sim-0"
+
+    def door_key(self) -> str:
+        """The front door's series in the exporter (one per lane)."""
+        door = front_door.epp_name(self.model)
+        return f"{door}-{self.lane}" if self.lane else door
 
     def register(self, exporter: Exporter, prometheus: Prometheus) -> None:
         """The role's simulated pod series, scraped with the PodMonitor's labels and interval; and its front door's
@@ -180,8 +215,10 @@ class Role:
         wanted = [target]
         if any(t.get("name") == front_door.TRIGGER_NAME for t in self.spec["triggers"]):
             door = front_door.epp_name(self.model)
-            exporter.door(door)
-            wanted.append(Target(f"/doors/{door}/metrics", {"namespace": self.namespace, "service": door},
+            exporter.door(self.door_key())
+            # the labels the door's ServiceMonitor gives its series: the emitted namespace (the query selects it)
+            wanted.append(Target(f"/doors/{self.door_key()}/metrics",
+                                 {"namespace": str(self.pod_monitor["metadata"]["namespace"]), "service": door},
                                  target.interval_s))
         prometheus.targets = [t for t in prometheus.targets if t.path not in {w.path for w in wanted}] + wanted
         prometheus.reload()
@@ -211,8 +248,9 @@ class Role:
         kubectl.apply([self.deployment])
         kubectl.apply([self.scaled_object])
 
-    def remove(self, kubectl: Kubectl) -> None:
-        """Delete the role's ScaledObject, Deployment and NodePool, and wait (bounded) for the pool's nodes to go."""
+    def remove(self, kubectl: Kubectl, *, wait_nodes: bool = True) -> None:
+        """Delete the role's ScaledObject, Deployment and NodePool, and (``wait_nodes``) wait, bounded, for the
+        pool's nodes to go: a lane's own NodePool is deleted without the wait, no later scenario reuses its name."""
         kubectl.run(["delete", "scaledobject.keda.sh", self.name, "-n", self.namespace, "--ignore-not-found",
                      "--wait=true", "--timeout=60s"], check=False)
         kubectl.run(["delete", "deployment", self.name, "-n", self.namespace, "--ignore-not-found",
@@ -220,22 +258,24 @@ class Role:
         if self.emitted_pool is None:
             return
         pool = self.emitted_pool["metadata"]["name"]
-        kubectl.run(["delete", "nodepool.karpenter.sh", pool, "--ignore-not-found", "--wait=true",
+        kubectl.run(["delete", "nodepool.karpenter.sh", pool, "--ignore-not-found", f"--wait={str(wait_nodes).lower()}",
                      f"--timeout={NODES_GONE_S}s"], check=False)
+        if not wait_nodes:
+            return
         deadline = time.monotonic() + NODES_GONE_S
         while time.monotonic() < deadline and any(
                 n["metadata"].get("labels", {}).get("karpenter.sh/nodepool") == pool for n in kubectl.items("nodes")):
             time.sleep(3)
 
     def replicas(self, kubectl: Kubectl) -> int:
-        dep = kubectl.get("deployment", self.name, namespace=self.namespace)
+        dep = kubectl.read(f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{self.name}")
         return int(dep["spec"].get("replicas", 0))
 
     def pods(self, kubectl: Kubectl) -> list[dict[str, Any]]:
         sel = self.deployment["spec"]["selector"]["matchLabels"]
-        return [p for p in kubectl.items("pods", namespace=self.namespace)
-                if all(p["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())
-                and not p["metadata"].get("deletionTimestamp")]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(sel.items()))
+        found = kubectl.read(f"/api/v1/namespaces/{self.namespace}/pods", {"labelSelector": selector})
+        return [p for p in found.get("items", []) if not p["metadata"].get("deletionTimestamp")]
 
     def ready(self, kubectl: Kubectl) -> int:
         """Pods Running with condition Ready True: what KEDA's fallback (``getReadyReplicasCount``, fallback.go
@@ -259,7 +299,7 @@ def watch(probe: Callable[[], int], timeline: Timeline, phase: str, *, duration_
 
 
 def scaled_object_status(kubectl: Kubectl, role: Role) -> dict[str, Any]:
-    so = kubectl.get("scaledobject.keda.sh", role.name, namespace=role.namespace)
+    so = kubectl.read(f"/apis/keda.sh/v1alpha1/namespaces/{role.namespace}/scaledobjects/{role.name}")
     status = so.get("status", {})
     return {"conditions": [{k: c.get(k) for k in ("type", "status", "reason")} for c in status.get("conditions", [])],
             "health": status.get("health", {}), "lastActiveTime": status.get("lastActiveTime")}

@@ -32,6 +32,14 @@ _expected = pytest.StashKey[dict[str, str]]()
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
+    # what starts the KEDA lanes (test_keda) runs right after the acceptance tests: side by side with the Karpenter
+    # scenarios, and never beside acceptance, whose re-apply check a running KEDA would disturb (its HPAs scaling the
+    # acceptance Deployments)
+    early = [i for i in items if getattr(getattr(i, "function", None), "starts_lanes", False)]
+    if early:
+        rest = [i for i in items if i not in early]
+        after = max((k + 1 for k, i in enumerate(rest) if Path(str(i.fspath)).name == "test_acceptance.py"), default=0)
+        items[:] = rest[:after] + early + rest[after:]
     skip = pytest.mark.skip(reason=f"real-controllers tier: run by make e2e ({E2E_ENV}=1)")
     expected = config.stash.setdefault(_expected, {})
     for item in items:
@@ -130,12 +138,14 @@ def scenario(request: pytest.FixtureRequest, harness: Any, report: Any) -> Itera
     sc = Scenario(request.node.name.removeprefix("test_"))
     started = time.monotonic()
     yield sc
-    sc.observed["wall_s"] = round(time.monotonic() - started, 1)  # the scenario's own time, setup excluded
+    # the scenario's own time, setup excluded; a scenario run in a lane (e2e.lanes) brings its own, and its dump
+    sc.observed.setdefault("wall_s", round(time.monotonic() - started, 1))
     rep = request.node.stash.get(_outcome, None)
     passed = bool(rep is not None and rep.passed)
     if rep is not None and rep.failed:
         sc.observed.setdefault("failure", _failure(rep))
-    sc.observed["dump"] = str(harness.dump(sc.name))
+    if "dump" not in sc.observed:
+        sc.observed["dump"] = str(harness.dump(sc.name))
     report.record(sc.name, passed, sc.observed)
 
 
@@ -145,6 +155,15 @@ def _failure(rep: pytest.TestReport) -> str:
     crash = getattr(rep.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(rep.longrepr or "")
     return text[:4000]
+
+
+@pytest.fixture(scope="session")
+def keda_lanes(request: pytest.FixtureRequest, harness: Any, synth_dir: Any) -> Any:
+    """The KEDA scenarios, started once in their lanes (``tests/e2e/test_keda.py`` ``start_lanes``); session-wide
+    because the Karpenter module's tests run between the start and the verdicts."""
+    from tests.e2e.test_keda import start_lanes
+
+    return start_lanes(request.session, harness, synth_dir)
 
 
 SYNTH_DIR_ENV = "GPUSCALE_E2E_SYNTH_DIR"

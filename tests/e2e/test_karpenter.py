@@ -26,12 +26,16 @@ WORKLOAD = "search-8b-aggregated"
 LAUNCH_S = 240
 """Batching (up to 10 s), launch, kwok registration and scheduling on a loaded 2-core machine."""
 FAST_CONSOLIDATE_AFTER = "30s"
-DRIFT_HOLD_S = 60
-"""How long drifted nodes are watched outside the window: six passes of Karpenter's disruption loop (``pollingPeriod``
-10 s, ``pkg/controllers/disruption/controller.go`` v1.14.1)."""
+DISRUPTION_POLL_S = 10
+"""Karpenter's disruption loop runs every 10 s (``pollingPeriod``, ``pkg/controllers/disruption/controller.go``
+v1.14.1)."""
+DRIFT_HOLD_S = 6 * DISRUPTION_POLL_S
+"""How long drifted nodes are watched outside the window: six passes of the disruption loop."""
 FROZEN_FOR = datetime.timedelta(minutes=30)
 """Outside the window: it opens this long after the scenario starts (longer than the scenario's frozen phase)."""
 OPENED_AGO = datetime.timedelta(minutes=2)
+INITIALIZED_LABEL = "karpenter.sh/initialized"
+"""``v1.NodeInitializedLabelKey`` (``pkg/apis/v1/labels.go`` v1.14.1): set once the node is Ready with its resources."""
 
 
 class Setup:
@@ -195,8 +199,12 @@ def test_when_empty_removes_the_empty_node_and_never_the_serving_one(pool: Setup
     serving = pool.running()[0]
     serving_node, serving_uid = serving["spec"]["nodeName"], serving["metadata"]["uid"]
     timeline = Timeline()
-    # consolidateAfter, Karpenter's disruption loop (10 s), the node's drain and deletion, then as long again
-    watch_s = parse_quantity(FAST_CONSOLIDATE_AFTER.rstrip("s")) + 150
+    consolidate_after = float(parse_quantity(FAST_CONSOLIDATE_AFTER.rstrip("s")))
+    # the removal: consolidateAfter, a disruption pass, the node's drain and deletion on a loaded machine
+    watch_s = consolidate_after + 150
+    # after it, the serving node stays watched for as long as an empty node took to become a candidate, and three
+    # disruption passes more: any decision to take it would show within that
+    keep_s = consolidate_after + 3 * DISRUPTION_POLL_S
     deadline = time.monotonic() + watch_s
     removed_at = None
     while time.monotonic() < deadline:
@@ -205,9 +213,11 @@ def test_when_empty_removes_the_empty_node_and_never_the_serving_one(pool: Setup
         timeline.add("empty", {"nodes": names, "serving_pod_running": serving_uid in uids})
         if len(names) == 1 and removed_at is None:
             removed_at = timeline.samples[-1]["t_s"]
+            deadline = time.monotonic() + keep_s
         time.sleep(3)
     final = sorted(n["metadata"]["name"] for n in pool.nodes())
     scenario.observed.update(serving_node=serving_node, empty_node_removed_after_s=removed_at,
+                             watched_after_removal_s=round(timeline.samples[-1]["t_s"] - (removed_at or 0), 1),
                              final_nodes=final, timeline=timeline.samples)
     assert removed_at is not None, f"the empty node was not removed within {watch_s} s"
     assert final == [serving_node], f"nodes at the end {final}; the serving pod's node {serving_node}"
@@ -228,12 +238,16 @@ def _disrupting(node: dict[str, Any]) -> bool:
 
 def _budget_sample(pool: Setup) -> dict[str, Any]:
     """The pool's nodes and those that count against its disruption budget as Karpenter counts them
-    (``BuildDisruptionBudgetMapping``, ``pkg/controllers/disruption/helpers.go`` v1.14.1: a node taken for
-    disruption, or not Ready, unless its NodeClaim is ``InstanceTerminating``, i.e. already gone from the cloud)."""
+    (``BuildDisruptionBudgetMapping``, ``pkg/controllers/disruption/helpers.go`` L266-294 v1.14.1: among the
+    initialized nodes, L274-276, i.e. labelled ``karpenter.sh/initialized=true``, ``StateNode.Initialized``,
+    ``pkg/controllers/state/statenode.go`` L350-357, a node taken for disruption, or not Ready, unless its NodeClaim
+    is ``InstanceTerminating``, i.e. already gone from the cloud). A replacement that has registered but is not
+    initialized yet does not count (the first whole run on the SLO-derived tree counted one, and failed on it)."""
     nodes = pool.nodes()
     terminating = {c.get("status", {}).get("nodeName") for c in pool.node_claims()
                    if _condition(c, "InstanceTerminating")}
     consuming = [n["metadata"]["name"] for n in nodes if n["metadata"]["name"] not in terminating
+                 and n["metadata"].get("labels", {}).get(INITIALIZED_LABEL) == "true"
                  and (_disrupting(n) or not _condition(n, "Ready"))]
     return {"nodes": sorted(n["metadata"]["name"] for n in nodes),
             "disrupting": sorted(n["metadata"]["name"] for n in nodes if _disrupting(n)),

@@ -8,24 +8,30 @@ Running and Ready as on a serving cluster (KEDA's fallback and the HPA's ``Value
 scenario asserts the Deployment's replicas over time; the promise, not today's behaviour: the idle case (no
 finished request, so every histogram mean is 0/0) is expected to fail on objects whose queries turn that into an
 error (``GPUSCALE_E2E_SYNTH_DIR`` runs the scenarios on another commit's ``gpuscale synth --out``).
+
+The scenarios run side by side, each in a lane of its own (``e2e.lanes``: its namespace, NodePool and Prometheus;
+``Role.isolate``): each body below is a plain function, run in its lane's thread; its test, marked ``runs(body)``,
+waits for the lane and gives its verdict.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from e2e.exporter import COUNTERS, HISTOGRAMS
+from e2e.lanes import Lane, Lanes
 from e2e.report import Timeline
 from e2e.scaling import FAST_WINDOW_S, Role, scaled_object_status, watch
-from gpuscale.manifests import front_door
 from gpuscale.signals import promql
 from gpuscale.signals import vllm_metrics as vm
+from tests.e2e.conftest import scenario_name
 
 ROLES = {
     "zero-min": ("dev", "llama-8b", "aggregated", True),
@@ -43,25 +49,63 @@ WINDOWS_EMPTY_S = 150
 """The 1 m windows of the finished-request histograms emptying: 60 s + a 15 s scrape + Prometheus' lookback slack."""
 
 
-@pytest.fixture
-def role(request: pytest.FixtureRequest, harness: Any, synth_dir: Any) -> Iterator[Role]:
-    stack, model, role_name, on_nodes = ROLES[request.param]
-    prometheus = harness.ensure_prometheus()
-    harness.ensure_keda()
+def lane_role(harness: Any, synth_dir: Any, lane: Lane, key: str) -> Role:
+    """The role ``key`` names (``ROLES``) as emitted, in ``lane``: its own namespace, NodePool and Prometheus, with
+    ``e2e.scaling``'s changes (the address, the windows, the nodes); registered with the lane's Prometheus."""
+    stack, model, role_name, on_nodes = ROLES[key]
     r = Role.from_synth_dir(synth_dir(stack), model, role_name)
-    r.point_at(prometheus.url)
+    r.isolate(lane.key)
+    r.point_at(lane.prometheus.url)
     r.shorten_windows()
     if on_nodes:
         harness.ensure_karpenter(r.zones)
         r.on_kwok_nodes()
     else:
         r.default_scheduled()
-    r.remove(harness.kubectl)
-    r.register(harness.exporter, prometheus)
-    yield r
-    if prometheus.child is None:
-        prometheus.start()
-    r.remove(harness.kubectl)
+    r.register(lane.exporter, lane.prometheus)
+    return r
+
+
+def runs(body: Callable[[Role, Any, Any], None]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Mark a test as the verdict of ``body`` run in a lane (``lanes`` starts every selected one at once)."""
+    def mark(test: Callable[..., None]) -> Callable[..., None]:
+        test.lane_body = body  # type: ignore[attr-defined]
+        return test
+    return mark
+
+
+def start_lanes(session: pytest.Session, harness: Any, synth_dir: Any) -> Lanes:
+    """Every selected KEDA scenario of this module started side by side, each in its lane (``e2e.lanes``): the
+    ``keda_lanes`` fixture (conftest) calls this once, before the Karpenter scenarios, which run meanwhile."""
+    exporter = harness.ensure_exporter()
+    harness.ensure_keda()
+    runner = Lanes(harness.supervisor, harness.work, harness.kubectl, exporter, harness.dump)
+    planned = []
+    for item in session.items:
+        body = getattr(getattr(item, "function", None), "lane_body", None)
+        if body is None or getattr(getattr(item, "module", None), "__name__", None) != __name__:
+            continue
+        lane = runner.lane(scenario_name(item.name))
+        planned.append((lane, body, lane_role(harness, synth_dir, lane, item.callspec.params["role"])))
+    for lane, body, r in planned:
+        runner.run(lane, functools.partial(body, r, lane, lane), functools.partial(r.remove, harness.kubectl,
+                                                                                  wait_nodes=False))
+    return runner
+
+
+def test_keda_scenarios_start_in_their_lanes(keda_lanes: Lanes) -> None:
+    """Run right after acceptance (conftest orders it so: acceptance must not see KEDA act on its objects), so the
+    KEDA scenarios' timers run while the Karpenter scenarios do; each scenario's own test below gives its verdict."""
+    assert keda_lanes.lanes, "no KEDA scenario selected"
+    assert all(lane.prometheus.child is not None or lane.done.is_set() for lane in keda_lanes.lanes.values())
+
+
+test_keda_scenarios_start_in_their_lanes.starts_lanes = True  # type: ignore[attr-defined]
+
+
+def verdict(lanes: Lanes, scenario: Any) -> None:
+    """The scenario's lane's outcome (what it observed, and its error if it failed)."""
+    lanes.join(scenario.name, scenario.observed)
 
 
 def busy(harness: Any, role: Role, waiting: float) -> None:
@@ -202,8 +246,7 @@ def windows_empty(state: dict[str, Any]) -> bool:
                                for w in state.values())
 
 
-@pytest.mark.parametrize("role", ["zero-min", "warm-min"], indirect=True)
-def test_keda_scales_up_when_the_queue_rises(role: Role, harness: Any, scenario: Any) -> None:
+def scales_up_when_the_queue_rises(role: Role, harness: Any, scenario: Any) -> None:
     """From the floor (the minimum, or 1 for a role that may scale to zero: the HPA's lower bound) to two above it
     on the queued prompts alone, with the emitted scale-up policy (100 % or 4 pods per 15 s)."""
     timeline = Timeline()
@@ -217,8 +260,7 @@ def test_keda_scales_up_when_the_queue_rises(role: Role, harness: Any, scenario:
     assert got == target
 
 
-@pytest.mark.parametrize("role", ["zero-min", "warm-min"], indirect=True)
-def test_keda_scales_down_when_traffic_stops(role: Role, harness: Any, scenario: Any) -> None:
+def scales_down_when_traffic_stops(role: Role, harness: Any, scenario: Any) -> None:
     """No finished request: the histogram means are 0/0. Held until Prometheus says so (each guard's 1 m window
     empty, its bare mean NaN) with the role still above its minimum; then it must return to its minimum."""
     timeline, low, _ = serving_one_above_min(harness, role, scenario)
@@ -236,8 +278,7 @@ def test_keda_scales_down_when_traffic_stops(role: Role, harness: Any, scenario:
     assert got == low, f"idle for {budget} s after the windows emptied: replicas {got}, minimum {low}"
 
 
-@pytest.mark.parametrize("role", ["zero-min", "warm-min"], indirect=True)
-def test_keda_holds_replicas_while_prometheus_is_unreachable(role: Role, harness: Any, scenario: Any) -> None:
+def holds_replicas_while_prometheus_is_unreachable(role: Role, harness: Any, scenario: Any) -> None:
     """Serving above its minimum with every pod Ready, then Prometheus gone: every trigger errors, and after
     ``failureThreshold`` failures the fallback (``currentReplicasIfHigher``) must hold the replicas."""
     timeline, _, serving = serving_one_above_min(harness, role, scenario)
@@ -270,13 +311,22 @@ def wait_windows_empty(harness: Any, role: Role, scenario: Any) -> float:
     return stopped
 
 
-@pytest.mark.parametrize("role", ["zero-min"], indirect=True)
-def test_keda_holds_replicas_when_prometheus_goes_down_as_the_cooldown_ends(role: Role, harness: Any,
-                                                                            scenario: Any) -> None:
-    """A role that may scale to zero, idle and inside its cooldown, loses Prometheus a few seconds before the
-    cooldown ends: for the first ``failureThreshold`` polls no fallback applies, and only a non-zero
-    ``fallback.replicas`` keeps ``RequestScale`` off ``scaleToZeroOrIdle`` (scale_scaledobjects.go L86-101,
-    v2.20.2). The replicas it has then must be held through the outage."""
+def holds_replicas_when_prometheus_goes_down_as_the_cooldown_ends(role: Role, harness: Any, scenario: Any) -> None:
+    """A role that may scale to zero, idle and inside its cooldown, loses Prometheus just before the poll at which
+    its cooldown ends. Until more than ``failureThreshold`` failures no fallback applies (fallback.go L142-170), so
+    at that poll every trigger is an error, none active, and only a non-zero ``fallback.replicas`` keeps
+    ``RequestScale`` off ``scaleToZeroOrIdle`` (scale_scaledobjects.go L86-101, v2.20.2). The replicas it has then
+    must be held through the outage.
+
+    When: KEDA's scale loop polls every ``pollingInterval`` (a timer per loop, ``scale_handler.go``
+    ``startScaleLoop``) and ``lastActiveTime`` is the last active poll's time, stored to the second; the cooldown
+    ends at the first poll later than ``lastActiveTime + cooldownPeriod``, which lies within a second after it
+    (``cooldownPeriod`` a multiple of ``pollingInterval``, as emitted and as shortened). Prometheus goes
+    ``outage_lead_s`` before then: half a poll, so the poll before still saw it and the one at the end is the
+    first to fail, with at most one HPA read (every ``HPA_SYNC_PERIOD_S``) failing before it: two failures at most
+    at the poll that decides, under the emitted ``failureThreshold`` of 3. (Going down a whole poll and more
+    early, as this case first did, gave the HPA's reads and the loop time to pass the threshold: the fallback
+    engaged before the cooldown ended and objects with ``fallback.replicas: 0`` passed too.)"""
     timeline, _, _ = serving_one_above_min(harness, role, scenario)
     harness.exporter.idle(role.pod_name())
     wait_windows_empty(harness, role, scenario)
@@ -292,26 +342,33 @@ def test_keda_holds_replicas_when_prometheus_goes_down_as_the_cooldown_ends(role
     scenario.observed["scaled_object_idle"] = status
     assert inactive(), f"the idle role never went inactive (Active=False): {status}"
     last = datetime.datetime.fromisoformat(str(status["lastActiveTime"]).replace("Z", "+00:00"))
-    cooldown = int(role.spec["cooldownPeriod"])
-    # one poll before the cooldown ends, as the fast suite's model case (prometheus_down_idle) does
-    down_at = last + datetime.timedelta(seconds=cooldown - int(role.spec["pollingInterval"]) - 3)
+    cooldown, poll = int(role.spec["cooldownPeriod"]), int(role.spec["pollingInterval"])
+    threshold = int(role.spec["fallback"]["failureThreshold"])
+    assert cooldown % poll == 0, f"cooldownPeriod {cooldown} is not a multiple of pollingInterval {poll}"
+    assert threshold >= 2, f"failureThreshold {threshold}: the fallback could engage at the deciding poll itself"
+    lead = poll / 2
+    down_at = last + datetime.timedelta(seconds=cooldown + 0.5 - lead)  # + 0.5: lastActiveTime is truncated
+    scenario.observed.update(outage_lead_s=lead, failure_threshold=threshold, polling_interval_s=poll)
     wait = (down_at - datetime.datetime.now(datetime.UTC)).total_seconds()
     assert wait > 0, f"the cooldown ({cooldown} s from {last}) ended before the outage could start"
-    watch(lambda: role.replicas(harness.kubectl), timeline, "cooling-down", duration_s=wait)
+    watch(lambda: role.replicas(harness.kubectl), timeline, "cooling-down", duration_s=max(0.0, wait - 3))
+    time.sleep(max(0.0, (down_at - datetime.datetime.now(datetime.UTC)).total_seconds()))  # on time, not a sample late
     at_outage = role.replicas(harness.kubectl)
     assert at_outage > 0, f"the role reached zero before its cooldown ended: {timeline.samples}"
     harness.prometheus.stop()
+    went_down = datetime.datetime.now(datetime.UTC)
     hold = 2 * FAST_WINDOW_S
     watch(lambda: role.replicas(harness.kubectl), timeline, "outage", duration_s=hold)
     scenario.observed["scaled_object"] = scaled_object_status(harness.kubectl, role)
     harness.prometheus.start()
     during = timeline.values("outage")
-    scenario.observed.update(at_outage=at_outage, min_during_outage=min(during), outage_s=hold)
+    scenario.observed.update(at_outage=at_outage, min_during_outage=min(during), outage_s=hold,
+                             down_before_cooldown_end_s=round((last + datetime.timedelta(seconds=cooldown)
+                                                               - went_down).total_seconds(), 1))
     assert min(during) >= at_outage, f"replicas fell from {at_outage} to {min(during)} while Prometheus was down"
 
 
-@pytest.mark.parametrize("role", ["zero-min-no-node"], indirect=True)
-def test_keda_wakes_from_zero_on_the_front_door_queue(role: Role, harness: Any, scenario: Any) -> None:
+def wakes_from_zero_on_the_front_door_queue(role: Role, harness: Any, scenario: Any) -> None:
     """At zero no vLLM pod exists, so no vLLM series does: only the door's queue can wake the model. No NodePool is
     applied, so the woken GPU pod stays Pending, marked Unschedulable by kube-scheduler: the dump
     ``tests/doctor/test_e2e_dump.py`` runs ``gpuscale doctor`` on."""
@@ -323,7 +380,7 @@ def test_keda_wakes_from_zero_on_the_front_door_queue(role: Role, harness: Any, 
     role.changes.append("Deployment spec.replicas 0 (start at zero)")
     role.apply(harness.kubectl)
     assert watch(lambda: role.replicas(harness.kubectl), timeline, "at-zero", duration_s=30) == 0, timeline.samples
-    door = front_door.epp_name(role.model)
+    door = role.door_key()
     harness.exporter.doors[door].waiting = 1.0
     got = watch(lambda: role.replicas(harness.kubectl), timeline, "door-queue", duration_s=REACT_S,
                 until=lambda n: n >= 1)
@@ -346,3 +403,33 @@ def test_keda_wakes_from_zero_on_the_front_door_queue(role: Role, harness: Any, 
                                   "scheduler": p["spec"].get("schedulerName", "default-scheduler")}
                                  for p in role.pods(harness.kubectl)]
     assert marked >= 1, f"kube-scheduler never marked the woken pod Unschedulable: {scenario.observed['pods']}"
+
+
+@runs(scales_up_when_the_queue_rises)
+@pytest.mark.parametrize("role", ["zero-min", "warm-min"])
+def test_keda_scales_up_when_the_queue_rises(role: str, keda_lanes: Lanes, scenario: Any) -> None:
+    verdict(keda_lanes, scenario)
+
+
+@runs(scales_down_when_traffic_stops)
+@pytest.mark.parametrize("role", ["zero-min", "warm-min"])
+def test_keda_scales_down_when_traffic_stops(role: str, keda_lanes: Lanes, scenario: Any) -> None:
+    verdict(keda_lanes, scenario)
+
+
+@runs(holds_replicas_while_prometheus_is_unreachable)
+@pytest.mark.parametrize("role", ["zero-min", "warm-min"])
+def test_keda_holds_replicas_while_prometheus_is_unreachable(role: str, keda_lanes: Lanes, scenario: Any) -> None:
+    verdict(keda_lanes, scenario)
+
+
+@runs(holds_replicas_when_prometheus_goes_down_as_the_cooldown_ends)
+@pytest.mark.parametrize("role", ["zero-min"])
+def test_keda_holds_replicas_when_prometheus_goes_down_as_the_cooldown_ends(role: str, keda_lanes: Lanes, scenario: Any) -> None:
+    verdict(keda_lanes, scenario)
+
+
+@runs(wakes_from_zero_on_the_front_door_queue)
+@pytest.mark.parametrize("role", ["zero-min-no-node"])
+def test_keda_wakes_from_zero_on_the_front_door_queue(role: str, keda_lanes: Lanes, scenario: Any) -> None:
+    verdict(keda_lanes, scenario)

@@ -363,3 +363,117 @@ def test_every_scenario_of_the_issue_has_a_test_that_reports(what: str) -> None:
     test = getattr(importlib.import_module(f"tests.e2e.{module}"), name, None)
     assert test is not None, f"{what}: no {module}.{name}"
     assert "scenario" in inspect.signature(test).parameters, f"{what}: {name} does not report through the scenario fixture"
+
+
+def test_a_lane_moves_the_role_to_its_own_namespace_and_pool_and_leaves_the_queries_alone(
+        dev_objects: list[dict[str, Any]]) -> None:
+    from gpuscale import labels
+
+    role = Role.from_synth(dev_objects, "llama-8b", "aggregated")
+    queries = [t["metadata"].get("query") for t in role.spec["triggers"]]
+    emitted_pool = json.loads(json.dumps(role.emitted_pool))
+    role.isolate("k3")
+    role.on_kwok_nodes()
+    assert role.namespace == "inference-k3" and role.scaled_object["metadata"]["namespace"] == "inference-k3"
+    assert all(o["metadata"]["namespace"] == "inference-k3" for o in role.support if o["kind"] == "ServiceAccount")
+    assert role.node_pool is not None and role.node_pool["metadata"]["name"] == "l40s-spot-k3"
+    assert role.node_pool["spec"]["template"]["metadata"]["labels"][labels.NODE_POOL_LABEL] == "l40s-spot-k3"
+    assert role.deployment["spec"]["template"]["spec"]["nodeSelector"][labels.NODE_POOL_LABEL] == "l40s-spot-k3"
+    # the emitted objects the role came from are untouched, and so is every query (each lane has its Prometheus,
+    # whose series keep the emitted namespace, as the PodMonitor labels them)
+    assert [t["metadata"].get("query") for t in role.spec["triggers"]] == queries
+    assert next(o for o in dev_objects if o["kind"] == "NodePool" and o["metadata"]["name"] == "l40s-spot") \
+        == emitted_pool
+    assert role.pod_name() == "llama-8b-aggregated-k3-sim-0" and role.door_key().endswith("-k3")
+    assert any("inference -> inference-k3" in c for c in role.changes)
+
+
+def test_crds_go_in_batches_bounded_in_size_in_order() -> None:
+    from e2e.acceptance import crd_batches
+
+    docs = [{"kind": "CustomResourceDefinition", "metadata": {"name": n}, "spec": {"pad": "x" * size}}
+            for n, size in (("a", 10), ("b", 10), ("big", 500), ("c", 10))]
+    batches = crd_batches(docs, limit=200)
+    assert [[d["metadata"]["name"] for d in b] for b in batches] == [["a", "b"], ["big"], ["c"]]
+
+
+def test_kubectl_keeps_its_discovery_cache_beside_the_run_s_kubeconfig(tmp_path: Path) -> None:
+    from e2e.kube import Kubectl
+
+    kubectl = Kubectl(tmp_path / "cluster" / "kubeconfig")
+    assert kubectl.cache_dir == tmp_path / "cluster" / "kubectl-cache"
+
+
+def test_a_lane_s_verdict_is_its_body_s_and_reaches_the_test_with_what_it_observed(tmp_path: Path) -> None:
+    import threading
+
+    from e2e.lanes import Lane, Lanes
+
+    lanes = Lanes(None, tmp_path, None, None, dump=lambda name: tmp_path / f"{name}.json")  # type: ignore[arg-type]
+    cleaned: list[str] = []
+    release = threading.Event()
+
+    def add(name: str) -> Lane:
+        lane = Lane(name, f"k{len(lanes.lanes)}", None, None, None)  # type: ignore[arg-type]
+        lanes.lanes[name] = lane
+        return lane
+
+    ok, bad = add("ok"), add("bad")
+
+    def passes() -> None:
+        release.wait(5)
+        ok.observed["replicas"] = 3
+
+    def fails() -> None:
+        bad.observed["replicas"] = 1
+        raise AssertionError("replicas fell from 3 to 1")
+
+    lanes.run(ok, passes, lambda: cleaned.append("ok"))
+    lanes.run(bad, fails, lambda: cleaned.append("bad"))
+    with pytest.raises(AssertionError, match="fell from 3 to 1"):
+        lanes.join("bad", observed := {})
+    assert observed["replicas"] == 1 and observed["dump"] == str(tmp_path / "bad.json") and "wall_s" in observed
+    assert not ok.done.is_set()  # side by side: the failed lane did not wait for the other
+    release.set()
+    lanes.join("ok", observed := {})
+    assert observed["replicas"] == 3 and sorted(cleaned) == ["bad", "ok"]
+    with pytest.raises(LookupError):
+        lanes.join("never", {})
+
+
+def test_without_go_the_build_fails_loudly_and_says_the_tier_cannot_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GPUSCALE_E2E_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GPUSCALE_GO", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go-here"))
+    assert build.main(["etcd"]) == 1
+    err = capsys.readouterr().err
+    assert "no Go toolchain" in err
+    assert "ERROR: 1 of 1 e2e binaries could not be built" in err and "fails here instead of skipping" in err
+    assert not (tmp_path / "cache" / f"etcd-{versions.E2E_ETCD.version}").exists()
+
+
+def test_a_build_that_cannot_reach_the_module_proxy_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOPROXY", "https://proxy.example")
+    stderr = ('go: go.etcd.io/etcd/server/v3@v3.7.3: Get "https://proxy.example/go.etcd.io/...": dial tcp: '
+              "lookup proxy.example: no such host")
+    assert build.proxy_hint(stderr) == ": the Go module proxy (https://proxy.example) is unreachable or refused a module"
+    assert build.proxy_hint("./main.go:3:2: undefined: x") == ""
+
+
+def test_waiting_for_crds_tolerates_a_status_without_conditions_yet(tmp_path: Path) -> None:
+    from e2e.kube import Kubectl, KubectlError
+
+    class Fake(Kubectl):
+        def __init__(self, answers: dict[str, list[Any]]) -> None:
+            super().__init__(tmp_path / "kubeconfig")
+            self.answers = answers
+
+        def read(self, path: str, query: Any = None, *, timeout_s: float = 30) -> Any:
+            seq = self.answers[path.rsplit("/", 1)[1]]
+            return seq.pop(0) if len(seq) > 1 else seq[0]
+
+    established = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+    Fake({"a": [{}, {"status": {"conditions": None}}, established], "b": [established]}).wait_established(["a", "b"])
+    with pytest.raises(KubectlError, match="not Established after 1 s: never"):
+        Fake({"never": [{"status": {}}]}).wait_established(["never"], timeout_s=1)
