@@ -174,11 +174,12 @@ class Runner:
         ceiling, ceiling_result = variants[at], raw[at]
         top = dict(ceiling.initial_replicas or {})
 
-        def of(counts: dict[str, int], name: str = BF.BEST_FIXED, what: str = "within the spec's limits") -> Variant:
+        def of(counts: dict[str, int], name: str = BF.BEST_FIXED, what: str = "") -> Variant:
+            # the within-limits reference keeps its wording of before it kept the warm minimum (plans quote it)
             label = ", ".join(f"{k} {v}" for k, v in counts.items())
             return ceiling.model_copy(update={
                 "name": name, "policy": FixedPolicy(per_role=counts), "initial_replicas": counts, "bound": None,
-                "description": f"reference: the cheapest constant allocation {what} meeting the attainment goal on "
+                "description": f"reference: the cheapest constant allocation {what}meeting the attainment goal on "
                                f"this run ({label}), found in hindsight",
             })
 
@@ -189,7 +190,7 @@ class Runner:
             "name": BF.BEST_FIXED, "bound": BF.BEST_FIXED, "description": v.description + runs}))]
         if not found.same:
             name = BF.BEST_FIXED_UNCONSTRAINED
-            u = of(found.unconstrained_counts, name, "from one replica per role, below the spec's warm minimum,")
+            u = of(found.unconstrained_counts, name, "from one replica per role, below the spec's warm minimum, ")
             out.append((u, found.unconstrained.model_copy(update={"name": name, "bound": name, "description": u.description})))
         return out
 
