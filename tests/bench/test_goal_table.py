@@ -3,7 +3,6 @@ change to the sources or the cell's arguments makes it stale."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -12,17 +11,12 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.loader import bench_module
 
 
 @pytest.fixture(scope="module")
 def gt() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_goal_table", ROOT / "bench" / "goal_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_goal_table"] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("goal_table")
 
 
 def job(gt: ModuleType, **change: Any) -> Any:
