@@ -299,39 +299,66 @@ def main() -> None:
             (s, t, float(k), r, args.max_evals, workdir, args.warmup_s, args.holdout)
             for s in args.stacks.split(",") for t in traces for k in args.compress.split(",") for r in replays[t]
         ]
-        keys = [cell_key(code, j) for j in jobs]
-        done: dict[str, dict[str, Any]] = {key: earlier[key] for key in keys if key in earlier}
-        todo = [(key, j) for key, j in zip(keys, jobs, strict=True) if key not in done]
-        print(f"{len(jobs)} cells planned at code {code}: {len(done)} already measured in {args.json}, {len(todo)} to "
-              f"run with {args.jobs} job{'s' if args.jobs != 1 else ''}", file=sys.stderr, flush=True)
-        t0 = time.monotonic()
+        table = Table(args.json, code, jobs, {"max_evals": args.max_evals, "warmup_s": args.warmup_s, "holdout": args.holdout})
+        table.done = {key: earlier[key] for key in table.keys if key in earlier}
+        todo = [(key, j) for key, j in zip(table.keys, jobs, strict=True) if key not in table.done]
+        print(f"{len(jobs)} cells planned at code {code}: {len(table.done)} already measured in {args.json}, {len(todo)} "
+              f"to run with {args.jobs} job{'s' if args.jobs != 1 else ''}", file=sys.stderr, flush=True)
         args.json.parent.mkdir(parents=True, exist_ok=True)
-
-        def write() -> None:
-            # after every cell, in the planned order, so an interrupted run keeps what it measured and a rerun resumes
-            records = [done[key] for key in keys if key in done]
-            args.json.write_text(json.dumps({
-                "cells": records, "planned_cells": len(jobs), "max_evals": args.max_evals, "warmup_s": args.warmup_s,
-                "holdout": args.holdout, "code": code, "seconds": round(sum(float(c["seconds"]) for c in records), 1),
-                "wall_seconds_last_run": round(time.monotonic() - t0, 1),
-            }, indent=1) + "\n")
-
-        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures: dict[Future[dict[str, Any]], str] = {pool.submit(cell, j): key for key, j in todo}
-            for n, fut in enumerate(as_completed(futures), 1):
-                rec = fut.result()
-                rec["key"] = futures[fut]
-                done[rec["key"]] = rec
-                write()
-                left = len(todo) - n
-                eta = (time.monotonic() - t0) / n * left  # cells finish at about this rate with the pool full
-                print(f"[{len(done)}/{len(jobs)}] {rec['stack']} {rec['trace']} x{rec['compress']:g} {rec['replay']}: "
-                      f"{rec['seconds']:.0f} s, {rec['simulations']} simulations; about {eta:.0f} s left",
-                      file=sys.stderr, flush=True)
-        if not todo:
-            write()
+        failed = run_cells(table, todo, args.jobs)
     print(markdown(args.json))
-    print(f"{len(done)} of {len(jobs)} cells ({len(todo)} run now) in {time.monotonic() - t0:.0f} s; wrote {args.json}")
+    print(f"{len(table.done)} of {len(jobs)} cells ({len(todo) - len(failed)} run now) in "
+          f"{time.monotonic() - table.t0:.0f} s; wrote {args.json}")
+    if failed:
+        sys.exit(f"{len(failed)} cell(s) failed (a rerun retries them):\n" + "\n".join(failed))
+
+
+class Table:
+    """The JSON being written: the planned cells' keys, the cells measured so far, and the run's settings."""
+
+    def __init__(self, path: Path, code: str, jobs: list[Cell], settings: dict[str, Any]) -> None:
+        self.path, self.code, self.settings = path, code, settings
+        self.keys = [cell_key(code, j) for j in jobs]
+        self.done: dict[str, dict[str, Any]] = {}
+        self.t0 = time.monotonic()
+
+    def write(self) -> None:
+        """The cells measured so far in the planned order, written whole (a temporary file renamed over the JSON), so
+        an interrupted run keeps what it measured and a rerun resumes from it."""
+        records = [self.done[key] for key in self.keys if key in self.done]
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps({
+            "cells": records, "planned_cells": len(self.keys), **self.settings, "code": self.code,
+            "seconds": round(sum(float(c["seconds"]) for c in records), 1),
+            "wall_seconds_last_run": round(time.monotonic() - self.t0, 1),
+        }, indent=1) + "\n")
+        tmp.replace(self.path)
+
+
+def run_cells(table: Table, todo: list[tuple[str, Cell]], jobs: int) -> list[str]:
+    """Run ``todo`` in a pool of ``jobs`` processes, writing the table after each cell; returns the cells that failed
+    (each named on stderr as it fails; the others still run)."""
+    failed: list[str] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures: dict[Future[dict[str, Any]], str] = {pool.submit(cell, j): key for key, j in todo}
+        for n, fut in enumerate(as_completed(futures), 1):
+            try:
+                rec = fut.result()
+            except Exception as exc:  # a cell's bug must not lose the others: named here, and the run exits 1
+                failed.append(f"{futures[fut]}: {type(exc).__name__}: {exc}")
+                print(f"cell {futures[fut]} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                continue
+            rec["key"] = futures[fut]
+            table.done[rec["key"]] = rec
+            table.write()
+            eta = (time.monotonic() - table.t0) / n * (len(todo) - n)  # cells finish at about this rate, pool full
+            print(f"[{len(table.done)}/{len(table.keys)}] {rec['stack']} {rec['trace']} x{rec['compress']:g} "
+                  f"{rec['replay']}: {rec['seconds']:.0f} s, {rec['simulations']} simulations; about {eta:.0f} s left",
+                  file=sys.stderr, flush=True)
+    if not todo:
+        table.write()
+    return failed
+
 
 if __name__ == "__main__":
     main()
