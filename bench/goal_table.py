@@ -235,14 +235,26 @@ def cell_key(code: str, job: Cell) -> str:
     return f"{code}:{stack}:{trace_name}:{size}:{k:g}:{replay}:{max_evals}:{warmup_s:g}:{holdout:g}"
 
 
-def earlier_cells(path: Path) -> dict[str, dict[str, Any]]:
-    """Cells of an earlier run at ``path`` by key (none when there is no such file or it is not a goal table)."""
+def _cells_of(path: Path) -> list[dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
+        return []
     cells = data.get("cells", []) if isinstance(data, dict) else []
-    return {c["key"]: c for c in cells if isinstance(c, dict) and isinstance(c.get("key"), str)}
+    return [c for c in cells if isinstance(c, dict)]
+
+
+def earlier_cells(path: Path) -> dict[str, dict[str, Any]]:
+    """Cells of an earlier run at ``path`` by key (none when there is no such file or it is not a goal table)."""
+    return {c["key"]: c for c in _cells_of(path) if isinstance(c.get("key"), str)}
+
+
+def longest_first(todo: list[tuple[str, Cell]], path: Path) -> list[tuple[str, Cell]]:
+    """``todo`` with the cells that took longest in the earlier run at ``path`` (at any code) first, so the pool's
+    last minutes are not one long cell alone; cells it does not hold keep their order, after them."""
+    took = {(c.get("stack"), c.get("trace"), c.get("compress"), c.get("replay")): float(c.get("seconds", 0.0))
+            for c in _cells_of(path)}
+    return sorted(todo, key=lambda kj: -took.get((kj[1][0], kj[1][1], kj[1][2], kj[1][3]), 0.0))
 
 
 DOCS = ROOT / "docs" / "simulator.md"
@@ -301,7 +313,7 @@ def main() -> None:
         ]
         table = Table(args.json, code, jobs, {"max_evals": args.max_evals, "warmup_s": args.warmup_s, "holdout": args.holdout})
         table.done = {key: earlier[key] for key in table.keys if key in earlier}
-        todo = [(key, j) for key, j in zip(table.keys, jobs, strict=True) if key not in table.done]
+        todo = longest_first([(key, j) for key, j in zip(table.keys, jobs, strict=True) if key not in table.done], args.json)
         print(f"{len(jobs)} cells planned at code {code}: {len(table.done)} already measured in {args.json}, {len(todo)} "
               f"to run with {args.jobs} job{'s' if args.jobs != 1 else ''}", file=sys.stderr, flush=True)
         args.json.parent.mkdir(parents=True, exist_ok=True)

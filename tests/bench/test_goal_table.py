@@ -71,3 +71,13 @@ def test_a_run_whose_cells_are_all_measured_runs_none_and_rewrites_the_table(
     data = json.loads(out.read_text())
     assert [c["key"] for c in data["cells"]] == keys  # the planned order
     assert data["code"] == code and data["seconds"] == 10.0 and data["planned_cells"] == 2
+
+
+def test_the_cells_that_took_longest_before_run_first(gt: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"cells": [
+        {"stack": "prod", "trace": "code", "compress": 1.0, "replay": "exact", "seconds": 100.0},
+        {"stack": "prod", "trace": "code", "compress": 2.0, "replay": "exact", "seconds": 900.0},
+    ]}))
+    todo = [(f"k{k}", ("prod", "code", k, "exact", 12, "", 600.0, 0.5)) for k in (1.0, 2.0, 3.0)]
+    assert [key for key, _ in gt.longest_first(todo, path)] == ["k2.0", "k1.0", "k3.0"]
