@@ -6,10 +6,11 @@ The trace is ``bench/long_prompt_trace.py`` (seed 0): the same requests without 
 conversations over one system prompt. Each runs on prod's disaggregated 70B under the ceiling (every role at its
 maximum, so what is left is the routing and the replicas' own work), with the prefill pick:
 
-* ``cache-aware`` (what the simulator runs for the emitted P/D router): the fewest scheduler steps to the replica's
-  prefill backlog plus the request's uncached tokens there;
-* ``cache-aware-requests``: vLLM Router's documented ``cache_aware`` rule (request counts; a hit of half the prompt
-  wins while loads differ by at most 32 requests), the pick before issue 27 item 5;
+* ``cache-aware`` (what the simulator runs for the emitted P/D router): vLLM Router's ``cache_aware`` rule as its
+  source computes it (request counts; the longest cached prefix when more than half the prompt matches, unless the
+  loads are more than 32 requests and 1.1x apart; ``gpuscale.sim.router``);
+* ``cache-aware-work``: the named alternative the router does not offer, the fewest scheduler steps to the replica's
+  prefill backlog plus the request's uncached tokens there (the simulator's pick before the router's rule was modelled);
 * ``least-load``: fewest outstanding requests, no cache awareness.
 """
 
@@ -26,13 +27,34 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
+from bench.docs_block import render_only, write_block  # noqa: E402
 from gpuscale.sim import traffic  # noqa: E402
 from gpuscale.sim.runner import servable_of  # noqa: E402
 from gpuscale.sim.scenarios import build_scenario  # noqa: E402
 from gpuscale.sim.simulation import Simulation  # noqa: E402
 from gpuscale.stackfile import load_stack  # noqa: E402
 
-ROUTINGS = ("cache-aware", "cache-aware-requests", "least-load")
+ROUTINGS = ("cache-aware", "cache-aware-work", "least-load")
+BEGIN, END = "<!-- prefix-routing:begin (bench/prefix_routing.py --docs) -->", "<!-- prefix-routing:end -->"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """Misses of the ceiling per compression and prefill pick (hit rate, TTFT p99), and the work pick's difference."""
+    lines = ["| compress | no prefix ids | " + " | ".join(ROUTINGS) + " | work pick - router's pick |",
+             "|---|---:|" + "---:|" * (len(ROUTINGS) + 1)]
+    for row in doc["rows"]:
+        cells = [f"x{row['compress']:g}", str(row["no_prefix_ids"]["misses"])]
+        for r in ROUTINGS:
+            c = row[r]
+            cells.append(f"{c['misses']} (hit {c['prefix_hit_rate']:.3f}, TTFT p99 {c['ttft_p99_s']:.2f} s)")
+        cells.append(f"{row['cache-aware-work']['misses'] - row['cache-aware']['misses']:+d}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(doc: dict[str, Any]) -> None:
+    """Replace the table between the markers of ``docs/simulator.md``."""
+    write_block(BEGIN, END, markdown(doc))
 
 
 def ceiling(path: Path, compress: float, routing: str | None) -> dict[str, Any]:
@@ -50,7 +72,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compress", default="1,1.5,2,2.5")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--docs", action="store_true", help="write the table into docs/simulator.md")
+    ap.add_argument("--markdown-only", action="store_true", help="render --json; simulate nothing")
     args = ap.parse_args()
+    if args.markdown_only:
+        render_only(args.json, markdown, BEGIN, END, args.docs)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         plain = long_prompt_trace.write(Path(tmp) / "long.csv", seed=0)
@@ -62,9 +89,11 @@ def main() -> None:
             rows.append(row)
             print(f"x{k:g}: misses without ids {row['no_prefix_ids']['misses']}, with ids "
                   + ", ".join(f"{r} {row[r]['misses']} (hit {row[r]['prefix_hit_rate']:.3f})" for r in ROUTINGS), flush=True)
+    doc = {"stack": "prod", "policy": "ceiling", "trace": "long_prompt_trace seed 0", "rows": rows}
     if args.json is not None:
-        args.json.write_text(json.dumps({"stack": "prod", "policy": "ceiling", "trace": "long_prompt_trace seed 0",
-                                         "rows": rows}, indent=1) + "\n")
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.docs:
+        write_docs(doc)
 
 
 if __name__ == "__main__":

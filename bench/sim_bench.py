@@ -19,6 +19,8 @@ requests per CPU-second per policy and the prefix path within 2x of the plain on
 
 Before/after in one session: run this script from a checkout of the earlier code with ``--json BEFORE.json``, then
 from this one with ``--baseline BEFORE.json``: the table gains the speed-up per row and the JSON keeps both.
+``--docs`` writes the table of the JSON into ``docs/simulator.md`` (between its ``sim-bench`` markers);
+``--markdown-only`` renders ``--json`` without simulating.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
+from bench.docs_block import render_only, write_block  # noqa: E402
 from gpuscale.sim import traffic  # noqa: E402
 from gpuscale.sim.runner import servable_of  # noqa: E402
 from gpuscale.sim.scenarios import build_scenario  # noqa: E402
@@ -47,6 +50,7 @@ from gpuscale.sim.simulation import Simulation  # noqa: E402
 from gpuscale.stackfile import load_stack  # noqa: E402
 
 AZURE_CONV = ROOT.parent / "shared" / "traces" / "azure2023_conv_norm.csv"
+BEGIN, END = "<!-- sim-bench:begin (bench/sim_bench.py --docs) -->", "<!-- sim-bench:end -->"
 WORKLOADS = ("conv", "long", "long-prefix")
 GOAL_REQUESTS_PER_CPU_S = 50_000
 GOAL_PREFIX_SLOWDOWN = 2.0
@@ -75,15 +79,18 @@ def bench(workloads: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
     so a change in the machine's load reaches all of them alike (the prefix path's ratio to the plain one above all)."""
     best: dict[tuple[str, str], float] = {}
     last: dict[tuple[str, str], Any] = {}
+    events: dict[tuple[str, str], int] = {}
     for _ in range(repeat):
         for w in workloads:
             sc = w["scenario"]
             for v in sc.variants:
                 t0 = time.process_time()
-                r = Simulation(sc.setup, v, w["arrivals"], 0, w["servable"]).run()
+                sim = Simulation(sc.setup, v, w["arrivals"], 0, w["servable"])
+                r = sim.run()
                 key = (w["workload"], v.name)
                 best[key] = min(best.get(key, float("inf")), time.process_time() - t0)
                 last[key] = r
+                events[key] = sim.env.events_run
     out = []
     for w in workloads:
         sc, n = w["scenario"], len(w["arrivals"])
@@ -92,6 +99,7 @@ def bench(workloads: list[dict[str, Any]], repeat: int) -> list[dict[str, Any]]:
             cpu, r = best[(w["workload"], v.name)], last[(w["workload"], v.name)]
             rows.append({
                 "policy": v.name, "cpu_s": round(cpu, 3), "requests_per_cpu_s": round(n / cpu),
+                "events_per_request": round(events[(w["workload"], v.name)] / n, 2),
                 "simulated_s_per_cpu_s": round(sc.setup.duration_s / cpu), "completed": r.completed,
                 "misses": r.misses.total, "slo_attainment_servable": r.slo_attainment_servable,
                 "gpu_hours": r.gpu_hours, "prefix_hit_rate": r.prefix_hit_rate,
@@ -141,6 +149,50 @@ def prefix_slowdown(doc: dict[str, Any], policy: str) -> float | None:
     return prefix / plain if plain and prefix else None
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    """The run as the docs show it: a row per workload and policy, the goals' verdicts under it."""
+    before = cpu_by_row(doc["baseline"]) if "baseline" in doc else None
+    head = ["workload", "policy", "requests", "CPU s", "requests / CPU s", "x plain", "events / request", "misses",
+            "hit rate"]
+    if before is not None:
+        head += ["CPU s before", "requests / CPU s before", "speed-up"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|"]
+    goal, slow_goal = doc["goal_requests_per_cpu_s"], doc["goal_prefix_slowdown"]
+    plain_rows = met = 0
+    for w in doc["workloads"]:
+        for p in w["policies"]:
+            ratio = prefix_slowdown(doc, p["policy"]) if w["workload"] == "long-prefix" else None
+            hit = p["prefix_hit_rate"]
+            per = p.get("events_per_request")
+            row = [w["workload"], p["policy"], f"{w['requests']:,}", f"{p['cpu_s']:.3f}", f"{p['requests_per_cpu_s']:,}",
+                   f"{ratio:.2f}" if ratio is not None else "", f"{per:.2f}" if per is not None else "", str(p["misses"]),
+                   f"{hit:.3f}" if hit is not None else ""]
+            if before is not None:
+                b = before.get((w["workload"], p["policy"]))
+                row += [f"{b:.3f}", f"{round(w['requests'] / b):,}", f"{b / p['cpu_s']:.2f}"] if b else ["", "", ""]
+            lines.append("| " + " | ".join(row) + " |")
+            if w["workload"] != "long-prefix":
+                plain_rows += 1
+                met += p["requests_per_cpu_s"] >= goal
+    ratios = [r for r in (prefix_slowdown(doc, p["policy"]) for w in doc["workloads"] if w["workload"] == "long"
+                          for p in w["policies"]) if r is not None]
+    lines.append("")
+    lines.append(f"Python {doc['python']}, {doc['cpus']} CPUs, best of {doc['repeat']} rounds, load average "
+                 f"{doc['load_average_start']:.1f} at the start and {doc['load_average_end']:.1f} at the end.")
+    lines.append(f"Goal of at least {goal:,} requests per CPU-second on the plain path (`conv`, `long`): met in {met} "
+                 f"of {plain_rows} rows.")
+    if ratios:
+        within = sum(r <= slow_goal for r in ratios)
+        lines.append(f"Prefix path within {slow_goal:g}x of the plain one: {within} of {len(ratios)} policies "
+                     f"({min(ratios):.2f}-{max(ratios):.2f}x).")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(doc: dict[str, Any]) -> None:
+    """Replace the table between the markers of ``docs/simulator.md``."""
+    write_block(BEGIN, END, markdown(doc))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default="prod")
@@ -148,7 +200,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None, help="write the results here (bench/results/sim_bench.json)")
     ap.add_argument("--baseline", type=Path, default=None, help="an earlier run's JSON, to compare with")
+    ap.add_argument("--docs", action="store_true", help="write the table into docs/simulator.md")
+    ap.add_argument("--markdown-only", action="store_true", help="render --json; simulate nothing")
     args = ap.parse_args()
+    if args.markdown_only:
+        render_only(args.json, markdown, BEGIN, END, args.docs)
+        return
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         prepared = [prepare(w, Path(tmp), args.stack) | {"stack": args.stack} for w in args.workloads.split(",")]
@@ -164,6 +221,8 @@ def main() -> None:
     Console(width=200).print(render(doc))
     if args.json is not None:
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.docs:
+        write_docs(doc)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ placed and emitted; one it refuses raises ``Problems``, each with the YAML path 
 
 from __future__ import annotations
 
+import math
+
 from gpuscale import cross_layer, perf, sizing, versions
 from gpuscale.first_answer import first_answer_problems
 from gpuscale.guardrails import consolidation
@@ -187,14 +189,23 @@ def _peak_is_carried(spec: PlatformSpec, sized: sizing.PlatformSizing) -> list[P
                 # the bound that sets the derived ceiling (sizing.gpu_bounds), with the roles it is shared with
                 cap = f"its share of the GPU bounds ({rs.max_replicas_why}) leaves room for {rs.max_replicas}"
                 fix = "the queue's and the pool's GPU limits"
-            carried = m.workload.peak_rps * rs.max_replicas / rs.replicas_at_peak
+            # the load is not proportional to rps (queueing headroom): solve the role's own signal for it
+            carried = _down(sizing.carried_rps(m, ms, rs, rs.max_replicas))
             problems.append(Problem(
                 f"models[{i}].workload.peak_rps",
                 f"{m.name}/{rs.role}: peak_rps {m.workload.peak_rps:,g} needs {rs.replicas_at_peak:,} replicas x {gpus} "
                 f"GPU(s) = {rs.replicas_at_peak * gpus:,} GPUs (${rs.replicas_at_peak * gpus * ms.usd_per_gpu_hour:,.0f}/h) "
-                f"but {cap}: the stack can carry about {carried:,.3g} rps. Lower peak_rps or raise {fix}",
+                f"but {cap}: the stack can carry about {carried:,g} rps. Lower peak_rps or raise {fix}",
             ))
     return problems
+
+
+def _down(x: float, digits: int = 3) -> float:
+    """``x`` rounded down to ``digits`` significant digits: a rate the refusal states must really be carried."""
+    if x <= 0:
+        return 0.0
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(x)))
+    return math.floor(x * scale * (1 + 1e-12)) / scale
 
 
 def _quotas(spec: PlatformSpec) -> list[Problem]:

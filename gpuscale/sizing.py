@@ -199,6 +199,13 @@ class RoleSizing(Spec):
         """The primary signal's per-replica target."""
         return self.signals[0].target
 
+    @property
+    def load_share(self) -> float:
+        """The share of a replica the load signal holds each replica at: the derived target (one replica of need within
+        the HPA's tolerance, ``slo_target.TARGET_REPLICAS``) or the stated utilisation. ``replicas_per_rps`` is
+        measured against it, so the replicas at full use are ``replicas_per_rps x load_share``."""
+        return self.target if self.derived_target else self.target_utilisation
+
 
 class ModelSizing(Spec):
     """Every derived number of one model."""
@@ -633,10 +640,39 @@ def target_utilisation(model: ModelDeployment, role: Role, cold: ColdStart) -> f
     return explicit if explicit is not None else default_utilisation(model, cold)
 
 
-def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batch: int, kv_tokens: int) -> SignalCoefficients:
+def itl_capacity_lines(cost: perf.StepCost, budget_s: float, max_seqs: int, kv_tokens: int) -> tuple[tuple[float, float], ...]:
+    """Replica-seconds per output token a replica spends at the ITL target, as the upper envelope of lines in the KV
+    share per running sequence (``share x kv_tokens`` = its context ``c``): ``step(m, m c) / m`` at the batch ``m``
+    the target allows, read off the step model (``perf.StepCost.step_s``: ``overhead + n a(c) + max(weights, s n)``,
+    ``a(c) = per_seq + comm + per_context x c``). The largest ``n`` with a step within ``budget_s`` needs both
+    ``overhead + weights + n a <= budget`` and ``overhead + n (a + s) <= budget``, so ``budget / n`` is the larger of
+    ``budget a / (budget - overhead - weights)`` and ``budget (a + s) / (budget - overhead)``; vLLM runs at most
+    ``max_seqs``, and ``step(n) / n`` falls with ``n``, so ``step(max_seqs) / max_seqs`` (two lines more) is a floor.
+    Dominated lines are dropped; empty when not even one sequence meets the budget."""
+    o, w, s = cost.overhead_s, cost.weights_s, cost.s_per_token
+    a0, b = cost.per_seq_s + cost.comm_s_per_token, cost.per_context_token_s * kv_tokens
+    if budget_s <= o + w:
+        return ()
+    n = float(max(max_seqs, 1))
+    lines = [
+        (a0 * budget_s / (budget_s - o - w), b * budget_s / (budget_s - o - w)),
+        ((a0 + s) * budget_s / (budget_s - o), b * budget_s / (budget_s - o)),
+        (o / n + a0 + w / n, b), (o / n + a0 + s, b),
+    ]
+    # a share is within [0, 1]: keep the lines that are above every other somewhere on it
+    kept = [ln for ln in lines if not any(
+        other != ln and other[0] >= ln[0] and other[0] + other[1] >= ln[0] + ln[1] for other in lines
+    )]
+    return tuple(sorted(set(kept)))
+
+
+def signal_coefficients(
+    model: ModelDeployment, cost: perf.StepCost, decode_batch: int, kv_tokens: int, max_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> SignalCoefficients:
     """Per-token costs in replica-seconds: prefill from the step model; decode divided by the share of each step a
     replica at its ITL batch spends on per-token work (the rest is the step's fixed part), so one replica at that
-    batch reads 1.0 whatever the context."""
+    batch reads 1.0 whatever the context; and the decode capacity at the ITL target by KV share
+    (``itl_capacity_lines``), which the SLO-derived decode target reads."""
     ctx = mean_decode_context(model)
     n = max(decode_batch, 1)
     per_token = cost.token_s + cost.per_seq_s
@@ -648,6 +684,7 @@ def signal_coefficients(model: ModelDeployment, cost: perf.StepCost, decode_batc
         decode_s_per_token=per_token / usable,
         decode_s_per_kv_share=cost.per_context_token_s * kv_tokens / usable,
         prompt_tokens_fallback=model.workload.prompt_tokens.mean,
+        decode_itl_lines=itl_capacity_lines(cost, model.slo.itl_p99_s * ITL_HEADROOM, max_seqs, kv_tokens),
     )
 
 
@@ -683,10 +720,7 @@ def _role_sizing(
     load = signals[0]
 
     def fractional(rps: float) -> float:
-        if not derived:
-            return utilised(rps)
-        # the load signal itself, read on the series steady traffic would produce (one formula: slo_target)
-        return load.observe(SteadySamples(rps, prompt, output, ctx_share)) / load.target
+        return steady_replicas(model, load, kv_tokens, rps) if derived else utilised(rps)
 
     def needed(rps: float) -> int:
         return max(1, math.ceil(fractional(rps) - 1e-9)) if rps > 0 else 0
@@ -714,6 +748,38 @@ def _role_sizing(
         cooldown_s=model.front_door.idle_window_s if model.has_front_door else s.cooldown_s,
         activation_threshold=model.autoscaling.resolved_activation_threshold(role),
     )
+
+
+def steady_replicas(model: ModelDeployment, load: Signal, kv_tokens: int, rps: float) -> float:
+    """Replicas (fractional) a derived load signal asks for under steady traffic of ``rps`` requests per second of the
+    workload's mix: the signal itself, read on the series such traffic would produce (one formula: ``slo_target``)."""
+    w = model.workload
+    ctx_share = mean_decode_context(model) / kv_tokens if kv_tokens > 0 else 1.0
+    return load.observe(SteadySamples(rps, w.prompt_tokens.mean, w.output_tokens.mean, ctx_share)) / load.target
+
+
+def role_replicas(model: ModelDeployment, ms: ModelSizing, r: RoleSizing, rps: float) -> float:
+    """Replicas (fractional) the role's load signal holds at ``rps``: the derived signal read on steady traffic, or
+    ``replicas_per_rps x rps`` for a stated utilisation (linear in load)."""
+    if r.derived_target:
+        return steady_replicas(model, r.signals[0], ms.kv_capacity_tokens, rps)
+    return r.replicas_per_rps * rps
+
+
+def carried_rps(model: ModelDeployment, ms: ModelSizing, r: RoleSizing, replicas: int, *, iterations: int = 60) -> float:
+    """The highest rate (up to the workload's peak) at which the role's load signal asks for at most ``replicas``: a
+    bisection on ``role_replicas``, which grows with load but not in proportion (the queueing headroom of a derived
+    target), so ``peak x replicas / needed`` is not it."""
+    def fits(rps: float) -> bool:
+        return math.ceil(role_replicas(model, ms, r, rps) - 1e-9) <= replicas
+
+    lo, hi = 0.0, model.workload.peak_rps
+    if fits(hi):
+        return hi
+    for _ in range(iterations):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _signals(
@@ -749,7 +815,10 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     step = perf.decode_step_s(model.architecture, inst.gpu, tp, pp, max(batch, 1), max(batch, 1) * ctx)
     decode_tps = round(batch / step, 1) if batch else 0.0
     cold = replica_cold_start(spec, model, shape)
-    coef = signal_coefficients(model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens)
+    coef = signal_coefficients(
+        model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens,
+        max_num_seqs(model, inst),
+    )
     roles: list[RoleSizing] = []
     role_names = model.serving.roles
     for role in role_names:
@@ -815,17 +884,21 @@ def size_models(spec: PlatformSpec, models: Sequence[ModelDeployment]) -> list[M
 def role_headroom(
     spec: PlatformSpec, model: ModelDeployment, ms: ModelSizing, r: RoleSizing, *, utilisation: float | None = None,
 ) -> HeadroomSizing:
-    """The role's spare nodes (``gpuscale.headroom.size_headroom``) at its target utilisation, or at ``utilisation``
-    (the simulator's warm-node variant sizes them for the undiscounted target); refused above the stack's cost cap."""
-    util = r.target_utilisation if utilisation is None else utilisation
-    per_rps = r.replicas_per_rps * r.target_utilisation / util
+    """The role's spare nodes (``gpuscale.headroom.size_headroom``) at its load signal's own target (``RoleSizing.load_share``),
+    or at ``utilisation`` (the simulator's warm-node variant sizes them for the undiscounted target); refused above the
+    stack's cost cap."""
+    own = r.load_share
+    util = own if utilisation is None else utilisation
+    per_rps = r.replicas_per_rps * own / util
     peak = max(1, math.ceil(per_rps * model.workload.peak_rps - 1e-9)) if model.workload.peak_rps > 0 else 0
     inst = _instance(spec.topology.pool(model.node_pool), ms.shape)
+    label = (f"the SLO-derived target ({own:g} of a replica)" if r.derived_target and utilisation is None
+             else f"target {util:g}")
     sized = size_headroom(
         mode=model.headroom.mode, role=r.role, workload=model.workload, cold=ms.cold_start, replicas_per_rps=per_rps,
         target_utilisation=util, replicas_at_peak=peak if utilisation is not None else r.replicas_at_peak,
         max_replicas=r.max_replicas, gpus_per_replica=ms.shape.gpus, pods_per_replica=ms.shape.pods,
-        gpus_per_node=inst.gpus_per_node, usd_per_gpu_hour=inst.usd_per_gpu_hour,
+        gpus_per_node=inst.gpus_per_node, usd_per_gpu_hour=inst.usd_per_gpu_hour, target_label=label,
     )
     if sized.emitted:
         breach = headroom_rule.cost_breach(sized.usd_per_day, model.headroom.max_usd_per_day, sized.replicas, r.role)

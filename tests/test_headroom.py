@@ -39,7 +39,7 @@ def test_n_is_the_replicas_at_full_utilisation_for_the_burst_within_the_node_wai
     wait = headroom.KARPENTER_BATCH_MAX_S + ms.cold_start.node_s + ms.cold_start.gpu_ready_s
     top = 2.0 * 20
     rate = top + headroom.BURST_QUANTILE_Z * math.sqrt(top / wait)
-    needed = math.ceil(decode.replicas_per_rps * decode.target_utilisation * rate - 1e-9)
+    needed = math.ceil(decode.replicas_per_rps * decode.load_share * rate - 1e-9)
     assert (h.node_wait_s, h.burst_rps, h.needed_replicas) == (round(wait, 1), round(rate, 2), needed)
     assert h.replicas == min(needed - decode.replicas_at_peak, decode.max_replicas - decode.replicas_at_peak) >= 1
     assert h.pods == h.replicas * ms.shape.pods and h.gpus == h.replicas * ms.shape.gpus
@@ -51,9 +51,13 @@ def test_n_is_the_replicas_at_full_utilisation_for_the_burst_within_the_node_wai
 
 def test_bursts_shorter_than_a_replicas_load_do_not_pay_for_spare_nodes() -> None:
     spec = PlatformSpec.model_validate(bursty(duration_s=120))
-    # with 120 s bursts sizing lowers the target (warm replicas carry the burst): no replica is short
-    for r in size_platform(spec).models[0].roles:
-        assert r.headroom is not None and r.headroom.replicas == 0 and not r.headroom.emitted
+    # the derived targets hold the replicas the SLO needs, not a burst-discounted utilisation: prefill is a replica short
+    # of the burst at full use, but a replica on a spare node would arrive after the 120 s burst, so none is emitted
+    roles = size_platform(spec).models[0].roles
+    for r in roles:
+        assert r.derived_target and r.headroom is not None and not r.headroom.emitted
+        assert r.headroom.replicas == 0 or "after the burst" in r.headroom.why
+    assert any(r.headroom is not None and r.headroom.replicas > 0 for r in roles)
     # at the undiscounted target a replica is short, but it would arrive after the burst
     h = headroom.size_headroom(
         mode="capacity-buffer", role="prefill", workload=spec.models[0].workload,
@@ -99,3 +103,27 @@ def test_headroom_above_the_cost_cap_is_refused_at_the_cap() -> None:
     [problem] = [p for p in info.value.problems if "headroom" in p.path]
     assert problem.path == "models[0].headroom.max_usd_per_day" and "$330" in problem.message
     feasibility.checked_sizing(PlatformSpec.model_validate(bursty(max_usd_per_day=400)))
+
+
+def test_a_derived_target_role_counts_its_spare_nodes_at_its_own_target_not_the_unused_utilisation() -> None:
+    # replicas_per_rps of a role on the SLO-derived target is measured against that target (one replica of need within
+    # the HPA's tolerance), so the replicas at full use are replicas_per_rps x TARGET_REPLICAS: reading the unused
+    # target_utilisation (0.7 here) instead undercounts them
+    from gpuscale.signals import slo_target
+
+    ms = size_platform(PlatformSpec.model_validate(bursty())).models[0]
+    wait = headroom.KARPENTER_BATCH_MAX_S + ms.cold_start.node_s + ms.cold_start.gpu_ready_s
+    rate = 40.0 + headroom.BURST_QUANTILE_Z * math.sqrt(40.0 / wait)
+    for r in ms.roles:
+        assert r.derived_target and r.load_share == slo_target.TARGET_REPLICAS != r.target_utilisation
+        h = r.headroom
+        assert h is not None
+        assert h.needed_replicas == math.ceil(r.replicas_per_rps * slo_target.TARGET_REPLICAS * rate - 1e-9)
+        assert h.needed_replicas > math.ceil(r.replicas_per_rps * r.target_utilisation * rate - 1e-9) - 1
+    # the rationale names the target the replicas are held at (at a 1.1x burst the peak replicas carry it)
+    raw = bursty()
+    raw["models"][0]["workload"]["burst"]["multiplier"] = 1.1
+    mild = size_platform(PlatformSpec.model_validate(raw)).models[0].role("prefill")
+    assert mild.headroom is not None and mild.headroom.replicas == 0
+    assert f"at the SLO-derived target ({slo_target.TARGET_REPLICAS:g} of a replica) carry" in mild.headroom.why
+    assert f"target {mild.target_utilisation:g}" not in mild.headroom.why

@@ -46,6 +46,10 @@ class SignalCoefficients(Spec):
     """Per generated token per unit of KV share (context / KV capacity): the KV read of a full cache."""
     prompt_tokens_fallback: float
     """Mean prompt used until requests have finished (the workload's mean)."""
+    decode_itl_lines: tuple[tuple[float, float], ...] = ()
+    """Replica-seconds per output token at the ITL target as ``max_i(a_i + b_i x KV share)``: the step model's decode
+    capacity at a context of that share (``sizing.itl_capacity_lines``); empty: no batch meets the ITL target, and
+    decode work falls back to the per-token cost (``decode_s_per_token``, ``decode_s_per_kv_share``)."""
 
     def prefill_s(self, mean_prompt: float) -> float:
         """Prefill seconds per prompt token at this mean prompt length."""

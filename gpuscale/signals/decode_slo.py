@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gpuscale.signals import slo_target, vllm_metrics
-from gpuscale.signals.base import RATE_WINDOW, CostedSignal, SignalSizing, total
+from gpuscale.signals import promql, slo_target, vllm_metrics
+from gpuscale.signals.base import RATE_WINDOW, CostedSignal, SignalCoefficients, SignalSizing, total
 from gpuscale.signals.decode_load import decode_work
 from gpuscale.signals.promql import Expr, Matcher
+
+
+def itl_replicas(sel: tuple[Matcher, ...], c: SignalCoefficients) -> Expr:
+    """Replicas whose decode keeps the ITL target at the KV share in use: ``rate(output tokens[1m]) x max_i(a_i + b_i x
+    KV use / running requests)`` (``SignalCoefficients.decode_itl_lines``: the step model's capacity at that context;
+    the larger of two lines as ``x + clamp_min(y - x, 0)``, PromQL having no binary max)."""
+    kv, running = promql.Series(vllm_metrics.KV_CACHE, sel), promql.ClampMin(promql.Series(vllm_metrics.RUNNING, sel), 1.0)
+    share = kv / running
+    per_token: Expr | None = None
+    for a, b in c.decode_itl_lines:
+        line = promql.Number(a) + promql.Number(b) * share
+        per_token = line if per_token is None else per_token + promql.ClampMin(line - per_token, 0.0)
+    assert per_token is not None
+    return promql.Series(vllm_metrics.GENERATION_TOKENS, sel, RATE_WINDOW) * per_token
 
 
 class DecodeSlo(CostedSignal):
@@ -22,7 +36,8 @@ class DecodeSlo(CostedSignal):
         return f"decode replicas for ITL (rate({vllm_metrics.GENERATION_TOKENS}[{RATE_WINDOW}]) x step at KV share + burst)"
 
     def expr(self, sel: tuple[Matcher, ...]) -> Expr:
-        work = decode_work(sel, self.coefficients)
+        c = self.coefficients
+        work = itl_replicas(sel, c) if c.decode_itl_lines else decode_work(sel, c)
         return total(work + slo_target.burst_headroom(work))
 
     @classmethod
@@ -30,9 +45,10 @@ class DecodeSlo(CostedSignal):
         return cls(
             target=slo_target.TARGET_REPLICAS, coefficients=n.coefficients,
             why=(
-                f"decode replicas the {n.itl_p99_s * 1000:g} ms ITL p99 needs: output tokens/s x each token's step time at "
-                f"the KV share of its sequence (KV use / running requests), 1.0 being a replica at the {n.decode_batch}-"
-                f"sequence batch whose step is {n.itl_headroom:.0%} of the target, plus the rise of work seen within a "
-                "cold start over the last hour (2.33 x sqrt(2) x its standard deviation); target one replica within the HPA's 10 % tolerance"
+                f"decode replicas the {n.itl_p99_s * 1000:g} ms ITL p99 needs: output tokens/s over what one replica "
+                f"decodes at the KV share of a sequence in use (KV use / running requests) with its step at "
+                f"{n.itl_headroom:.0%} of the target (the step model's batch at that context; {n.decode_batch} sequences "
+                "at the workload's), plus {slo_target.BURST_WHY}; "
+                f"{slo_target.TARGET_WHY}"
             ),
         )

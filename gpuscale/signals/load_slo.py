@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from gpuscale.signals import slo_target
 from gpuscale.signals.base import SignalSizing
 from gpuscale.signals.decode_load import decode_work
 from gpuscale.signals.prefill_load import prefill_work
@@ -33,8 +34,7 @@ class LoadSlo(QueuedSignal):
             **cls.shape(n), coefficients=n.coefficients,
             why=(
                 f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
-                "(each token weighed by its cost at its prompt or context length), the Erlang-C headroom that keeps 99 % "
-                "of prompts from waiting past their budget, and the rise of work seen within a cold start over the last "
-                "hour (2.33 x sqrt(2) x its standard deviation); target one replica within the HPA's 10 % tolerance"
+                f"(each token weighed by its cost at its prompt or context length), {slo_target.QUEUEING_WHY}, and "
+                f"{slo_target.BURST_WHY}; {slo_target.TARGET_WHY}"
             ),
         )

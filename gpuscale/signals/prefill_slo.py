@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from gpuscale.signals import vllm_metrics
+from gpuscale.signals import slo_target, vllm_metrics
 from gpuscale.signals.base import RATE_WINDOW, SignalSizing
 from gpuscale.signals.prefill_load import prefill_work
 from gpuscale.signals.promql import Expr, Matcher
@@ -31,9 +31,7 @@ class PrefillSlo(QueuedSignal):
             **cls.shape(n), coefficients=n.coefficients,
             why=(
                 f"prefill replicas the {n.ttft_p99_s:g} s TTFT p99 needs for the prompts arriving: their work (prompt "
-                "tokens/s x the cost of a token at the recent mean prompt), plus the Erlang-C headroom that keeps 99 % of "
-                "prompts from waiting past the budget the p99 prompt's own prefill leaves, plus the rise of work seen "
-                "within a cold start over the last hour (2.33 x sqrt(2) x its standard deviation); target one replica "
-                "within the HPA's 10 % tolerance"
+                f"tokens/s x the cost of a token at the recent mean prompt), plus {slo_target.QUEUEING_WHY}, plus "
+                f"{slo_target.BURST_WHY}; {slo_target.TARGET_WHY}"
             ),
         )

@@ -2,8 +2,8 @@
 simulator on its scrapes, and parsed back from an emitted ScaledObject by the KEDA decision model.
 
 Only the subset the signals use: ``sum(<gauge>{...})``, ``sum(rate(<counter>{...}[w]))``, number literals, ``+ - * /``,
-the filter ``> <number>``, ``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)``, ``vector(n)``, ``or on()`` and
-``stddev_over_time((v)[range:step])``. Every aggregate is a ``sum`` without
+the filter ``> <number>``, ``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)``, ``vector(n)``, ``or on()``,
+``stddev_over_time((v)[range:step])`` and ``avg_over_time((v)[range:step])``. Every aggregate is a ``sum`` without
 ``by``, so every vector here has at most one element and no labels; evaluation follows Prometheus' instant-query
 semantics for such vectors (``promql/engine.go`` at the pinned Prometheus of kube-prometheus-stack): an operation on
 an empty vector is empty, ``x / 0`` is ``+Inf``/``-Inf``/``NaN`` as in Go, a comparison without ``bool`` drops the
@@ -17,7 +17,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 Matcher = tuple[str, str, str]
 """``(label, operator, value)``: ``=``, ``!=``, ``=~`` or ``!~``."""
@@ -293,33 +293,80 @@ class Ln(_OnVector):
 
 
 @dataclass(frozen=True, eq=True)
-class StddevOverTime(_OnVector):
-    """``stddev_over_time((v)[range:step])``: the population standard deviation of ``v`` evaluated every ``step``
-    over the last ``range`` (a subquery, ``promql/functions.go`` ``funcStddevOverTime``). On samples without a past
-    (a plain ``Samples``, e.g. a Prometheus that has scraped once) the range holds the present point only: 0."""
+class OverTime(_OnVector):
+    """``<func>_over_time((v)[range:step])``: an aggregate of ``v`` evaluated every ``step`` over the last ``range`` (a
+    subquery, ``promql/functions.go``). On samples without a past (a plain ``Samples``, e.g. a Prometheus that has
+    scraped once) the range holds the present point only."""
 
     operand: Expr
     range: str
     step: str
+    function: ClassVar[str]
 
     def render(self) -> str:
-        return f"stddev_over_time(({self.operand.render()})[{self.range}:{self.step}])"
+        return f"{self.function}(({self.operand.render()})[{self.range}:{self.step}])"
 
-    def evaluate(self, samples: Samples) -> Result:
+    def points(self, samples: Samples) -> list[float]:
+        """The subquery's points, newest first (a step at which ``v`` is empty, or before the first scrape, has none)."""
         points: list[float] = []
-        n = int(duration_s(self.range) // duration_s(self.step))
+        step_s = duration_s(self.step)
+        n = int(duration_s(self.range) // step_s)
+        # once, not per point: a runtime Protocol check costs ~10 us
+        ranged = samples if isinstance(samples, RangeSamples) else None
+        key = self.operand.render() if ranged is not None else ""
         for k in range(n):
-            past = samples if k == 0 else samples.at(k * duration_s(self.step)) if isinstance(samples, RangeSamples) else None
+            past = samples if k == 0 else ranged.at(k * step_s) if ranged is not None else None
             if past is None:
                 continue
-            v = self.operand.evaluate(past)
+            # samples that never change may carry a dict ``subquery_memo``: a past point is then evaluated once, not
+            # once per query that reaches back to it (the simulator's scrapes: 60 points a query, a query a sync)
+            memo: dict[str, Result] | None = getattr(past, "subquery_memo", None)
+            v = memo.get(key) if memo is not None else None
+            if v is None:
+                v = self.operand.evaluate(past)
+                if memo is not None:
+                    memo[key] = v
             value = v.value if isinstance(v, Vec) else v
             if value is not None:
                 points.append(value)
-        if not points:
-            return Vec(None)
+        return points
+
+    @staticmethod
+    @abstractmethod
+    def aggregate(points: list[float]) -> float:
+        """The function over a non-empty list of points."""
+
+    def evaluate(self, samples: Samples) -> Result:
+        points = self.points(samples)
+        return Vec(self.aggregate(points)) if points else Vec(None)
+
+
+@dataclass(frozen=True, eq=True)
+class StddevOverTime(OverTime):
+    """``stddev_over_time``: the population standard deviation of the points (``funcStddevOverTime``); a single point
+    reads 0."""
+
+    function: ClassVar[str] = "stddev_over_time"
+
+    @staticmethod
+    def aggregate(points: list[float]) -> float:
         mean = math.fsum(points) / len(points)
-        return Vec(math.sqrt(max(math.fsum((x - mean) ** 2 for x in points) / len(points), 0.0)))
+        return math.sqrt(max(math.fsum((x - mean) ** 2 for x in points) / len(points), 0.0))
+
+
+@dataclass(frozen=True, eq=True)
+class AvgOverTime(OverTime):
+    """``avg_over_time``: the mean of the points (``funcAvgOverTime``)."""
+
+    function: ClassVar[str] = "avg_over_time"
+
+    @staticmethod
+    def aggregate(points: list[float]) -> float:
+        return math.fsum(points) / len(points)
+
+
+OVER_TIME: dict[str, type[OverTime]] = {c.function: c for c in (StddevOverTime, AvgOverTime)}
+"""The subquery functions the parser reads, by name."""
 
 
 def _wrap(e: Expr, at_least: int) -> str:
@@ -435,18 +482,19 @@ class _Parser:
         return e
 
     def function(self, name: str) -> Expr:
-        """``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)`` or ``stddev_over_time((v)[range:step])``, its name read."""
+        """``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)`` or ``<stddev|avg>_over_time((v)[range:step])``, its name
+        read."""
         self.take("op", "(")
-        if name == "stddev_over_time":
+        if name in OVER_TIME:
             self.take("op", "(")
             e = self.expr()
             self.take("op", ")")
             win = self.take("win")[1:-1]
             if ":" not in win:
-                raise ParseError(f"stddev_over_time needs a subquery [range:step], not [{win}]")
+                raise ParseError(f"{name} needs a subquery [range:step], not [{win}]")
             rng, step = win.split(":")
             self.take("op", ")")
-            return StddevOverTime(e, rng, step)
+            return OVER_TIME[name](e, rng, step)
         e = self.expr()
         if name == "ln":
             self.take("op", ")")
@@ -486,11 +534,11 @@ class _Parser:
             self.i += 1
             return self.function(t[1])
         raise ParseError(
-            f"unexpected {t[1]!r}: only sum(), sum(rate()), clamp_min(), clamp_max(), ln(), stddev_over_time(), numbers and + - * / > or are read"
+            f"unexpected {t[1]!r}: only sum(), sum(rate()), clamp_min(), clamp_max(), ln(), stddev_over_time(), avg_over_time(), numbers and + - * / > or are read"
         )
 
 
-_FUNCTIONS = ("clamp_min", "clamp_max", "ln", "stddev_over_time")
+_FUNCTIONS = ("clamp_min", "clamp_max", "ln", *OVER_TIME)
 
 
 def parse(text: str) -> Expr:

@@ -13,8 +13,9 @@ exports, so the trigger's query answers *replicas needed* and its ``AverageValue
   ``P(wait > t) = C(c, a) exp(-(c - a) t / E[S])``, and the Erlang-C probability of waiting falls with ``c``, so
   ``C(c, a) <= C(1, a) = min(a, 1)``: ``c - a >= E[S] / t x ln(min(a, 1) / eps)`` keeps the TTFT tail within ``eps``
   (the SLO's 1 % for a p99), and it is 0 at no load (a role with no traffic holds no headroom and may sleep). The
-  Allen-Cunneen factor ``(1 + cs^2) / 2`` carries it to general prompt mixes (``cs^2`` of the prompt lengths, from the
-  lognormal the workload's mean and p99 fit). ``t`` is the TTFT budget left after the service of the p99 prompt
+  Allen-Cunneen factor ``(ca^2 + cs^2) / 2`` carries it to bursty arrivals and general prompt mixes: observed as the
+  index of dispersion of the prompt tokens over 15 s intervals (``dispersion``), at least the Poisson value
+  ``(1 + cs^2) / 2`` with ``cs^2`` of the lognormal the workload's mean and p99 fit. ``t`` is the TTFT budget left after the service of the p99 prompt
   (``p99 / mean`` of the workload times the observed mean), at least ``SLACK_FLOOR_SHARE`` of the TTFT target (a p99
   prompt that alone takes more than that is a prompt no replica count helps).
 * **burst headroom** (every role): replicas added by a scale-up answer only after a cold start, so the warm replicas
@@ -30,7 +31,15 @@ from __future__ import annotations
 import math
 
 from gpuscale.signals import promql, vllm_metrics
-from gpuscale.signals.base import CostedSignal, SignalCoefficients, SignalSizing, mean_prompt, prefill_cost, total
+from gpuscale.signals.base import (
+    RATE_WINDOW,
+    CostedSignal,
+    SignalCoefficients,
+    SignalSizing,
+    mean_prompt,
+    prefill_cost,
+    total,
+)
 from gpuscale.signals.keda_model import HPA_TOLERANCE
 from gpuscale.signals.promql import Expr, Matcher
 
@@ -53,6 +62,36 @@ IDLE_WORK = 0.01
 """Work (replicas' worth) below which a role counts as idle for the burst headroom: a hundredth of a replica."""
 PERCENTILE_Z = 2.326
 """z of the p99 in the lognormal fit of the workload's mean and p99."""
+DISPERSION_WINDOW = "30s"
+DISPERSION_INTERVAL_S = 15.0
+"""The sub-minute rate the arrivals' variance is read from: ``rate(vllm:prompt_tokens_total[30s])`` holds the last two
+scrapes at the default 15 s ``observability.scrape_interval_s``, so each point is the prompt tokens of one 15 s
+interval (Prometheus extrapolates the two samples' increase to the window: ``promql/functions.go``
+``extrapolatedRate``); the subquery steps by the same interval, so its points are disjoint intervals."""
+DISPERSION_STEP = "15s"
+DISPERSION_LOOKBACK = "10m"
+"""The subquery over which the sub-minute variance is observed: forty 15 s intervals."""
+RATE_INTERVALS = 3
+"""15 s intervals a ``rate(...[1m])`` spans (four scrapes within the minute: 45 s between the first and the last)."""
+DISPERSION_MAX = 1000.0
+"""Largest ``ca^2 + cs^2`` the queueing bound takes: only keeps the factor finite (``0 x Inf`` is NaN in PromQL, and a
+role with no traffic must read 0). Not a tuning knob: the Azure code trace's prompt tokens read 50-170 at x1 (its
+requests arrive in clumps), the conversation trace's about 2 (Poisson with its mix); ``docs/simulator.md``."""
+
+
+BURST_WHY = (
+    f"the rise of work seen within a cold start over the last {BURST_LOOKBACK} ({BURST_Z:.3g} x sqrt(2) x its standard "
+    f"deviation at {BURST_STEP} steps)"
+)
+"""How the signals' rationale states the burst headroom, from the constants it is computed with."""
+TARGET_WHY = f"target one replica within the HPA's {HPA_TOLERANCE:.0%} tolerance ({TARGET_REPLICAS:g})"
+"""How the signals' rationale states the derived target."""
+QUEUEING_WHY = (
+    f"the Erlang-C headroom that keeps {1 - TTFT_TAIL:.0%} of prompts from waiting past the budget the p99 prompt's own "
+    f"prefill leaves, scaled by the arrivals' burstiness and the prompt mix ((ca^2 + cs^2) / 2, ca^2 + cs^2 the "
+    f"prompt tokens' index of dispersion over {DISPERSION_STEP} intervals)"
+)
+"""How the signals' rationale states the queueing headroom."""
 
 
 def lognormal_cs2(mean: float, p99: float) -> float:
@@ -66,8 +105,30 @@ def lognormal_cs2(mean: float, p99: float) -> float:
 
 
 def queue_factor(prompt_mean: float, prompt_p99: float) -> float:
-    """The Allen-Cunneen factor ``(1 + cs^2) / 2`` of the workload's prompt mix (Poisson arrivals within a minute)."""
+    """The Allen-Cunneen factor ``(1 + cs^2) / 2`` of the workload's prompt mix with Poisson arrivals (``ca^2 = 1``):
+    the least the queueing bound takes (``dispersion``)."""
     return (1.0 + lognormal_cs2(prompt_mean, prompt_p99)) / 2.0
+
+
+def dispersion(sel: tuple[Matcher, ...], c: SignalCoefficients, floor: float) -> Expr:
+    """``ca^2 + cs^2`` of the prompt work arriving, observed: the index of dispersion of the prompt tokens counted over
+    15 s intervals, over the mean prompt ``m``, at least ``floor`` (``2 x queue_factor``: Poisson arrivals of the
+    workload's mix), at most ``DISPERSION_MAX``.
+
+    For prompts of ``X`` tokens arriving as a renewal process of rate ``lambda``, the tokens of an interval ``T`` have
+    ``Var = lambda T E[X]^2 (ca^2 + cx^2)`` and mean ``lambda T E[X]``, so ``T Var(rate) / (mean rate x m)`` is
+    ``ca^2 + cx^2``: the Allen-Cunneen numerator, bursts and prompt mix together, in what vLLM already counts. The
+    variance is of the 15 s rate about the 1 m rate at the same instant, so a change of load slower than a minute (a
+    ramp, the daily curve: the work term follows it) is not counted as burstiness; the 1 m rate averages
+    ``RATE_INTERVALS`` intervals, one of them the 15 s one, so the deviation keeps ``1 - 1 / RATE_INTERVALS`` of the
+    15 s variance. No traffic (or no past: sizing's steady series, a fresh Prometheus) reads the floor."""
+    short = promql.Series(vllm_metrics.PROMPT_TOKENS, sel, DISPERSION_WINDOW)
+    minute = promql.Series(vllm_metrics.PROMPT_TOKENS, sel, RATE_WINDOW)
+    spread = promql.StddevOverTime(short - minute, DISPERSION_LOOKBACK, DISPERSION_STEP)
+    mean = promql.Above(promql.AvgOverTime(minute, DISPERSION_LOOKBACK, DISPERSION_STEP), 0.0)
+    scale = DISPERSION_INTERVAL_S / (1.0 - 1.0 / RATE_INTERVALS)
+    observed = promql.Otherwise(promql.Number(scale) * spread * spread / (mean * mean_prompt(sel, c.prompt_tokens_fallback)), 0.0)
+    return promql.ClampMax(promql.ClampMin(observed, floor), DISPERSION_MAX)
 
 
 def prefill_seconds(tokens: Expr, c: SignalCoefficients) -> Expr:
@@ -78,14 +139,15 @@ def prefill_seconds(tokens: Expr, c: SignalCoefficients) -> Expr:
 def queueing_headroom(
     sel: tuple[Matcher, ...], c: SignalCoefficients, work: Expr, *, ttft_s: float, factor: float, tail_ratio: float,
 ) -> Expr:
-    """``factor x E[S] / max(TTFT - S(p99 prompt), floor x TTFT) x max(ln(min(work, 1) / eps), 0)`` over the observed
-    mean prompt (``clamp_min``: ``ln(0)`` is ``-Inf``)."""
+    """``(ca^2 + cs^2) / 2 x E[S] / max(TTFT - S(p99 prompt), floor x TTFT) x max(ln(min(work, 1) / eps), 0)`` over
+    the observed mean prompt (``clamp_min``: ``ln(0)`` is ``-Inf``); ``factor`` is the Poisson floor of the first
+    (``dispersion``)."""
     m = mean_prompt(sel, c.prompt_tokens_fallback)
     mean_service = m * prefill_cost(sel, c)
     tail_service = prefill_seconds(m * promql.Number(tail_ratio), c)
     slack = promql.ClampMin(promql.Number(ttft_s) - tail_service, SLACK_FLOOR_SHARE * ttft_s)
     tail = promql.ClampMin(promql.Ln(promql.ClampMax(work, 1.0) / promql.Number(TTFT_TAIL)), 0.0)
-    return promql.Number(factor) * mean_service / slack * tail
+    return dispersion(sel, c, 2.0 * factor) / promql.Number(2.0) * mean_service / slack * tail
 
 
 def burst_headroom(work: Expr) -> Expr:
@@ -136,7 +198,8 @@ class QueuedSignal(CostedSignal):
 
     ttft_s: float
     queue_factor: float
-    """Allen-Cunneen ``(1 + cs^2) / 2`` of the prompt mix."""
+    """Allen-Cunneen ``(1 + cs^2) / 2`` of the workload's prompt mix under Poisson arrivals: the floor of the observed
+    ``(ca^2 + cs^2) / 2`` (``dispersion``)."""
     tail_ratio: float
     """p99 / mean of the prompt mix: the tail prompt is this times the observed mean."""
 

@@ -61,11 +61,11 @@ class SimSetup(Spec):
     startup: StartupSpec
     spot: SpotSpec | None = None
     """Spot interruptions of the pool's nodes; None for on-demand pools."""
-    prefill_routing: Literal["least-load", "cache-aware", "cache-aware-requests"] = "least-load"
+    prefill_routing: Literal["least-load", "cache-aware", "cache-aware-work"] = "least-load"
     """How the router picks a prefill (or aggregated) replica; the P/D router emitted for disaggregated models is
-    cache-aware (``gpuscale.manifests.router.PREFILL_POLICY``): ``cache-aware`` balances prefill work (the router's
-    docstring), ``cache-aware-requests`` is vLLM Router's documented ``cache_aware`` rule (prefix match when loads in
-    requests are balanced), kept as the reference the work-balancing pick is measured against."""
+    cache-aware (``gpuscale.manifests.router.PREFILL_POLICY``): ``cache-aware`` is vLLM Router's ``cache_aware`` rule
+    as its source computes it (request counts, then prefix match; ``gpuscale.sim.router``), ``cache-aware-work``
+    balances prefill work instead, a pick the router does not offer, kept as the alternative it is measured against."""
     decode_routing: Literal["least-load", "power-of-two"] = "least-load"
     backend: Literal["keda", "hpa"] = "keda"
     extra_nodes: list[InitialNode] = Field(default_factory=list)

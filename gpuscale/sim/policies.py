@@ -204,6 +204,9 @@ class RoleObservation:
     """``sum(rate(vllm:request_prompt_tokens_count[5m]))``."""
     done_prompt_rate_5m: float = 0.0
     """``sum(rate(vllm:request_prompt_tokens_sum[5m]))``."""
+    prompt_rate_short: float | None = None
+    """``sum(rate(vllm:prompt_tokens_total[30s]))`` (``slo_target.DISPERSION_WINDOW``): the prompt tokens of the last
+    scrape interval; None: a scrape that does not record it reads the 1 m rate (no sub-minute variation)."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,8 @@ class ObservedSeries:
     ) -> None:
         self.t = t
         self.past = past
+        self.subquery_memo: dict[str, promql.Result] = {}
+        """Subquery operands evaluated on this scrape (``promql.StddevOverTime``): a scrape never changes."""
         self.gauges = {
             front_door.QUEUE_METRIC: obs.gateway,
             vm.QUEUE: obs.queue if waiting is None else waiting,
@@ -251,6 +256,9 @@ class ObservedSeries:
         }
         self.rates = {
             (vm.PROMPT_TOKENS, RATE_WINDOW): obs.prompt_rate,
+            (vm.PROMPT_TOKENS, slo_target.DISPERSION_WINDOW): (
+                obs.prompt_rate if obs.prompt_rate_short is None else obs.prompt_rate_short
+            ),
             (vm.GENERATION_TOKENS, RATE_WINDOW): obs.generation_rate,
             (f"{vm.QUEUE_TIME}_sum", RATE_WINDOW): obs.queue_time_rate,
             (f"{vm.QUEUE_TIME}_count", RATE_WINDOW): obs.done_rate,
@@ -376,7 +384,7 @@ class HpaRole:
         self.past: list[tuple[float, ObservedSeries]] = []
         """Earlier scrapes as the signals' subqueries read them (only kept when a signal has a subquery)."""
         self.keeps_past = any(
-            isinstance(r.source, Signal) and any(isinstance(n, promql.StddevOverTime) for n in _nodes(r.source.expr(())))
+            isinstance(r.source, Signal) and any(isinstance(n, promql.OverTime) for n in _nodes(r.source.expr(())))
             for r in rules
         )
         self._t = 0.0

@@ -44,6 +44,9 @@ class ReplicaModel(Spec):
     """Longest prompt + output accepted; longer requests are rejected (HTTP 400)."""
     kv_bytes_per_token: int = Field(gt=0)
     """KV bytes per token across the model (prefill -> decode transfer size)."""
+    scheduler_lag_steps: int = Field(default=perf.SCHEDULER_LAG_STEPS, ge=0)
+    """Steps a request arriving while the engine is busy waits beyond the next boundary (``perf.SCHEDULER_LAG_STEPS``:
+    vLLM's async scheduling)."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -116,11 +119,12 @@ def servable_mask(
     replica: ReplicaModel, prompt: np.ndarray, output: np.ndarray, ttft_slo_s: float, itl_slo_s: float, *,
     disaggregated: bool, transfer_bytes_per_s: float,
 ) -> np.ndarray:
-    """Requests that fit and meet both SLO targets alone on an idle replica: the prompt's chunked prefill (plus, for
+    """Requests that fit and meet both SLO targets alone on an idle replica: the API server's per-request overhead and
+    the prompt's chunked prefill (plus, for
     P/D, its KV transfer and the decode side's first step), then one step per token at the mean context."""
     c = replica.cost
     p = prompt.astype(float)
-    ttft = c.prefill_alone_s(p, replica.max_num_batched_tokens)
+    ttft = c.prefill_alone_s(p, replica.max_num_batched_tokens) + perf.request_overhead_s()  # the router's _admit
     if disaggregated:
         ttft = ttft + p * replica.kv_bytes_per_token / transfer_bytes_per_s + c.step_s_array(1, p)
     tpot = c.step_s_array(1, p + output.astype(float) / 2.0)

@@ -113,7 +113,7 @@ class ReplicaSet:
         victim.state = DRAINING
         role.ready.remove(victim)
         assert victim.engine is not None
-        victim.engine.draining = True
+        victim.engine.drain()
         if victim.engine.is_empty():
             self._delete(victim, victim.gen)
         else:
@@ -190,7 +190,7 @@ class ReplicaSet:
         rep.ready_at = self.env.now
         rep.engine = Engine(
             self.env, self.ctx.setup.replica, self._requests, self.itl, prefill=role.does_prefill,
-            decode=role.does_decode, name=f"{role.name}-{rep.rid}",
+            decode=role.does_decode, name=f"{role.name}-{rep.rid}", lazy=True,
         )
         self.owner[rep.engine] = rep
         self.engines.append(rep.engine)
@@ -209,12 +209,13 @@ class ReplicaSet:
             rep.engine = None
             if rep in role.ready:
                 role.ready.remove(rep)
+            old.sync(now)
             waiting = list(old.waiting)
             old.waiting.clear()
             for r in waiting:  # never started: the router sends them elsewhere
                 self._requests.route(role, r)
             if grace_s > 0 and not old.is_empty():
-                old.draining = True
+                old.drain()
                 self.env.at(now + grace_s, self._kill, old, reason)
             else:
                 self._kill(old, reason)
@@ -227,6 +228,11 @@ class ReplicaSet:
         rep.gen += 1
         self._pending.add(rep)
         self.evictions += 1
+
+    def sync(self, t: float) -> None:
+        """Bring every lazy engine to ``t`` (``Engine.sync``): before the run reads what every request became."""
+        for e in self.engines:
+            e.sync(t)
 
     def _kill(self, engine: Engine, reason: LossReason) -> None:
         waiting, running = engine.abort_all(self.env.now)

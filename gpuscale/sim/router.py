@@ -1,14 +1,18 @@
 """The request path: arrivals, the router in front of each role, the gateway queue, and P/D KV transfers.
 
 * A request longer than the model's context or a replica's KV is rejected (HTTP 400).
-* Prefill (or aggregated) routing: fewest outstanding requests; with ``cache-aware`` routing (the P/D router gpuscale
-  emits) and prefix ids, the replica that would finish the request's prefill first: the fewest scheduler steps to
-  compute its prefill backlog plus this request's uncached tokens there (``work_steps``). A cache hit lowers the
-  request's work on that replica only, so a hit wins when it saves more than the replicas' backlogs differ, and a
-  long prompt is not sent behind another long prompt because both count as one request. ``cache-aware-requests`` is
-  vLLM Router's ``cache_aware`` rule as documented (balance by request count; a prompt whose prefix is cached goes
-  there when at least ``CACHE_MATCH_THRESHOLD`` of it matches and the loads differ by at most
-  ``BALANCE_ABS_THRESHOLD`` requests): the reference ``bench/prefix_routing.py`` measures the work pick against.
+* Prefill (or aggregated) routing: fewest outstanding requests; with ``cache-aware`` routing and prefix ids, what the
+  emitted vLLM Router's ``cache_aware`` policy does (``gpuscale.manifests.router.PREFILL_POLICY``), by request count:
+  when the loads are imbalanced (the most loaded replica has more than ``BALANCE_ABS_THRESHOLD`` requests above the
+  least and more than ``BALANCE_REL_THRESHOLD`` times its load), the least loaded replica; otherwise the replica with
+  the longest cached prefix if more than ``CACHE_THRESHOLD`` of the prompt matches, else the least loaded
+  (vllm-project/router ``src/policies/cache_aware.rs``, ``select_worker_cache_aware_with_decision``; the thresholds are
+  ``CacheAwareConfig::default`` in ``src/policies/mod.rs``; the router's load is its count of requests in flight, the
+  engine's waiting and running requests here). The router's approximate prefix tree is modelled by what the replica's
+  cache holds. ``cache-aware-work`` is the pick the router does not offer, kept as the named alternative
+  ``bench/prefix_routing.py`` measures: the replica that would finish the request's prefill first, the fewest
+  scheduler steps to compute its prefill backlog plus this request's uncached tokens there (``work_steps``), so a long
+  prompt is not sent behind another long prompt because both count as one request.
 * Decode routing: fewest waiting, then least KV; or ``power-of-two`` (two random replicas, the less loaded).
 * No replica ready: with a front door (``Variant.front_door``) the door holds the request up to its hold limit, or
   answers 503 with ``Retry-After`` at once when its queue is at the bound, or when the limit runs out (the wake ran
@@ -17,6 +21,11 @@
 * P/D: a prefill-only engine frees the prompt's KV and the blocks move to the decode side over the prefill replica's
   network (EFA or TCP: its GPUs' share of the node's bandwidth from the catalogue), shared fairly by the replica's
   concurrent transfers (processor sharing); then the request is routed to a decode replica.
+* The API server: a request the router sends to its first role reaches that replica's engine
+  ``perf.request_overhead_s()`` later (HTTP, tokenisation, the hand-over to the engine core: the delay the replica
+  model's clients pay, ``replica_load``), so its TTFT counts it as a client's does. A replica that stops being ready
+  within that window never sees the request: it is routed again (``_admit``). The P/D hand-over to decode pays none
+  (the decode side's first token is the KV transfer plus one step).
 """
 
 from __future__ import annotations
@@ -26,17 +35,21 @@ import random
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+from gpuscale import perf
 from gpuscale.sim.accounting import RequestLedger
 from gpuscale.sim.context import RunContext
-from gpuscale.sim.events import PRIORITY_ARRIVAL, Environment
+from gpuscale.sim.events import Environment
 from gpuscale.sim.pods import Replica, RoleGroup
 from gpuscale.sim.states import LossReason, RequestFlag
 from gpuscale.sim.vllm_engine import DROPPED, Engine, Request, hit_of
 
-CACHE_MATCH_THRESHOLD = 0.5
-"""vLLM Router ``cache_aware`` (as documented): route by prefix match when at least this share of the prompt matches,"""
+CACHE_THRESHOLD = 0.5
+"""vLLM Router ``cache_aware`` (``CacheAwareConfig::default``): route by prefix match when more than this share of the
+prompt matches;"""
 BALANCE_ABS_THRESHOLD = 32
-"""... unless the loads differ by more than this many requests (then shortest queue)."""
+BALANCE_REL_THRESHOLD = 1.1
+"""... unless the loads are imbalanced: ``max - min > BALANCE_ABS_THRESHOLD`` and ``max > BALANCE_REL_THRESHOLD x min``
+(then the least loaded)."""
 HELD, STARTING, EVICTED = int(RequestFlag.HELD), int(RequestFlag.STARTING), int(RequestFlag.EVICTED)
 """``RequestFlag`` as plain ints (the per-request flag list is read and or-ed on every arrival)."""
 
@@ -93,7 +106,7 @@ class Router:
         s = ctx.setup
         self._link_bytes_per_s = s.kv_link_bytes_per_s
         self.cache_aware = s.prefill_routing == "cache-aware" and self._pre is not None
-        self.cache_aware_requests = s.prefill_routing == "cache-aware-requests" and self._pre is not None
+        self.cache_aware_work = s.prefill_routing == "cache-aware-work" and self._pre is not None
         self.power_of_two = s.decode_routing == "power-of-two"
         self._fit = s.replica.fits(a.prompt_tokens, a.output_tokens).tolist()
         """Per arrival, whether it is accepted at all (the replica model's rule, asked once for the whole trace)."""
@@ -108,6 +121,8 @@ class Router:
         self._block_tokens = s.replica.block_tokens
         self._env = env
         self._acct = ledger
+        self._api_server_s = perf.request_overhead_s()
+        """Router to engine submit, first role only (the module's "API server")."""
         self._owners: Owners
         self._capacity: Capacity
 
@@ -117,14 +132,10 @@ class Router:
     # ------------------------------------------------------------------ arrivals
 
     def start(self) -> None:
-        if self._t:
-            self._env.at(self._t[0], self._arrive, 0, priority=PRIORITY_ARRIVAL)
+        self._env.stream(self._t, self._arrive)  # each arrival at PRIORITY_ARRIVAL, without an event apiece
 
     def _arrive(self, i: int) -> None:
-        times = self._t
-        if i + 1 < len(times):
-            self._env.at(times[i + 1], self._arrive, i + 1, priority=PRIORITY_ARRIVAL)
-        t = times[i]
+        t = self._t[i]
         timeout = self._timeouts.get(i, self._timeout) if self._timeouts else self._timeout
         acct = self._acct
         acct.arrive()
@@ -154,20 +165,49 @@ class Router:
             best = ready[0]
         elif role.does_prefill:
             best = self._pick_prefill(ready, req)
-        elif self.power_of_two:
+        else:
+            best = self._pick_decode(ready)
+        self._hand_over(role, best, req)
+
+    def _hand_over(self, role: RoleGroup, rep: Replica, req: Request) -> None:
+        """Submit ``req`` to ``rep``'s engine: through the API server's overhead for the first role, at once for the
+        P/D hand-over to decode."""
+        assert rep.engine is not None
+        if role is self.first_role and self._api_server_s > 0:
+            self._env.at(self._env.now + self._api_server_s, self._admit, role, rep, req)
+        else:
+            rep.engine.submit(req)
+
+    def _admit(self, role: RoleGroup, rep: Replica, req: Request) -> None:
+        """The API server hands ``req`` to ``rep``'s engine, or back to the router if ``rep`` stopped being ready
+        (drained, evicted, gone) while the request was on its way."""
+        if req.state == DROPPED:
+            return
+        if rep.engine is None or rep not in role.ready:
+            self.route(role, req)
+            return
+        rep.engine.submit(req)
+
+    def _pick_decode(self, ready: list[Replica]) -> Replica:
+        """Fewest waiting, then least KV: of two at random (``power-of-two``) or of all; a lazy decode engine is read as
+        of now (``Engine.sync``)."""
+        now = self._env.now
+        if self.power_of_two:
             a, b = two_at_random(self.rng, ready)
             ea, eb = a.engine, b.engine
             assert ea is not None and eb is not None
+            ea.sync(now)
+            eb.sync(now)
             wa, wb = len(ea.waiting), len(eb.waiting)  # _decode_load's order, without its tuples
-            best = a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
-        else:
-            best = min(ready, key=_decode_load)
-        assert best.engine is not None
-        best.engine.submit(req)
+            return a if wa < wb or (wa == wb and ea.kv_used <= eb.kv_used) else b
+        for rep in ready:
+            if rep.engine is not None:
+                rep.engine.sync(now)
+        return min(ready, key=_decode_load)
 
     def _pick_prefill(self, ready: list[Replica], req: Request) -> Replica:
-        if not self.cache_aware:
-            return self._pick_by_requests(ready, req) if self.cache_aware_requests else _least_requests(ready)
+        if not self.cache_aware_work:
+            return self._pick_by_requests(ready, req) if self.cache_aware else _least_requests(ready)
         best, fewest = ready[0], math.inf
         # the most a hit can save: every block the request names (vLLM recomputes at least the last token)
         floor = req.target - hit_of(req, len(req.prefix), self._block_tokens) if req.prefix else req.target
@@ -183,9 +223,11 @@ class Router:
         return best
 
     def _pick_by_requests(self, ready: list[Replica], req: Request) -> Replica:
+        """vLLM Router's ``cache_aware`` pick (module docstring): request counts, then the longest cached prefix."""
         loads = [_prefill_load(r) for r in ready]
-        least = ready[loads.index(min(loads))]
-        if req.prefix is None or max(loads) - min(loads) > BALANCE_ABS_THRESHOLD:
+        low, high = min(loads), max(loads)
+        least = ready[loads.index(low)]  # Rust's ``min_by_key``: the first of equals
+        if req.prefix is None or (high - low > BALANCE_ABS_THRESHOLD and high > low * BALANCE_REL_THRESHOLD):
             return least
         best, hit = least, 0
         for r in ready:
@@ -193,7 +235,7 @@ class Router:
             h = r.engine.cached_prefix_blocks(req.prefix)
             if h > hit:
                 best, hit = r, h
-        return best if hit * self.ctx.setup.replica.block_tokens >= CACHE_MATCH_THRESHOLD * req.prompt else least
+        return best if hit * self.ctx.setup.replica.block_tokens > CACHE_THRESHOLD * req.prompt else least
 
     # ------------------------------------------------------------------ front door
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from gpuscale.signals import promql, slo_target
 from gpuscale.sim import metrics as M
 from gpuscale.sim.accounting import (
     EventLog,
@@ -42,6 +43,8 @@ from gpuscale.sim.states import NodeState
 from gpuscale.sim.traffic import Arrivals, scored_part
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram
 from gpuscale.sizing import MEAN_PROMPT_WINDOW_S, RATE_WINDOW_S
+
+DISPERSION_WINDOW_S = promql.duration_s(slo_target.DISPERSION_WINDOW)
 
 
 class Simulation:
@@ -109,8 +112,10 @@ class Simulation:
         # more for streams in progress
         longest = max([s.request_timeout_s, *self.ctx.arrivals.timeouts_s.values()])
         bound = s.duration_s + longest + s.request_timeout_s
+        self.replicas.sync(env.now)  # the lazy engines' completions so far, before the ledger is read
         while ledger.open and env.now < bound:
             env.run(min(env.now + s.scrape_s, bound))
+            self.replicas.sync(env.now)
         if ledger.open:
             ledger.close(env.now)
         end = max(s.duration_s, ledger.last_decided_t)
@@ -127,6 +132,7 @@ class Simulation:
     def _open_scored_window(self) -> None:
         """The warm-up ends: note what has been recorded so far, which the scored result leaves out."""
         t = self.env.now
+        self.replicas.sync(t)
         self._mark = WarmupMark(self.warmup[0], t, self.record(t), tuple(self.itl.counts))
         # the scored window's peak node count starts from the nodes alive now
         self.provisioner.max_nodes = len(self.provisioner.nodes)
@@ -176,10 +182,11 @@ class Simulation:
         t = self.env.now
         for role in self.replicas.roles:
             duty = kv = queue = running = 0.0
-            rates = [0.0] * 8
+            rates = [0.0] * 9
             for rep in role.ready:
                 e = rep.engine
                 assert e is not None
+                e.sync(t)
                 busy = e.busy_time(t)
                 span = t - rep.duty_mark_t
                 duty += min((busy - rep.duty_mark) / span, 1.0) if span > 0 else 0.0
@@ -238,7 +245,8 @@ def _counter_rates(rep: Replica, t: float, e: Engine) -> tuple[float, ...]:
     """Record this scrape of the engine's counters; return their per-second increase over the windows' scrapes
     (Prometheus ``rate()`` needs two samples: a pod scraped once reports no rate yet): over 1 minute the prompt and
     output tokens, finished requests with their queue time, and inter-token gaps; over 5 minutes the finished requests
-    and their prompt tokens (the recent mean prompt)."""
+    and their prompt tokens (the recent mean prompt); over 30 s the prompt tokens (their sub-minute variance,
+    ``slo_target.dispersion``)."""
     samples = rep.counter_samples
     now = CounterSample(
         t, e.prompt_tokens, e.generation_tokens, e.done_requests, e.done_prompt_tokens, e.queue_time_sum, e.itl_sum,
@@ -248,9 +256,10 @@ def _counter_rates(rep: Replica, t: float, e: Engine) -> tuple[float, ...]:
     while samples[0].t <= t - MEAN_PROMPT_WINDOW_S + 1e-9:
         samples.popleft()
     s1 = next(x for x in samples if x.t > t - RATE_WINDOW_S + 1e-9)
+    s_short = next(x for x in samples if x.t > t - DISPERSION_WINDOW_S + 1e-9)
     s5 = samples[0]
-    span1, span5 = t - s1.t, t - s5.t
-    zero = (0.0,) * 8
+    span1, span5, span_short = t - s1.t, t - s5.t, t - s_short.t
+    zero = (0.0,) * 9
     if span1 <= 0:
         return zero
     return (
@@ -258,4 +267,5 @@ def _counter_rates(rep: Replica, t: float, e: Engine) -> tuple[float, ...]:
         (now.done - s1.done) / span1, (now.queue_sum - s1.queue_sum) / span1,
         (now.itl_sum - s1.itl_sum) / span1, (now.itl_count - s1.itl_count) / span1,
         (now.done - s5.done) / span5, (now.done_prompt - s5.done_prompt) / span5,
+        (now.prompt - s_short.prompt) / span_short if span_short > 0 else 0.0,
     )

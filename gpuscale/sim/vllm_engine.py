@@ -25,6 +25,21 @@ prefill and decode parts. A run of pure decode steps is one event, lasting until
 out: the step time is ``step_s(n, 0)`` plus ``per_context_token_s`` per token of context, and the context grows by n a
 step, so the run's length is the sum of those steps in closed form; a new request interrupts a run at the next
 step boundary, exactly where vLLM would admit it. No event is ever per token.
+
+A decode-only engine (the decode role of disaggregated serving) built ``lazy`` schedules no event at all: nothing it
+does between two requests' arrivals has an effect outside it that must happen at its instant (first tokens and
+completions are stamped with their own times, whenever they are processed). It keeps the time of its next transition
+(``_due``: the run's next completion, or the step boundary where a request that arrived joins) and ``sync(t)`` plays
+every transition up to ``t`` in order, through the same code the events run; every reader (the router's decode pick,
+a scrape, a drain, a kill, the end of the run) syncs it first, so what it reads is what the event-driven engine holds
+at that instant, and the results are the same number for number. A draining engine goes back to events, because the
+ReplicaSet must learn the instant it empties.
+Async scheduling (on by default at the pinned vLLM v0.33.0 unless an option is incompatible, ``vllm/config/vllm.py``
+L1685-1719) keeps two batches in flight (``max_concurrent_batches``, L588-598): ``EngineCore.step_with_batch_queue``
+(``vllm/v1/engine/core.py`` L708-769) schedules step N+1 as soon as step N is launched and only then waits for N's
+output, so a request that arrives while N runs is first scheduled in N+2. The engine defers such a request by
+``ReplicaModel.scheduler_lag_steps`` steps when there is other work (an idle engine schedules it at once, as the empty
+batch queue does).
 """
 
 from __future__ import annotations
@@ -160,8 +175,11 @@ class Engine:
         "_c",
         "_cap",
         "_chunks",
+        "_due",
         "_fixed",
         "_gen",
+        "_lag",
+        "_lazy",
         "_mode",
         "_run_A",
         "_run_C0",
@@ -172,6 +190,8 @@ class Engine:
         "_seq",
         "_step_dur",
         "_step_s",
+        "_step_t0",
+        "_trunc_steps",
         "_truncated",
         "backlog",
         "busy_cum",
@@ -206,7 +226,7 @@ class Engine:
 
     def __init__(
         self, env: Environment, model: ReplicaModel, sink: EngineSink, itl: ItlHistogram, *, prefill: bool = True,
-        decode: bool = True, name: str = "",
+        decode: bool = True, name: str = "", lazy: bool = False,
     ) -> None:
         self.env = env
         self.m = model
@@ -251,9 +271,17 @@ class Engine:
         self._gen = 0
         self._chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         self._step_dur = 0.0
+        self._lag = model.scheduler_lag_steps
+        self._step_t0 = 0.0
+        """Start of the step that ended last (or runs now): a request submitted after it waits one step more."""
         self._run_t0 = self._run_A = self._run_C0 = 0.0
         self._run_k = self._run_n = 0
         self._truncated = False
+        self._trunc_steps = 0
+        self._lazy = lazy and decode and not prefill
+        """Decode-only and built lazy: transitions are played by ``sync``, not by events (module docstring)."""
+        self._due = math.inf
+        """A lazy engine's next transition: the end of its run (natural or truncated); infinity when idle."""
         # the step cost's parts the step loop reads on every event, looked up once
         self._step_s = model.cost.step_s
         self._fixed = model.decode_fixed_s
@@ -262,12 +290,23 @@ class Engine:
 
     # ------------------------------------------------------------------ observation
 
+    def sync(self, t: float) -> None:
+        """Play a lazy engine's transitions up to ``t`` (at their own instants): afterwards it holds what the
+        event-driven engine holds at ``t``. A no-op for an engine on events or with nothing due."""
+        while self._due <= t:
+            due, self._due = self._due, math.inf
+            self._end_run(due, self._trunc_steps if self._truncated else self._run_k)
+
     def busy_time(self, t: float) -> float:
         """Seconds this engine has been stepping, up to ``t`` (the GPU duty cycle's numerator)."""
+        if self._due <= t:
+            self.sync(t)
         return self.busy_cum + (t - self._busy_since if self._busy_since is not None else 0.0)
 
     def num_waiting(self, t: float) -> int:
         """``vllm:num_requests_waiting``, after dropping requests whose client has already given up."""
+        if self._due <= t:
+            self.sync(t)
         w = self.waiting
         while w and w[0].deadline < t and w[0].first_t is None:
             self._gave_up(w.popleft(), t)
@@ -275,10 +314,14 @@ class Engine:
 
     @property
     def num_running(self) -> int:
+        if self._due <= self.env.now:
+            self.sync(self.env.now)
         return len(self.prefilling) + self.n_dec
 
     def kv_in_use(self, t: float) -> int:
         """KV tokens held at ``t``, counting the tokens a decode run in progress has added so far."""
+        if self._due <= t:
+            self.sync(t)
         if self._mode == _RUN and self.does_prefill:
             return self.kv_used + self._run_n * self._steps_done(t - self._run_t0)
         return self.kv_used
@@ -289,9 +332,13 @@ class Engine:
 
     @property
     def load(self) -> int:
+        if self._due <= self.env.now:
+            self.sync(self.env.now)
         return len(self.waiting) + len(self.prefilling) + self.n_dec
 
     def is_empty(self) -> bool:
+        if self._due <= self.env.now:
+            self.sync(self.env.now)
         return not self.waiting and not self.prefilling and not self.n_dec
 
     def cached_prefix_blocks(self, prefix: tuple[int, ...] | None) -> int:
@@ -312,9 +359,12 @@ class Engine:
     # ------------------------------------------------------------------ input
 
     def submit(self, req: Request) -> None:
+        now = self.env.now
+        if self._due <= now:
+            self.sync(now)
         req.engine = self
         req.state = WAITING
-        req.queued_t = self.env.now
+        req.queued_t = now
         req.sched_t = -1.0
         if self.does_prefill:
             b = req.backlog = req.target if req.prefix is None else self.uncached_tokens(req)
@@ -322,12 +372,15 @@ class Engine:
         self.waiting.append(req)
         mode = self._mode
         if mode == _IDLE:
-            self._plan()
+            self._plan(now)
         elif mode == _RUN and not self._truncated and self._head_admissible():
             self._interrupt()
 
     def abort_all(self, t: float) -> tuple[list[Request], list[Request]]:
         """Kill the engine (eviction, drain budget exceeded, node reclaimed): returns (never started, in flight)."""
+        if self._due <= t:
+            self.sync(t)
+        self._due = math.inf
         self._gen += 1
         self._set_idle(t)
         waiting = list(self.waiting)
@@ -343,6 +396,18 @@ class Engine:
             r.kv = r.backlog = 0
             r.dseq = -1
         return waiting, running
+
+    def drain(self) -> None:
+        """Take no new request and tell the sink the instant the engine is empty (``on_drained``): a lazy engine is
+        synced and steps on events from now on, since that instant has an effect outside it."""
+        if self._lazy:
+            now = self.env.now
+            self.sync(now)
+            self._lazy = False
+            if self._due < math.inf:
+                self.env.at(self._due, self._on_run_end, self._gen, self._trunc_steps if self._truncated else self._run_k)
+                self._due = math.inf
+        self.draining = True
 
     # ------------------------------------------------------------------ stepping
 
@@ -467,8 +532,11 @@ class Engine:
         w = self.waiting
         seats = m.max_num_seqs - self.n_dec
         cap = m.kv_capacity_tokens
+        lag = self._lag
         while admit and budget > 0 and w and len(keep) < seats:
             r = w[0]
+            if lag and r.queued_t > self._step_t0 and (chunks or self.n_dec):
+                break  # async scheduling: the step after the one just ended was scheduled before this request arrived
             if r.deadline < t and r.first_t is None:
                 w.popleft()
                 self._gave_up(r, t)
@@ -542,9 +610,8 @@ class Engine:
 
     # planning ------------------------------------------------------------
 
-    def _plan(self) -> None:
-        """One vLLM scheduling pass at a step boundary: a mixed step, a decode run, or idle."""
-        t = self.env.now
+    def _plan(self, t: float) -> None:
+        """One vLLM scheduling pass at a step boundary ``t``: a mixed step, a decode run, or idle."""
         chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         joined: list[Request] | None = None
         if self.does_prefill:
@@ -563,6 +630,7 @@ class Engine:
                 tokens += take
                 pairs += take * (r.prefilled + take / 2.0)
             dur = self._step_s(n, ctx, tokens, pairs)
+            self._step_t0 = t
             self._mode = _STEP
             self._chunks = chunks
             self._step_dur = dur
@@ -587,7 +655,14 @@ class Engine:
             if joined:  # their first token is the end of this run's first step
                 for r in joined:
                     self.sink.on_first_token(r, t + A + c * ctx)
-            self.env.at(t + k * A + c * (k * ctx + n * k * (k - 1) / 2.0), self._on_run_end, self._gen, k)
+            end = t + k * A + c * (k * ctx + n * k * (k - 1) / 2.0)
+            if self._lazy:
+                self._due = end
+            else:
+                self.env.at(end, self._on_run_end, self._gen, k)
+            w = self.waiting
+            if self._lag and w and w[0].queued_t > self._step_t0 and self.does_prefill and self._head_admissible():
+                self._interrupt()  # the head was deferred by the lag: it joins after the step already scheduled
         else:
             self._set_idle(t)
             if self.draining and not self.waiting:
@@ -602,12 +677,18 @@ class Engine:
         return min(k if self._run_time(k) <= elapsed else k - 1, self._run_k)
 
     def _interrupt(self) -> None:
-        """A request can join: end the current decode run at the next step boundary."""
-        steps = self._next_boundary(self.env.now - self._run_t0)
+        """A request can join: end the current decode run at the next step boundary, or (async scheduling,
+        ``ReplicaModel.scheduler_lag_steps``) that many steps later: the step after the one in flight is already
+        scheduled without it."""
+        steps = self._next_boundary(self.env.now - self._run_t0) + self._lag
         if steps >= self._run_k:
             return  # the run ends at its natural boundary anyway
-        self._gen += 1
         self._truncated = True
+        if self._lazy:  # no event was scheduled for the natural end: only the boundary moves
+            self._trunc_steps = steps
+            self._due = self._run_t0 + self._run_time(steps)
+            return
+        self._gen += 1
         self.env.at(self._run_t0 + self._run_time(steps), self._on_run_end, self._gen, steps)
 
     def _next_boundary(self, elapsed: float) -> int:
@@ -682,11 +763,16 @@ class Engine:
                 self._finished(r, t)
                 sink.on_prefill_done(r, t, self)
         self._chunks = _NO_CHUNKS
-        self._plan()
+        self._plan(t)
 
     def _on_run_end(self, gen: int, steps: int) -> None:
         if gen != self._gen:
             return
+        self._end_run(self.env.now, steps)
+
+    def _end_run(self, t: float, steps: int) -> None:
+        """The decode run ends after ``steps`` steps, at ``t``: its tokens counted, finished requests out, the next
+        pass planned."""
         n = self._run_n
         if steps > 0:
             self.step += steps
@@ -697,7 +783,8 @@ class Engine:
             self.itl_sum += mid * n * steps
             self.itl_count += n * steps
             self.generation_tokens += n * steps
+            self._step_t0 = self._run_t0 + self._run_time(steps - 1)
         dec = self.decoding
         if dec and dec[0][0] <= self.step:
-            self._finish_completed(self.env.now)
-        self._plan()
+            self._finish_completed(t)
+        self._plan(t)

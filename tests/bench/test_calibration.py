@@ -7,6 +7,8 @@ import ast
 import itertools
 import json
 import math
+import statistics
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,6 +41,12 @@ def test_a_slice_of_fit_and_validation_sources_runs(cal: ModuleType) -> None:
     assert all(r["simulated"] > 0 and math.isfinite(r["error"]) for r in rows)
     # every point is in exactly one regime group and one GPU/TP group of its set
     assert sum(g["points"] for g in result["by_regime"]) == sum(g["points"] for g in result["by_gpu_tp"]) == len(rows)
+    assert sum(g["points"] for g in result["by_gpu"]) == len(rows)
+    # the goals' TTFT medians: only TTFT rows, each in its set and regime
+    assert sum(g["points"] for g in result["ttft_by_regime"]) == sum(r["metric"].startswith("TTFT") for r in rows) > 0
+    light = [r for r in rows if r["metric"].startswith("TTFT") and r["set"] == "validation" and r["regime"] == "light load"]
+    (group,) = [g for g in result["ttft_by_regime"] if (g["set"], g["regime"]) == ("validation", "light load")]
+    assert group["median_abs_error"] == pytest.approx(statistics.median(abs(r["error"]) for r in light))
     errs = sorted(abs(r["error"]) for r in rows if r["set"] == "validation")
     assert result["sets"]["validation"]["median_abs_error"] == pytest.approx((errs[3] + errs[4]) / 2)
 

@@ -127,8 +127,15 @@ def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: Platform
     tail = f"{mean_prompt} * {sig.tail_ratio:g}"
     tail_service = f"{tail} * {coef.prefill_s_per_token:.6g} + {tail} * ({tail}) * {coef.prefill_s_per_pair / 2:.6g}"
     slack = f"clamp_min({sig.ttft_s:g} - ({tail_service}), {slo_target.SLACK_FLOOR_SHARE * sig.ttft_s:g})"
+    # (ca^2 + cs^2) / 2 observed: the 15 s prompt tokens' index of dispersion about the 1 m rate, at least the Poisson mix
+    short = f"sum(rate(vllm:prompt_tokens_total{sel}[30s]))"
+    minute = f"sum(rate(vllm:prompt_tokens_total{sel}[1m]))"
+    spread = f"stddev_over_time(({short} - {minute})[10m:15s])"
+    scale = slo_target.DISPERSION_INTERVAL_S / (1.0 - 1.0 / slo_target.RATE_INTERVALS)
+    observed = f"{scale:.6g} * {spread} * {spread} / ((avg_over_time(({minute})[10m:15s]) > 0) * {mean_prompt})"
+    dispersion = f"clamp_max(clamp_min({observed} or on() vector(0), {2 * sig.queue_factor:.6g}), {slo_target.DISPERSION_MAX:g})"
     queueing = (
-        f"{sig.queue_factor:g} * ({mean_prompt} * {cost}) / {slack}"
+        f"{dispersion} / 2 * ({mean_prompt} * {cost}) / {slack}"
         f" * clamp_min(ln(clamp_max({work}, 1) / {slo_target.TTFT_TAIL:g}), 0)"
     )
     burst = (
@@ -147,9 +154,14 @@ def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) 
     c = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].coefficients
     assert c is not None
     sel = '{namespace="inference",gpuscale_io_model="llama-70b-fp8",gpuscale_io_role="decode"}'
+    # the ITL capacity at the KV share in use: the larger of the step model's two lines (sizing.itl_capacity_lines)
+    share = f"(sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1))"
+    assert len(c.decode_itl_lines) == 2
+    (a0, b0), (a1, b1) = c.decode_itl_lines
+    first = f"{a0:.6g} + {b0:.6g} * {share}"
     work = (
-        f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({c.decode_s_per_token:.6g} + {c.decode_s_per_kv_share:.6g}"
-        f" * sum(vllm:kv_cache_usage_perc{sel}) / clamp_min(sum(vllm:num_requests_running{sel}), 1))"
+        f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({first}"
+        f" + clamp_min({a1:.6g} + {b1:.6g} * {share} - ({first}), 0))"
     )
     # replicas needed (slo_target): the work plus the burst headroom over the variation of the work seen in the hour
     burst = (

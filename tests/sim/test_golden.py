@@ -41,17 +41,17 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "bbbd13322eda4212",
-    "dev-stack-spot": "b59bff5efe52d150",
-    "prod-2am-huge-prompt": "8585c7fce3029d2a",
-    "prod-gang-7-of-8": "aa5f4adcdedd170f",
-    "prod-peak-hour-preemptions": "667092cbeab4757f",
-    "prod-prefix-trace-pd": "661e5bd136a7b5a9",
-    "prod-stack-pd": "4df248490eee3091",
-    "staging-ami-rollout": "87d1f1e82ce92b93",
-    "staging-consolidation": "73b0bf3573307cba",
-    "staging-scale-from-zero": "83c98cd88227439c",
-    "staging-stack-aggregated": "6b151cba5acf9f98",
+    "dev-scale-from-zero": "46711089953c2178",
+    "dev-stack-spot": "5d6933ce59dc060a",
+    "prod-2am-huge-prompt": "d3fe27d0efb7cc12",
+    "prod-gang-7-of-8": "b17e68d10a6e1354",
+    "prod-peak-hour-preemptions": "72133ad145f8a03d",
+    "prod-prefix-trace-pd": "4dc83553ca3e3df5",
+    "prod-stack-pd": "580358151314c4dc",
+    "staging-ami-rollout": "9d9a3d4da88036e0",
+    "staging-consolidation": "0a51767a8e6a6079",
+    "staging-scale-from-zero": "0b5ea2b276116b7d",
+    "staging-stack-aggregated": "1457dc11431640d4",
 }
 
 

@@ -156,7 +156,8 @@ def test_signal_values_follow_the_emitted_promql(prod_spec: PlatformSpec) -> Non
     o = RoleObservation("decode", 2, 2, 0.0, 0.0, 0.0, kv_sum=1.2, running=300.0, generation_rate=8_000.0,
                         itl_rate=0.6, itl_count_rate=20.0)
     assert isinstance(d_load, DecodeSlo) and d_load.target == slo_target.TARGET_REPLICAS
-    assert signal_value(d_load, o) == pytest.approx(8_000 * (dc.decode_s_per_token + dc.decode_s_per_kv_share * 1.2 / 300))
+    # the ITL capacity at the KV share in use (1.2 / 300 per sequence): the upper envelope of the step model's lines
+    assert signal_value(d_load, o) == pytest.approx(8_000 * max(a + b * 1.2 / 300 for a, b in dc.decode_itl_lines))
     assert signal_value(kv, o) == 1.2 and signal_value(itl, o) == pytest.approx(0.03)
 
 

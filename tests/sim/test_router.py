@@ -159,7 +159,7 @@ def work_router(ctx: RunContext, routing: str) -> Router:
                   [RoleGroup(r) for r in s.roles])
 
 
-def test_cache_aware_routing_balances_prefill_work_not_requests() -> None:
+def test_the_work_pick_balances_prefill_work_where_the_routers_rule_counts_requests() -> None:
     from gpuscale.sim.vllm_engine import Request
 
     ctx = context("tiny-disaggregated")
@@ -171,14 +171,83 @@ def test_cache_aware_routing_balances_prefill_work_not_requests() -> None:
     env.run(1e3)  # prefilled: its blocks are in warm's cache
     new = Request(1, 1e3, 400 * bt + 8, 1, 1e9, prefix)
     assert warm.engine.uncached_tokens(new) == 8 and cold.engine.uncached_tokens(new) == 400 * bt + 8
-    by_work, by_requests = work_router(ctx, "cache-aware"), work_router(ctx, "cache-aware-requests")
+    by_work, by_requests = work_router(ctx, "cache-aware-work"), work_router(ctx, "cache-aware")
     assert by_work._pick_prefill([cold, warm], new) is warm and by_requests._pick_prefill([cold, warm], new) is warm
     # a backlog of one long prompt on the warm replica: still one request, but more work than the hit saves
     warm.engine.submit(Request(2, 1e3, 8000, 1, 1e9, None))
     assert warm.engine.backlog == 8000
     assert by_work._pick_prefill([cold, warm], new) is cold  # 6,408 tokens on cold < 8,008 on warm
-    assert by_requests._pick_prefill([cold, warm], new) is warm  # one request apart: the documented rule keeps the hit
+    assert by_requests._pick_prefill([cold, warm], new) is warm  # one request apart: the router's rule keeps the hit
     # a shorter backlog than the hit saves: the hit wins again
     env.run(2e3)
     warm.engine.submit(Request(3, 2e3, 3000, 1, 1e9, None))
     assert by_work._pick_prefill([cold, warm], new) is warm
+
+
+def test_the_routers_rule_leaves_the_hit_only_when_loads_are_imbalanced_both_ways() -> None:
+    """vLLM Router ``cache_aware``: imbalanced means more than 32 requests apart AND more than 1.1 x the least loaded;
+    a match of exactly half the prompt is not enough (``match_rate > cache_threshold``)."""
+    from gpuscale.sim.vllm_engine import Request
+
+    ctx = context("tiny-disaggregated")
+    bt = ctx.setup.replica.block_tokens
+    env, (warm, cold) = prefill_replicas(ctx, 2)
+    assert warm.engine is not None and cold.engine is not None
+    prefix = tuple(range(40))
+    warm.engine.submit(Request(0, 0.0, 40 * bt + 8, 1, 1e9, prefix))
+    env.run(1e3)
+    router = work_router(ctx, "cache-aware")
+    new = Request(1, 1e3, 40 * bt + 8, 1, 1e9, prefix)
+    assert router._pick_prefill([cold, warm], new) is warm
+    half = Request(2, 1e3, 80 * bt, 1, 1e9, prefix)  # 40 of 80 blocks cached: exactly half, not more
+    assert router._pick_prefill([cold, warm], half) is cold
+    def queue(rep: Replica, n: int) -> None:
+        assert rep.engine is not None
+        for _ in range(n):
+            rep.engine.waiting.append(Request(99, 1e3, 10, 1, 1e9, None))
+
+    queue(warm, 33)  # 34 requests on warm (its prefilled one is gone: 33 waiting), none on cold: imbalanced both ways
+    assert router._pick_prefill([cold, warm], new) is cold
+    queue(cold, 400)
+    queue(warm, 400)  # 433 on warm, 400 on cold: 33 apart, but 433 <= 1.1 x 400: balanced, the hit wins
+    assert router._pick_prefill([cold, warm], new) is warm
+
+
+def _with_ready_replicas(router: Router, env: Environment, n: int) -> list[Replica]:
+    role = router.first_role
+    reps = []
+    for i in range(n):
+        rep = Replica(i, role, 1, 1, 0.0)
+        rep.engine = Engine(env, router.ctx.setup.replica, router, ItlHistogram(), name=f"r{i}")
+        role.replicas.append(rep)
+        role.ready.append(rep)
+        reps.append(rep)
+    return reps
+
+
+def test_the_api_server_overhead_delays_the_engine_submit_and_counts_in_ttft() -> None:
+    from gpuscale import perf
+
+    router, ledger, env, _ = alone([500])
+    (rep,) = _with_ready_replicas(router, env, 1)
+    assert rep.engine is not None
+    overhead = perf.request_overhead_s()
+    env.run(overhead / 2)  # routed at t = 0, still in the API server: the engine has not seen it
+    assert rep.engine.is_empty() and ledger.status[0] == Outcome.IN_SYSTEM
+    env.run(overhead * 1.01)
+    assert rep.engine.load == 1  # handed over at t = overhead and scheduled at once
+    env.run(30.0)
+    assert ledger.status[0] == Outcome.COMPLETED
+    # the first token: the overhead plus the prompt alone on the idle engine (and no earlier)
+    assert ledger.first[0] >= overhead + rep.engine.m.idle_prefill_s(500) - 1e-9
+
+
+def test_a_replica_that_stops_being_ready_within_the_overhead_never_gets_the_request() -> None:
+    router, ledger, env, _ = alone([500])
+    (rep,) = _with_ready_replicas(router, env, 1)
+    assert rep.engine is not None
+    env.run(1e-6)  # routed to it, still in the API server
+    router.first_role.ready.remove(rep)  # drained within the window
+    env.run(1.0)
+    assert rep.engine.is_empty() and ledger.status[0] == Outcome.IN_SYSTEM
+    assert [r.rid for r in router.first_role.gateway] == [0]  # routed again: no replica ready, the gateway holds it

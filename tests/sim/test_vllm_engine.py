@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpuscale import perf
@@ -247,3 +249,92 @@ def test_the_prefill_backlog_is_the_uncached_work_left(model: ReplicaModel) -> N
     e.submit(req(5, cap // 3, cap // 3, t=1e4))
     env.run(1e6)
     assert e.preemptions >= 1 and e.backlog == 0 and e.kv_used == 0
+
+
+def test_a_lazy_decode_engine_holds_what_the_event_driven_one_holds(model: ReplicaModel) -> None:
+    """The same hand-offs into a decode-only engine on events and into a lazy one (no events: ``sync`` plays its
+    transitions when something reads it): every first token, completion, timeout and observation is the same number,
+    and the lazy engine scheduled nothing."""
+    import random
+
+    rng = random.Random(7)
+    handoffs = []
+    t = 0.0
+    for i in range(300):
+        t += rng.expovariate(20.0)
+        handoffs.append((t, req(i, rng.randint(50, 4000), rng.randint(1, 400), t=t, timeout=rng.choice([1e9, 0.05]))))
+    looks = sorted(rng.uniform(0.0, t + 5.0) for _ in range(60))
+
+    def run(lazy: bool) -> tuple[Sink, list[tuple[float, ...]], int]:
+        env, sink = Environment(), Sink()
+        e = Engine(env, model, sink, ItlHistogram(), prefill=False, decode=True, lazy=lazy)
+        seen: list[tuple[float, ...]] = []
+
+        def look(when: float) -> None:
+            seen.append((when, e.num_waiting(when), e.kv_usage(when), e.num_running, e.busy_time(when),
+                         e.generation_tokens, e.itl_sum, e.itl_count, e.done_requests, e.queue_time_sum))
+
+        for when, r in handoffs:
+            fresh = Request(r.rid, r.arrival, r.prompt, r.output, r.deadline)
+            env.at(when, e.submit, fresh)
+        for when in looks:
+            env.at(when, look, when, priority=2)
+        env.run(t + 100.0)
+        e.sync(env.now)
+        return sink, seen, env.events_run - len(handoffs) - len(looks)
+
+    eager, eager_seen, eager_events = run(False)
+    lazy, lazy_seen, lazy_events = run(True)
+    assert lazy.first == eager.first and lazy.done == eager.done and lazy.timeouts == eager.timeouts
+    assert lazy_seen == eager_seen
+    assert len(eager.done) + len(eager.timeouts) == len(handoffs) and eager.timeouts  # both fates occur
+    assert lazy_events == 0 and eager_events > len(handoffs) // 2
+
+
+def test_a_draining_lazy_engine_reports_the_instant_it_empties(model: ReplicaModel) -> None:
+    env, eager_sink = Environment(), Sink()
+    lazy_env, lazy_sink = Environment(), Sink()
+    eager = Engine(env, model, eager_sink, ItlHistogram(), prefill=False, decode=True)
+    lazy = Engine(lazy_env, model, lazy_sink, ItlHistogram(), prefill=False, decode=True, lazy=True)
+    drained: dict[str, float] = {}
+    eager_sink.on_drained = lambda engine: drained.__setitem__("eager", env.now)  # type: ignore[method-assign]
+    lazy_sink.on_drained = lambda engine: drained.__setitem__("lazy", lazy_env.now)  # type: ignore[method-assign]
+    for e, ev in ((eager, env), (lazy, lazy_env)):
+        e.submit(req(1, 1000, 50))
+        e.submit(req(2, 2000, 80))
+        ev.run(0.5)
+        e.drain()
+        ev.run(100.0)
+    assert drained["lazy"] == drained["eager"] == eager_sink.done[2] == lazy_sink.done[2]
+
+
+def _first_token_of_a_late_arrival(model: ReplicaModel, lag: int, at: float) -> tuple[float, float]:
+    """Request 2 (200-token prompt) submitted at ``at`` while request 1 decodes alone: its first token, and the
+    first step boundary of request 1's decode at or after ``at``."""
+    env, e, sink = engine(model.model_copy(update={"scheduler_lag_steps": lag}))
+    e.submit(req(1, 100, 2000))
+    env.at(at, e.submit, req(2, 200, 10, t=at))
+    env.run(1e6)
+    step = model.cost.step_s(1, 100.0)  # request 1's decode steps, about (its context grows a token a step)
+    return sink.first[2], sink.first[1] + math.ceil((at - sink.first[1]) / step) * step
+
+
+def test_async_scheduling_admits_a_request_arriving_mid_step_one_step_later(model: ReplicaModel) -> None:
+    assert model.scheduler_lag_steps == perf.SCHEDULER_LAG_STEPS == 1
+    step = model.cost.step_s(1, 100.0)
+    at = 0.5  # request 1 is in its decode run (its prefill took well under a second)
+    sync, boundary = _first_token_of_a_late_arrival(model, 0, at)
+    lagged, _ = _first_token_of_a_late_arrival(model, 1, at)
+    mixed = model.cost.step_s(1, 100.0, 200, 200 * 100.0)  # the step that prefills request 2 beside request 1
+    assert sync == pytest.approx(boundary + mixed, rel=1e-3)  # synchronous: the next boundary, then its prefill step
+    assert lagged - sync == pytest.approx(step, rel=1e-2)  # async: the step already scheduled runs first
+
+
+def test_an_idle_engine_schedules_at_once_whatever_the_lag(model: ReplicaModel) -> None:
+    firsts = []
+    for lag in (0, 1):
+        env, e, sink = engine(model.model_copy(update={"scheduler_lag_steps": lag}))
+        env.at(1.0, e.submit, req(1, 200, 10, t=1.0))
+        env.run(1e6)
+        firsts.append(sink.first[1])
+    assert firsts[0] == firsts[1] == pytest.approx(1.0 + model.idle_prefill_s(200))
