@@ -8,7 +8,6 @@ import itertools
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
