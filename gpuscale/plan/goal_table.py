@@ -142,6 +142,19 @@ class GoalCell(_Row):
     seconds: float
 
     @property
+    def comparable(self) -> bool:
+        """Some replica count carries the trace (the shipped limits, or the raised ones the cell ran with). When none
+        does (``tune`` found no count up to 8x the ceiling's that meets the goodput target: the misses are not a
+        matter of replicas), every policy is bounded by the same per-request latency and the goals compare nothing:
+        the summaries leave such a cell out and say how many."""
+        return self.limits_carry or bool(self.limits_raised)
+
+    @property
+    def limits(self) -> str:
+        """The table's limits column: ``shipped``, ``raised`` or ``none carries``."""
+        return "shipped" if self.limits_carry else "raised" if self.limits_raised else "none carries"
+
+    @property
     def name(self) -> str:
         """``prod / code x1 exact``."""
         return f"{self.stack} / {self.trace} x{self.compress:g} {self.replay}"
@@ -180,6 +193,8 @@ class GoalSummary(_Row):
 
     label: str
     cells: int
+    left_out: int = 0
+    """Cells no replica count carries (not comparable; not counted above)."""
     attainment_met: int
     gpu_hours_met: int
     pareto_met: int
@@ -192,10 +207,11 @@ class GoalSummary(_Row):
 
 
 def summarise(cells: list[GoalCell], label: str, part: str, policy: str) -> GoalSummary:
-    runs = [getattr(getattr(c, part), policy) for c in cells]
+    """Counts over the comparable cells (``GoalCell.comparable``); ``left_out`` says how many were not."""
+    runs = [getattr(getattr(c, part), policy) for c in cells if c.comparable]
     checks = [r.goals for r in runs if r.goals is not None]
     return GoalSummary(
-        label=label, cells=len(checks), attainment_met=sum(g.attainment_met for g in checks),
+        label=label, cells=len(checks), left_out=sum(not c.comparable for c in cells), attainment_met=sum(g.attainment_met for g in checks),
         gpu_hours_met=sum(g.gpu_hours_met for g in checks), pareto_met=sum(g.pareto_met for g in checks),
         misses_met=sum(g.misses_met for g in checks),
         all_met=sum(g.attainment_met and g.gpu_hours_met and g.pareto_met and g.misses_met for g in checks),

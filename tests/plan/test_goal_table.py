@@ -154,3 +154,15 @@ def test_plan_with_a_bad_goal_table_exits_2_before_simulating(tmp_path: Path) ->
     result = runner.invoke(app, ["plan", "--stack-file", str(stack_path("dev")), "--goal-table", str(bad), "--out", str(out)])
     assert result.exit_code == 2 and "--goal-table" in result.output and "not a bench/goal_table.py result" in result.output
     assert not out.exists()
+
+
+def test_a_cell_no_replica_count_carries_is_shown_and_left_out_of_the_counts(tmp_path: Path) -> None:
+    hopeless = {**cell("small", "long", 2), "limits_carry": False, "limits_raised": [],
+                "limits_message": "m8b: at 8 times those replicas the attainment is still 12.0%"}
+    text = render(table(tmp_path, [cell("small", "code", 1), hopeless]))
+    assert "| small | long | 2 | exact | none carries |" in text
+    assert ("**untuned, whole trace**: every goal met in 0 of 1 cells (A 0, G 0, P 0, M 0); worst gap to the ceiling "
+            "1.5 points, worst GPU-hours 1.50x the best fixed allocation; 0 fixed allocations; 1 cell left out (no "
+            "replica count carries the trace: \"none carries\").") in text
+    assert "- **small / long x2 exact** (no replica count carries the trace: the goals compare nothing here):" in text
+    assert "- small / long x2 exact: raised (nothing: no count tried carries it)." in text
