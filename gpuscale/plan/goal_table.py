@@ -1,4 +1,4 @@
-"""The goal table of ``bench/goal_table.py`` (issue 15's goal, measured), read back for the plan and the docs.
+"""The goal table of ``bench/goal_table.py`` (issue 27's goals, measured), read back for the plan and the docs.
 
 The bench writes one record per (stack, trace, compression, replay) cell; this module reads that JSON into typed rows, so the
 plan template and ``docs/simulator.md`` show generated numbers only, through one template
@@ -42,6 +42,33 @@ class GoalPolicy(_Row):
         """``attainment % / GPU-hours / misses`` as the table shows it."""
         return f"{100 * self.attainment_servable:.1f} / {self.gpu_hours:.1f} / {self.misses.total:,}"
 
+    def sentence(self, label: str) -> str:
+        """One verdict line: which goals the run meets and, for each one missed, by how much (numbers from the JSON)."""
+        g = self.goals
+        if g is None:
+            return f"{label}: not judged"
+        met = [c for c, ok in zip("AGPM", (g.attainment_met, g.gpu_hours_met, g.pareto_met, g.misses_met), strict=True) if ok]
+        missed: list[str] = []
+        if not g.attainment_met:
+            missed.append(f"A ({g.attainment_gap_points:.1f} points below the ceiling)")
+        if not g.gpu_hours_met:
+            missed.append(f"G ({g.gpu_hours_vs_best_fixed:.2f}x the best fixed allocation within the spec's limits)")
+        if not g.pareto_met:
+            worse = "; ".join(f"{k}: {v}" for k, v in g.pareto_vs.items() if v != "better")
+            missed.append(f"P (not better than {worse})")
+        if not g.misses_met:
+            missed.append(f"M ({g.excess_misses:,} misses above the ceiling's, against the duty-cycle HPA's "
+                          f"{g.duty_excess_misses:,})")
+        text = f"{label}: " + (f"meets {', '.join(met)}" if met else "meets no goal")
+        text += f"; misses {', '.join(missed)}" if missed else " (every goal)"
+        if g.gpu_hours_vs_best_fixed_unconstrained is not None:
+            text += f"; {g.gpu_hours_vs_best_fixed_unconstrained:.2f}x the unconstrained best fixed allocation"
+        if self.fixed_allocation:
+            text += "; a fixed allocation (no scaling decision)"
+        else:
+            text += f"; {self.decisions:,} scaling decision{'s' if self.decisions != 1 else ''}"
+        return text
+
     @property
     def verdict(self) -> str:
         """``gap; x best fixed; excess / duty excess AGPM`` (and ``fixed`` for a run that never scaled)."""
@@ -52,15 +79,40 @@ class GoalPolicy(_Row):
                 f"{g.duty_excess_misses:,} **{g.letters}**" + (" (fixed)" if self.fixed_allocation else ""))
 
 
+def counts_label(counts: dict[str, int] | None) -> str:
+    """``p2 d2`` (the roles' initials: aggregated, prefill, decode)."""
+    return " ".join(f"{k[0]}{v}" for k, v in counts.items()) if counts else "-"
+
+
 class GoalPart(_Row):
     """The runs on one part of the trace (the whole of it, or its held-out end)."""
 
     ceiling: GoalPolicy
     best_fixed: GoalPolicy
+    """Within the spec's limits (no role below its warm minimum): the G goal's reference."""
     best_fixed_counts: dict[str, int]
+    best_fixed_unconstrained: GoalPolicy | None = None
+    """From one replica per role (below the warm minimum where that is cheaper); None in a table from before it was
+    measured."""
+    best_fixed_unconstrained_counts: dict[str, int] | None = None
     duty_cycle: GoalPolicy
     queue_depth: GoalPolicy
     untuned: GoalPolicy
+
+    @property
+    def fixed_cell(self) -> str:
+        """The best fixed allocation within the spec's limits, with its counts."""
+        return f"{self.best_fixed.cell} ({counts_label(self.best_fixed_counts)})"
+
+    @property
+    def unconstrained_cell(self) -> str:
+        """The unconstrained one, ``same`` when it is the same allocation, ``-`` when not measured."""
+        u = self.best_fixed_unconstrained
+        if u is None:
+            return "-"
+        if self.best_fixed_unconstrained_counts == self.best_fixed_counts:
+            return "same"
+        return f"{u.cell} ({counts_label(self.best_fixed_unconstrained_counts)})"
 
 
 class GoalHeldOut(GoalPart):
@@ -89,6 +141,29 @@ class GoalCell(_Row):
     search_evaluations: int
     seconds: float
 
+    @property
+    def comparable(self) -> bool:
+        """Some replica count carries the trace (the shipped limits, or the raised ones the cell ran with). When none
+        does (``tune`` found no count up to 8x the ceiling's that meets the goodput target: the misses are not a
+        matter of replicas), every policy is bounded by the same per-request latency and the goals compare nothing:
+        the summaries leave such a cell out and say how many."""
+        return self.limits_carry or bool(self.limits_raised)
+
+    @property
+    def limits(self) -> str:
+        """The table's limits column: ``shipped``, ``raised`` or ``none carries``."""
+        return "shipped" if self.limits_carry else "raised" if self.limits_raised else "none carries"
+
+    @property
+    def name(self) -> str:
+        """``prod / code x1 exact``."""
+        return f"{self.stack} / {self.trace} x{self.compress:g} {self.replay}"
+
+    @property
+    def verdicts(self) -> list[str]:
+        """The cell's verdict lines, one per judged run (``RUNS``)."""
+        return [getattr(getattr(self, part), policy).sentence(label) for label, part, policy in RUNS]
+
 
 class GoalTable(_Row):
     cells: list[GoalCell]
@@ -97,6 +172,9 @@ class GoalTable(_Row):
     warmup_s: float
     holdout: float
     seconds: float
+    """Seconds the cells took, summed over the cells (each cell's own wall time, whichever run measured it)."""
+    code: str | None = None
+    """The hash of the sources the cells were measured at (``bench/goal_table.py``'s ``code_hash``)."""
 
     def of_stack(self, stack: str) -> list[GoalCell]:
         return [c for c in self.cells if c.stack == stack]
@@ -115,6 +193,8 @@ class GoalSummary(_Row):
 
     label: str
     cells: int
+    left_out: int = 0
+    """Cells no replica count carries (not comparable; not counted above)."""
     attainment_met: int
     gpu_hours_met: int
     pareto_met: int
@@ -127,10 +207,11 @@ class GoalSummary(_Row):
 
 
 def summarise(cells: list[GoalCell], label: str, part: str, policy: str) -> GoalSummary:
-    runs = [getattr(getattr(c, part), policy) for c in cells]
+    """Counts over the comparable cells (``GoalCell.comparable``); ``left_out`` says how many were not."""
+    runs = [getattr(getattr(c, part), policy) for c in cells if c.comparable]
     checks = [r.goals for r in runs if r.goals is not None]
     return GoalSummary(
-        label=label, cells=len(checks), attainment_met=sum(g.attainment_met for g in checks),
+        label=label, cells=len(checks), left_out=sum(not c.comparable for c in cells), attainment_met=sum(g.attainment_met for g in checks),
         gpu_hours_met=sum(g.gpu_hours_met for g in checks), pareto_met=sum(g.pareto_met for g in checks),
         misses_met=sum(g.misses_met for g in checks),
         all_met=sum(g.attainment_met and g.gpu_hours_met and g.pareto_met and g.misses_met for g in checks),

@@ -10,16 +10,30 @@ disaggregated model costs about ``2 log2(max) + EXTRA_STEPS x log2(max)`` runs, 
 
 The goal is the goal table's (``ATTAINMENT_GOAL_POINTS``): servable attainment within one point of the ceiling's. The
 ceiling meets it by definition, so a best fixed allocation always exists (at worst the ceiling itself).
+
+Two references come out of one memoised search (``search_both``):
+
+* ``best-fixed``: counts **within the spec's limits**, each role from its warm minimum (``guardrails.warm_minimum``:
+  2 for a critical SLO; at least 1, since a fixed allocation of 0 serves nothing) up to the ceiling's count. A fixed
+  allocation below the spec's own minimum is not one the user may run, so this is the reference of the GPU-hours goal
+  (``gpuscale.tune.goals``);
+* ``best-fixed-unconstrained``: from 1 replica per role (the reference before the warm minimum was taken into account),
+  reported beside it. Both are the same run whenever the unconstrained counts already sit at or above every warm
+  minimum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gpuscale.sim.metrics import PolicyResult
 
 BEST_FIXED = "best-fixed"
-"""Policy name and ``bound`` of the best fixed allocation in hindsight."""
+"""Policy name and ``bound`` of the best fixed allocation in hindsight within the spec's limits."""
+BEST_FIXED_UNCONSTRAINED = "best-fixed-unconstrained"
+"""Policy name and ``bound`` of the best fixed allocation in hindsight from one replica per role, below the spec's warm
+minimum where that is cheaper."""
 ATTAINMENT_GOAL_POINTS = 0.01
 """The attainment goal: servable attainment at most this far below the ceiling's (one point)."""
 EXTRA_STEPS = 2
@@ -64,13 +78,56 @@ class _Search:
         return hi
 
 
-def search(run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult) -> tuple[Counts, PolicyResult, int]:
-    """The cheapest (GPU-hours, then fewest replicas) constant counts meeting the goal, its result, and how many runs
-    the search made. ``ceiling`` is the result at ``ceiling_counts`` (reused, not run again)."""
+def floors_within(ceiling_counts: Counts, warm_minimum: Counts) -> Counts:
+    """Per role the fewest replicas a fixed allocation the spec permits runs: its warm minimum, at least 1 (a role at 0
+    serves nothing), at most the ceiling's count (a pool limit may hold the ceiling below a stated minimum)."""
+    return {r: min(max(1, warm_minimum.get(r, 1)), top) for r, top in ceiling_counts.items()}
+
+
+@dataclass(frozen=True)
+class BestFixed:
+    """Both references of one search: within the spec's limits and from one replica per role."""
+
+    counts: Counts
+    result: PolicyResult
+    """``best-fixed``: the cheapest constant counts meeting the goal from each role's warm minimum up."""
+    unconstrained_counts: Counts
+    unconstrained: PolicyResult
+    """``best-fixed-unconstrained``: the same from one replica per role."""
+    runs: int
+    """Simulations both searches made together (memoised: a count is run once)."""
+
+    @property
+    def same(self) -> bool:
+        """The unconstrained counts already keep every warm minimum (one allocation, two names)."""
+        return self.counts == self.unconstrained_counts
+
+
+def search_both(run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult, warm_minimum: Counts) -> BestFixed:
+    """The unconstrained search, then, when its counts fall below a role's warm minimum, the search within the spec's
+    limits over the same memo (its bisections reuse most runs)."""
     sr = _Search(run, ceiling_counts, ceiling)
-    floor = {r: sr.smallest(r, ceiling_counts, 1, ceiling_counts[r]) for r in sr.roles}
+    free = _cheapest(sr, ceiling_counts, {r: 1 for r in ceiling_counts})
+    floor = floors_within(ceiling_counts, warm_minimum)
+    within = free if all(free[r] >= floor[r] for r in free) else _cheapest(sr, ceiling_counts, floor)
+    return BestFixed(within, sr.result(within), free, sr.result(free), sr.runs)
+
+
+def search(
+    run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult, floor: Counts | None = None,
+) -> tuple[Counts, PolicyResult, int]:
+    """The cheapest (GPU-hours, then fewest replicas) constant counts meeting the goal with each role at least
+    ``floor`` (default 1), its result, and how many runs the search made. ``ceiling`` is the result at
+    ``ceiling_counts`` (reused, not run again)."""
+    sr = _Search(run, ceiling_counts, ceiling)
+    best = _cheapest(sr, ceiling_counts, floor or {r: 1 for r in ceiling_counts})
+    return best, sr.result(best), sr.runs
+
+
+def _cheapest(sr: _Search, ceiling_counts: Counts, lowest: Counts) -> Counts:
+    floor = {r: sr.smallest(r, ceiling_counts, min(lowest[r], ceiling_counts[r]), ceiling_counts[r]) for r in sr.roles}
     if len(sr.roles) == 1:
-        return floor, sr.result(floor), sr.runs
+        return floor
     best = dict(ceiling_counts)
     first, rest = sr.roles[0], sr.roles[1:]
     for n in range(floor[first], min(floor[first] + EXTRA_STEPS, ceiling_counts[first]) + 1):
@@ -79,7 +136,7 @@ def search(run: RunFixed, ceiling_counts: Counts, ceiling: PolicyResult) -> tupl
             counts[r] = sr.smallest(r, counts, floor[r], ceiling_counts[r])
         if sr.ok(counts) and _cost(sr.result(counts), counts) < _cost(sr.result(best), best):
             best = counts
-    return best, sr.result(best), sr.runs
+    return best
 
 
 def _cost(r: PolicyResult, counts: Counts) -> tuple[float, int]:

@@ -141,10 +141,9 @@ class Runner:
         variants = list(self.variants)
         raw = [simulate(v) for v in variants]
         if self.best_fixed:
-            found = self._best_fixed(variants, raw, simulate)
-            if found is not None:
-                variants.append(found[0])
-                raw.append(found[1])
+            for v, r in self._best_fixed(s, variants, raw, simulate):
+                variants.append(v)
+                raw.append(r)
         bound = lower_bound_of(s, scored)
         compared = [r.gpu_hours for r in raw if r.bound is None] or [r.gpu_hours for r in raw]
         ref = min(compared)
@@ -163,29 +162,37 @@ class Runner:
 
     @staticmethod
     def _best_fixed(
-        variants: list[Variant], raw: list[M.PolicyResult], simulate: Callable[[Variant], M.PolicyResult],
-    ) -> tuple[Variant, M.PolicyResult] | None:
-        """The best fixed allocation in hindsight: the ceiling's variant (warm nodes, nothing removed) at the cheapest
-        constant counts meeting the goal (``best_fixed.search``); None without a ceiling to measure the goal by."""
+        s: SimSetup, variants: list[Variant], raw: list[M.PolicyResult], simulate: Callable[[Variant], M.PolicyResult],
+    ) -> list[tuple[Variant, M.PolicyResult]]:
+        """The best fixed allocations in hindsight: the ceiling's variant (warm nodes, nothing removed) at the cheapest
+        constant counts meeting the goal (``best_fixed.search_both``): ``best-fixed`` within the spec's warm minimum
+        and maximum, and ``best-fixed-unconstrained`` from one replica per role when that is a different allocation
+        (below a warm minimum). Nothing without a ceiling to measure the goal by."""
         at = next((i for i, v in enumerate(variants) if v.bound is not None), None)
         if at is None or not isinstance(variants[at].policy, FixedPolicy):
-            return None
+            return []
         ceiling, ceiling_result = variants[at], raw[at]
         top = dict(ceiling.initial_replicas or {})
 
-        def of(counts: dict[str, int]) -> Variant:
+        def of(counts: dict[str, int], name: str = BF.BEST_FIXED, what: str = "") -> Variant:
+            # the within-limits reference keeps its wording of before it kept the warm minimum (plans quote it)
             label = ", ".join(f"{k} {v}" for k, v in counts.items())
             return ceiling.model_copy(update={
-                "name": BF.BEST_FIXED, "policy": FixedPolicy(per_role=counts), "initial_replicas": counts, "bound": None,
-                "description": f"reference: the cheapest constant allocation meeting the attainment goal on this run "
-                               f"({label}), found in hindsight",
+                "name": name, "policy": FixedPolicy(per_role=counts), "initial_replicas": counts, "bound": None,
+                "description": f"reference: the cheapest constant allocation {what}meeting the attainment goal on "
+                               f"this run ({label}), found in hindsight",
             })
 
-        counts, r, runs = BF.search(lambda c: simulate(of(c)), top, ceiling_result)
-        v = of(counts)
-        detail = f"{v.description}; {runs} search run{'s' if runs != 1 else ''}"
-        return v, r.model_copy(update={"name": BF.BEST_FIXED, "bound": BF.BEST_FIXED, "description": detail})
-
+        found = BF.search_both(lambda c: simulate(of(c)), top, ceiling_result, {r.role: r.sizing.min_replicas for r in s.roles})
+        runs = f"; {found.runs} search run{'s' if found.runs != 1 else ''}"
+        v = of(found.counts)
+        out = [(v, found.result.model_copy(update={
+            "name": BF.BEST_FIXED, "bound": BF.BEST_FIXED, "description": v.description + runs}))]
+        if not found.same:
+            name = BF.BEST_FIXED_UNCONSTRAINED
+            u = of(found.unconstrained_counts, name, "from one replica per role, below the spec's warm minimum, ")
+            out.append((u, found.unconstrained.model_copy(update={"name": name, "bound": name, "description": u.description})))
+        return out
 
 def simulate(
     spec: PlatformSpec, scenario: str = "stack", *, model: str | None = None, seed: int = 0,

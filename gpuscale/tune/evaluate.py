@@ -143,10 +143,11 @@ class TraceBench:
         v = variant("queue-depth", "HPA on queue depth 5 and KV 0.8", QueueDepthPolicy(), spec, model)
         return self._run(self.setup_of(spec), v)
 
-    def run_best_fixed(self, spec: PlatformSpec, ceiling: PolicyResult) -> tuple[dict[str, int], PolicyResult]:
-        """The best fixed allocation in hindsight on this part (``best_fixed.search``, runs of ``run_fixed``)."""
-        counts, r, _ = best_fixed.search(lambda c: self.run_fixed(spec, c), self.ceiling_counts(spec), ceiling)
-        return counts, r
+    def run_best_fixed(self, spec: PlatformSpec, ceiling: PolicyResult) -> best_fixed.BestFixed:
+        """The best fixed allocations in hindsight on this part, within the spec's warm minimum and from one replica
+        per role (``best_fixed.search_both``, runs of ``run_fixed``)."""
+        minimum: dict[str, int] = {r.role: r.sizing.min_replicas for r in self.setup_of(spec).roles}
+        return best_fixed.search_both(lambda c: self.run_fixed(spec, c), self.ceiling_counts(spec), ceiling, minimum)
 
     def run_ceiling(self, spec: PlatformSpec) -> PolicyResult:
         model = model_of(spec, self.model_name)

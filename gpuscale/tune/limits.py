@@ -119,6 +119,7 @@ def raises_for(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> l
             out.append(Raise(bound.kind, bound.name, f"topology.gpu_pools[{pools.index(bound.name)}].gpu_limit", bound.gpus, used))
         else:
             out.append(Raise(bound.kind, bound.name, f"the {bound.name} queue's {bound.kind}", bound.gpus, used))
+    out += _pool_for_quotas(spec, model.node_pool, out)
     for role, n in needed.items():
         stated = model.autoscaling.role(role).max_replicas  # type: ignore[arg-type]
         if stated is not None and stated < n:
@@ -126,17 +127,32 @@ def raises_for(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> l
     return out
 
 
-def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list[str]:
-    out = [r.line for r in raises_for(spec, model_name, needed)]
-    return out or [f"the maximum of each role to {', '.join(f'{k} {v}' for k, v in needed.items())} replicas"]
+def _pool_for_quotas(spec: PlatformSpec, pool: str, todo: list[Raise]) -> list[Raise]:
+    """The model's pool raised so the top-level quotas after ``todo`` still fit every pool's limit together (a quota
+    the nodes can never provide is refused, ``feasibility._quotas``): raising a leaf's quota raises its parents' to
+    their children's sum, which may pass the pools' total even when the model's own pool had room. A raise of that pool
+    already in ``todo`` is taken out of it and returned merged."""
+    raw = _with_queue_raises(spec, todo)
+    quota = sum(float(q.get("gpu_quota", 0.0)) for q in raw)
+    limits = {p.name: p.gpu_limit for p in spec.topology.gpu_pools}
+    for r in todo:
+        if r.kind == "pool_gpu_limit":
+            limits[r.name] = max(limits[r.name], r.after)
+    excess = math.ceil(quota - sum(limits.values()))
+    if excess <= 0:
+        return []
+    j = [p.name for p in spec.topology.gpu_pools].index(pool)
+    current = next((r for r in todo if r.kind == "pool_gpu_limit" and r.name == pool), None)
+    if current is not None:
+        todo.remove(current)
+    before = spec.topology.gpu_pools[j].gpu_limit
+    return [Raise("pool_gpu_limit", pool, f"topology.gpu_pools[{j}].gpu_limit", before, limits[pool] + excess)]
 
 
-def with_raised_limits(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> PlatformSpec:
-    """The spec with every limit ``raises_for`` names raised to what ``needed`` takes (what ``tune``'s message tells
-    the user to do), and each role's maximum at least ``needed``; validated again."""
-    raw = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)
-    full = spec.model_dump(mode="json")
-    todo = raises_for(spec, model_name, needed)
+def _with_queue_raises(spec: PlatformSpec, todo: list[Raise]) -> list[dict[str, Any]]:
+    """The stack's team tree (as written) with ``todo``'s quota and limit raises applied, children first: a parent's
+    quota holds its children's, and a limit is never below the quota."""
+    teams: list[dict[str, Any]] = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)["teams"]
 
     def walk(queues: list[dict[str, Any]]) -> None:
         for q in queues:
@@ -151,7 +167,22 @@ def with_raised_limits(spec: PlatformSpec, model_name: str, needed: dict[str, in
             if limit != UNLIMITED and limit < float(q.get("gpu_quota", 0.0)):
                 q["gpu_limit"] = q["gpu_quota"]  # a limit is never below the quota
 
-    walk(raw["teams"])
+    walk(teams)
+    return teams
+
+
+def _raises(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> list[str]:
+    out = [r.line for r in raises_for(spec, model_name, needed)]
+    return out or [f"the maximum of each role to {', '.join(f'{k} {v}' for k, v in needed.items())} replicas"]
+
+
+def with_raised_limits(spec: PlatformSpec, model_name: str, needed: dict[str, int]) -> PlatformSpec:
+    """The spec with every limit ``raises_for`` names raised to what ``needed`` takes (what ``tune``'s message tells
+    the user to do), and each role's maximum at least ``needed``; validated again."""
+    raw = spec.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    full = spec.model_dump(mode="json")
+    todo = raises_for(spec, model_name, needed)
+    raw["teams"] = _with_queue_raises(spec, todo)
     pools = raw["topology"]["gpu_pools"]
     for r in todo:
         if r.kind == "pool_gpu_limit":

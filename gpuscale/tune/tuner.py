@@ -153,6 +153,7 @@ def tune(
     goal = Goal.of(ceiling, duty)
     limits = check_limits(bench, spec, ceiling)
     start = current_params(spec, model_name)
+    gpus = bench.setup.replica.gpus
     results: dict[str, PolicyResult] = {}
 
     def evaluate(p: TuneParams) -> Score | None:
@@ -163,7 +164,8 @@ def tune(
             return None
         r = bench.run_gpuscale(candidate)
         results[p.key()] = r
-        return Score(goal.met(r), r.slo_attainment_servable, r.gpu_hours)
+        raised = sum(max(p.roles[k].min_replicas - start.roles[k].min_replicas, 0) for k in p.roles)
+        return Score(goal.met(r), r.slo_attainment_servable, r.gpu_hours, raised * gpus * bench.duration_s / 3600.0)
 
     if not limits.carries and not search_when_limited:
         say("simulating the stack as written")

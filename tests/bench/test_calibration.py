@@ -4,29 +4,24 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import itertools
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.bench.loader import bench_module
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cal() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_calibration", ROOT / "bench" / "calibration.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_calibration"] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("calibration")
 
 
 @pytest.fixture(scope="module")

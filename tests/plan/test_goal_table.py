@@ -40,16 +40,20 @@ def checks(gap: float, ratio: float, pareto: bool, excess: int, duty_excess: int
     }
 
 
-def part(untuned: dict[str, Any]) -> dict[str, Any]:
-    return {
+def part(untuned: dict[str, Any], unconstrained: bool = True) -> dict[str, Any]:
+    """``unconstrained``: the best fixed allocation from one replica is measured (below the warm minimum of 2)."""
+    out = {
         "ceiling": policy(0.99, 10.0, 10, decisions=0), "best_fixed": policy(0.985, 4.0, 12, decisions=0),
         "best_fixed_counts": {"aggregated": 2}, "duty_cycle": policy(0.90, 12.0, 100),
         "queue_depth": policy(0.95, 9.0, 50), "untuned": untuned,
     }
+    if unconstrained:
+        out |= {"best_fixed_unconstrained": policy(0.985, 2.0, 12, decisions=0), "best_fixed_unconstrained_counts": {"aggregated": 1}}
+    return out
 
 
 def cell(stack: str, trace: str, compress: float) -> dict[str, Any]:
-    held = {**part(policy(0.98, 4.4, 14, checks(1.0, 1.1, True, 4, 90))), "fraction": 0.5, "start_s": 1800.0,
+    held = {**part(policy(0.98, 4.4, 14, checks(1.0, 1.1, True, 4, 90)), unconstrained=False), "fraction": 0.5, "start_s": 1800.0,
             "requests": 500, "tuned": policy(0.985, 4.2, 15, checks(0.5, 1.05, True, 5, 90), decisions=0)}
     return {
         "stack": stack, "model": "m8b", "trace": trace, "compress": compress, "replay": "exact", "warmup_s": 600.0,
@@ -76,9 +80,9 @@ def test_the_plan_quotes_the_stacks_rows_with_goals_met_and_missed(tmp_path: Pat
     text = render(table(tmp_path, [cell("small", "code", 2), cell("other", "conv", 1)]))
     rows = [ln for ln in text.splitlines() if ln.startswith("| small | code |")]
     assert rows == [
-        "| small | code | 2 | exact | shipped | 99.0 / 10.0 / 10 | 98.5 / 4.0 / 12 | 90.0 / 12.0 / 100 | 95.0 / 9.0 / 50 | "
-        "97.5 / 6.0 / 25 | 1.5; 1.50x; 15 / 90 **agpm** | 98.5 / 4.0 / 12 | 98.0 / 4.4 / 14 | 98.5 / 4.2 / 15 | "
-        "0.5; 1.05x; 5 / 90 **AGPM** (fixed) |"
+        "| small | code | 2 | exact | shipped | 99.0 / 10.0 / 10 | 98.5 / 4.0 / 12 (a2) | 98.5 / 2.0 / 12 (a1) | "
+        "90.0 / 12.0 / 100 | 95.0 / 9.0 / 50 | 97.5 / 6.0 / 25 | 1.5; 1.50x; 15 / 90 **agpm** | 98.5 / 4.0 / 12 (a2) | "
+        "- | 98.0 / 4.4 / 14 | 98.5 / 4.2 / 15 | 0.5; 1.05x; 5 / 90 **AGPM** (fixed) |"
     ]
     assert "| other |" not in text  # another stack's rows stay in docs/simulator.md
     assert "2 of 3 planned cells" in text  # a partial run says so
@@ -87,6 +91,14 @@ def test_the_plan_quotes_the_stacks_rows_with_goals_met_and_missed(tmp_path: Pat
     assert "**untuned, held-out part**: every goal met in 1 of 1 cells (A 1, G 1, P 1, M 1)" in text
     assert "**tuned on the fit part, held-out part**: every goal met in 1 of 1 cells" in text
     assert "1 fixed allocation." in text
+    # the plan stack's verdict lines, one per judged run, every number from the JSON
+    verdicts = text.split("Verdicts on this stack's cells", 1)[1]
+    assert "- **small / code x2 exact**:" in verdicts and "other / conv" not in verdicts
+    assert ("  - untuned, whole trace: meets no goal; misses A (1.5 points below the ceiling), G (1.50x the best fixed "
+            "allocation within the spec's limits), P (not better than dcgm-duty-cycle: gpu-hours; queue-depth: "
+            "gpu-hours), M (15 misses above the ceiling's, against the duty-cycle HPA's 90); 5 scaling decisions.") in verdicts
+    assert ("  - tuned on the fit part, held-out part: meets A, G, P, M (every goal); a fixed allocation (no scaling "
+            "decision).") in verdicts
 
 
 def test_cells_whose_limits_cannot_carry_the_trace_say_what_they_ran_with(tmp_path: Path) -> None:
@@ -142,3 +154,15 @@ def test_plan_with_a_bad_goal_table_exits_2_before_simulating(tmp_path: Path) ->
     result = runner.invoke(app, ["plan", "--stack-file", str(stack_path("dev")), "--goal-table", str(bad), "--out", str(out)])
     assert result.exit_code == 2 and "--goal-table" in result.output and "not a bench/goal_table.py result" in result.output
     assert not out.exists()
+
+
+def test_a_cell_no_replica_count_carries_is_shown_and_left_out_of_the_counts(tmp_path: Path) -> None:
+    hopeless = {**cell("small", "long", 2), "limits_carry": False, "limits_raised": [],
+                "limits_message": "m8b: at 8 times those replicas the attainment is still 12.0%"}
+    text = render(table(tmp_path, [cell("small", "code", 1), hopeless]))
+    assert "| small | long | 2 | exact | none carries |" in text
+    assert ("**untuned, whole trace**: every goal met in 0 of 1 cells (A 0, G 0, P 0, M 0); worst gap to the ceiling "
+            "1.5 points, worst GPU-hours 1.50x the best fixed allocation; 0 fixed allocations; 1 cell left out (no "
+            "replica count carries the trace: \"none carries\").") in text
+    assert "- **small / long x2 exact** (no replica count carries the trace: the goals compare nothing here):" in text
+    assert "- small / long x2 exact: raised (nothing: no count tried carries it)." in text

@@ -83,3 +83,43 @@ def test_search_is_bounded_and_picks_the_cheapest_meeting_pair() -> None:
     counts, r, n = BF.search(run, top, ceiling.model_copy(update={"gpu_hours": 24.0}))
     assert counts == {"prefill": 5, "decode": 1} and r.gpu_hours == 8.0
     assert n == len(runs) == len(set(runs)) and n <= 16  # memoised, a few bisections
+
+
+def test_within_the_spec_no_role_is_below_its_warm_minimum_and_the_unconstrained_one_is_reported() -> None:
+    """One replica of each role meets the goal, but the spec's warm minimum is 2 (a critical SLO): ``best-fixed`` is
+    the cheapest allocation the spec permits (2, 2), ``best-fixed-unconstrained`` today's (1, 1); one memo serves
+    both searches."""
+    ceiling = result("tiny-aggregated").ceiling
+    assert ceiling is not None
+    runs: list[tuple[int, int]] = []
+
+    def run(c: dict[str, int]) -> PolicyResult:
+        runs.append((c["prefill"], c["decode"]))
+        return ceiling.model_copy(update={"gpu_hours": float(c["prefill"] + c["decode"])})
+
+    top = {"prefill": 5, "decode": 5}
+    found = BF.search_both(run, top, ceiling.model_copy(update={"gpu_hours": 10.0}), {"prefill": 2, "decode": 2})
+    assert found.unconstrained_counts == {"prefill": 1, "decode": 1} and found.unconstrained.gpu_hours == 2.0
+    assert found.counts == {"prefill": 2, "decode": 2} and found.result.gpu_hours == 4.0 and not found.same
+    assert found.runs == len(runs) == len(set(runs))  # memoised across both searches
+    # a warm minimum the unconstrained counts already keep: one allocation under both names, no further run
+    again = BF.search_both(run, top, ceiling.model_copy(update={"gpu_hours": 10.0}), {"prefill": 1, "decode": 0})
+    assert again.same and again.counts == {"prefill": 1, "decode": 1}
+
+
+def test_floors_within_the_spec_are_at_least_one_and_at_most_the_ceiling() -> None:
+    assert BF.floors_within({"aggregated": 4}, {"aggregated": 0}) == {"aggregated": 1}  # 0 replicas serve nothing
+    assert BF.floors_within({"prefill": 1, "decode": 3}, {"prefill": 2, "decode": 2}) == {"prefill": 1, "decode": 2}
+
+
+@pytest.mark.parametrize("stack", ["tiny-aggregated", "tiny-disaggregated"])
+def test_the_simulators_best_fixed_keeps_the_warm_minimum(stack: str) -> None:
+    res = result(stack)
+    best = res.best_fixed
+    assert best is not None
+    sc = build_scenario("stack", spec_of(stack), duration_s=300.0)
+    minimum = {r.role: max(1, r.sizing.min_replicas) for r in sc.setup.roles}
+    assert all(counts_of(best)[k] >= v for k, v in minimum.items())
+    free = next((r for r in res.results if r.bound == BF.BEST_FIXED_UNCONSTRAINED), None)
+    # reported only when it is another allocation, then below a warm minimum and no dearer
+    assert free is None or (any(counts_of(free)[k] < v for k, v in minimum.items()) and free.gpu_hours <= best.gpu_hours)

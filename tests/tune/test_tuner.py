@@ -22,7 +22,7 @@ def test_tune_finds_the_two_warm_replicas_a_steady_load_needs(tmp_path: Path) ->
     # and well within two. From t = 0 on, any schedule that meets the goal holds two replicas: 2 GPUs x the run
     spec = spec_of("tiny-aggregated")
     trace = TraceTraffic(path=write_trace(tmp_path / "steady.csv", steady(7.0, SPAN_S), 2000, 1))
-    out = tune(spec, "small-8b", trace, max_evals=14)
+    out = tune(spec, "small-8b", trace, max_evals=24)  # the warm minimum is the last coordinate searched
     assert out.limits.carries
     assert not out.goal.met(out.before)  # the stack as written starts with one replica and waits a cold start
     assert out.after is not None and out.goal.met(out.after)
@@ -137,3 +137,23 @@ def test_the_limits_tune_recommends_carry_the_trace(tmp_path: Path) -> None:
     assert raises_for(raised, "small-8b", verdict.needed) == []  # nothing left to raise
     again = TraceBench(raised, "small-8b", trace)
     assert check_limits(again, raised, again.run_ceiling(raised)).carries
+
+
+def test_raised_quotas_that_pass_the_pools_total_raise_the_models_pool_too() -> None:
+    """prod's 70B at 15 replicas of 4 GPUs: its chat queue's quota 40 -> 60 lifts the inference queue to its children's
+    sum, and the top-level quotas pass the pools' 80 GPUs together; the model's pool is raised by the excess, so the
+    raised stack is one the cross-layer checks accept (before, it was refused and the goal-table cell failed)."""
+    from gpuscale import feasibility
+    from gpuscale.stackfile import load_stack_file
+    from gpuscale.tune.limits import raises_for, with_raised_limits
+    from tests.conftest import stack_path
+
+    prod = load_stack_file(stack_path("prod"))
+    model = next(m for m in prod.models if m.slo.criticality == "critical").name
+    needed = {"prefill": 8, "decode": 7}
+    lines = [r.line for r in raises_for(prod, model, needed)]
+    raised = with_raised_limits(prod, model, needed)
+    feasibility.checked_sizing(raised)  # refused before: top-level quotas above the pools' limits
+    top = sum(q.gpu_quota for q in raised.teams)
+    assert top <= sum(p.gpu_limit for p in raised.topology.gpu_pools)
+    assert any(ln.startswith("topology.gpu_pools[0].gpu_limit from 64 to") for ln in lines), lines
