@@ -48,8 +48,8 @@ class CounterSample:
 
 class Replica:
     __slots__ = (
-        "_evicted", "_state", "counter_samples", "created_at", "duty_mark", "duty_mark_t", "engine", "gen", "loads",
-        "pods", "ready_at", "rid", "role", "watch",
+        "_evicted", "_state", "counter_samples", "created_at", "duty_mark", "duty_mark_t", "engine", "gen", "in_transit",
+        "loads", "pods", "ready_at", "rid", "role", "transit_tokens", "watch",
     )
 
     state = Watched[ReplicaState]()
@@ -71,6 +71,12 @@ class Replica:
         """Bumped on every state change, so stale scheduled callbacks can be ignored."""
         self.evicted = False
         self.loads = 0
+        self.in_transit = 0
+        """Requests the router sent that are still in the API server (``Router._hand_over``): counted by its pick, as
+        vLLM Router counts a request from the moment it routes it, or a burst within the overhead would all see the
+        same loads and go to one replica."""
+        self.transit_tokens = 0
+        """Their prompt tokens (the work pick's share of them)."""
         self.duty_mark = 0.0
         self.duty_mark_t = t
         self.counter_samples: deque[CounterSample] = deque()

@@ -174,6 +174,8 @@ class Router:
         P/D hand-over to decode."""
         assert rep.engine is not None
         if role is self.first_role and self._api_server_s > 0:
+            rep.in_transit += 1
+            rep.transit_tokens += req.target
             self._env.at(self._env.now + self._api_server_s, self._admit, role, rep, req)
         else:
             rep.engine.submit(req)
@@ -181,6 +183,8 @@ class Router:
     def _admit(self, role: RoleGroup, rep: Replica, req: Request) -> None:
         """The API server hands ``req`` to ``rep``'s engine, or back to the router if ``rep`` stopped being ready
         (drained, evicted, gone) while the request was on its way."""
+        rep.in_transit -= 1
+        rep.transit_tokens -= req.target
         if req.state == DROPPED:
             return
         if rep.engine is None or rep not in role.ready:
@@ -215,9 +219,9 @@ class Router:
             e = rep.engine
             assert e is not None
             budget = e.m.max_num_batched_tokens - e.n_dec
-            if (e.backlog + floor) / (budget if budget > 1 else 1) >= fewest:
+            if (e.backlog + rep.transit_tokens + floor) / (budget if budget > 1 else 1) >= fewest:
                 continue  # cannot beat the best even with a full hit: skip its cache look-up (same pick)
-            steps = work_steps(e, req)
+            steps = work_steps(e, req) + rep.transit_tokens / (budget if budget > 1 else 1)
             if steps < fewest:
                 best, fewest = rep, steps
         return best
@@ -413,8 +417,9 @@ def two_at_random(rng: random.Random, ready: list[_T]) -> tuple[_T, _T]:
 
 
 def _prefill_load(rep: Replica) -> int:
+    """Outstanding requests: in the engine, and on their way to it (``Replica.in_transit``)."""
     e = rep.engine
-    return len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
+    return len(e.waiting) + len(e.prefilling) + e.n_dec + rep.in_transit if e is not None else 1 << 30
 
 
 def _least_requests(ready: list[Replica]) -> Replica:
@@ -422,7 +427,7 @@ def _least_requests(ready: list[Replica]) -> Replica:
     least, low = ready[0], 1 << 62
     for rep in ready:
         e = rep.engine
-        load = len(e.waiting) + len(e.prefilling) + e.n_dec if e is not None else 1 << 30
+        load = len(e.waiting) + len(e.prefilling) + e.n_dec + rep.in_transit if e is not None else 1 << 30
         if load < low:
             least, low = rep, load
     return least

@@ -42,16 +42,16 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 
 GOLDEN: dict[str, str] = {
     "dev-scale-from-zero": "46711089953c2178",
-    "dev-stack-spot": "5d6933ce59dc060a",
+    "dev-stack-spot": "97f10cc44a7b2def",
     "prod-2am-huge-prompt": "d3fe27d0efb7cc12",
     "prod-gang-7-of-8": "b17e68d10a6e1354",
-    "prod-peak-hour-preemptions": "72133ad145f8a03d",
-    "prod-prefix-trace-pd": "4dc83553ca3e3df5",
-    "prod-stack-pd": "580358151314c4dc",
-    "staging-ami-rollout": "9d9a3d4da88036e0",
-    "staging-consolidation": "0a51767a8e6a6079",
-    "staging-scale-from-zero": "0b5ea2b276116b7d",
-    "staging-stack-aggregated": "1457dc11431640d4",
+    "prod-peak-hour-preemptions": "013104b0a97d26d2",
+    "prod-prefix-trace-pd": "93ee1dfc3903d9d9",
+    "prod-stack-pd": "d6b9b24fa6411dc1",
+    "staging-ami-rollout": "ce9552c98e6026b8",
+    "staging-consolidation": "d8094e9ec0b0254e",
+    "staging-scale-from-zero": "71d0dcf2fc12db94",
+    "staging-stack-aggregated": "87efb9c8db33e1bd",
 }
 
 

@@ -251,3 +251,19 @@ def test_a_replica_that_stops_being_ready_within_the_overhead_never_gets_the_req
     env.run(1.0)
     assert rep.engine.is_empty() and ledger.status[0] == Outcome.IN_SYSTEM
     assert [r.rid for r in router.first_role.gateway] == [0]  # routed again: no replica ready, the gateway holds it
+
+
+def test_requests_on_their_way_count_in_the_pick_so_a_burst_is_spread() -> None:
+    """A burst within the API server's overhead: each request sees the ones routed before it (vLLM Router counts a
+    request from the moment it routes it), so four go two and two, not all four to the first replica."""
+    from gpuscale import perf
+    from gpuscale.sim.vllm_engine import Request
+
+    router, _, env, _ = alone([500] * 8)
+    a, b = _with_ready_replicas(router, env, 2)
+    for rid in range(4, 8):  # arrivals 0-3 of `alone` come a second apart; these four at once
+        router.route(router.first_role, Request(rid, 0.0, 500, 200, 1e9))
+    assert (a.in_transit, b.in_transit) == (2, 2) and a.transit_tokens == b.transit_tokens == 1000
+    env.run(perf.request_overhead_s() * 1.01)  # all admitted, with `alone`'s first arrival (also routed at t = 0)
+    assert a.engine is not None and b.engine is not None
+    assert sorted((a.engine.load, b.engine.load)) == [2, 3] and a.in_transit == b.in_transit == 0
