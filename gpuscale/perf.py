@@ -136,6 +136,22 @@ class StepCost:
     comm_s_per_token: float = 0.0
     """Tensor- and pipeline-parallel traffic per scheduled token (decode or prefill) at the link's bandwidth; 0 for one
     GPU. Not overlapped with the GEMMs (vLLM runs them in sequence), so outside the roofline."""
+    batches_in_flight: int = 1
+    """Batches vLLM keeps in flight at once: the pipeline's stages under pipeline parallelism (``pipeline_batches``),
+    else 1. Decoding sequences are spread over that many micro-batches, each crossing every stage in turn while the
+    others occupy the other stages, so the memory-bound per-sequence parts of a step (KV read, sampling) are paid once
+    per micro-batch of ``n / m`` sequences, ``m = min(batches, n)`` (``decode_share``)."""
+
+    def decode_share(self, n_decode: int) -> float:
+        """Share of the decoding sequences one in-flight micro-batch holds: ``1 / min(batches_in_flight, n)``; 1 without
+        pipeline parallelism or with at most one sequence (one sequence is never in two batches at once)."""
+        m = self.batches_in_flight if n_decode >= self.batches_in_flight else n_decode
+        return 1.0 / m if m > 1 else 1.0
+
+    def context_token_s(self, n_decode: int) -> float:
+        """Seconds per token of context held by ``n_decode`` decoding sequences in one step: the KV read, shared over
+        the in-flight micro-batches (``decode_share``). The engine's decode runs read it per batch size."""
+        return self.per_context_token_s * self.decode_share(n_decode)
 
     @property
     def token_s(self) -> float:
@@ -150,8 +166,12 @@ class StepCost:
         gemm = self.s_per_token * tokens
         if gemm < self.weights_s:  # the roofline: weights stream once however few tokens (max() costs a call)
             gemm = self.weights_s
+        per_seq, per_ctx = self.per_seq_s, self.per_context_token_s
+        if self.batches_in_flight > 1 and n_decode > 1:  # pipeline parallelism: the memory-bound parts per micro-batch
+            share = self.decode_share(n_decode)
+            per_seq, per_ctx = per_seq * share, per_ctx * share
         return (
-            self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
+            self.overhead_s + per_seq * n_decode + gemm + per_ctx * context_tokens
             + self.attention_s_per_pair * prefill_pairs + self.comm_s_per_token * tokens
         )
 
@@ -165,8 +185,11 @@ class StepCost:
 
         tokens = n_decode + prefill_tokens
         gemm = np.maximum(self.weights_s, self.s_per_token * tokens)
+        share: np.ndarray | float = 1.0
+        if self.batches_in_flight > 1:  # ``decode_share`` elementwise
+            share = 1.0 / np.clip(n_decode, 1, self.batches_in_flight)
         out: np.ndarray = (
-            self.overhead_s + self.per_seq_s * n_decode + gemm + self.per_context_token_s * context_tokens
+            self.overhead_s + self.per_seq_s * share * n_decode + gemm + self.per_context_token_s * share * context_tokens
             + self.attention_s_per_pair * prefill_pairs + self.comm_s_per_token * tokens
         )
         return out
@@ -209,8 +232,9 @@ def step_cost(
     stage_link_gb_s: float | None = None,
 ) -> StepCost:
     """Step coefficients of a TP x PP replica. With pipeline parallelism each stage holds 1/pp of the layers and one
-    step crosses every stage, so the memory-bound parts do not shrink with ``pp``; prefill throughput does (stages
-    pipeline micro-batches). ``prefill_rate`` overrides the linear-layer throughput (the sizing's figure).
+    micro-batch crosses every stage, so the weights' stream does not shrink with ``pp``; compute does (the stages work
+    on ``pp`` micro-batches at once), and so do the KV read and per-sequence work of a decode step, spread over those
+    micro-batches (``pipeline_batches``, ``StepCost.decode_share``). ``prefill_rate`` overrides the linear-layer throughput (the sizing's figure).
     ``stage_link_gb_s``: the bandwidth a pipeline-stage boundary crosses (the function ``stage_link_gb_s`` gives it per
     instance), by default the GPU's own link within a node."""
     bw = gpu.memory_bandwidth_tb_s * 1e12
@@ -234,7 +258,20 @@ def step_cost(
         attention_s_per_pair=4.0 * arch.layers * arch.attention_heads * arch.head_dim
         / (gpus * gpu.bf16_dense_tflops * 1e12 * MFU_ATTENTION),
         comm_s_per_token=comm,
+        batches_in_flight=pipeline_batches(pp),
     )
+
+
+def pipeline_batches(pp: int) -> int:
+    """Batches vLLM keeps in flight under pipeline parallelism: one per stage. ``VllmConfig.max_concurrent_batches``
+    (``vllm/config/vllm.py``, L588-598 at v0.33.0; the same body read again at commit 000fc94b): "PP requires PP-size
+    concurrent batches to fill the pipeline", ``pp_size`` with the V1 model runner ("does not fully support async
+    scheduling with PP"), ``pp_size + 1`` with the V2 runner under async scheduling, whose extra batch overlaps the CPU's
+    scheduling with the GPUs (not a stage of its own, so not counted here, as the lag of ``SCHEDULER_LAG_STEPS`` is
+    not at pp 1). ``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769 at v0.33.0) fills that
+    many slots before it waits for the oldest; a decoding request whose token is still in flight has nothing to
+    schedule, so the sequences spread over the batches."""
+    return pp if pp > 1 else 1
 
 
 def stage_link_gb_s(gpu: GpuModel, gpus_per_node: int, network_gbps: float, tp: int, pp: int) -> float:

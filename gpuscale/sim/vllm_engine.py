@@ -22,7 +22,7 @@ Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
 
 Each step costs ``perf.StepCost.step_s`` (the replica model's ``cost``): a mixed step pays close to the larger of its
 prefill and decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs
-out: the step time is ``step_s(n, 0)`` plus ``per_context_token_s`` per token of context, and the context grows by n a
+out: the step time is ``step_s(n, 0)`` plus ``context_token_s(n)`` per token of context, and the context grows by n a
 step, so the run's length is the sum of those steps in closed form; a new request interrupts a run at the next
 step boundary, exactly where vLLM would admit it. No event is ever per token.
 
@@ -183,6 +183,7 @@ class Engine:
         "_mode",
         "_run_A",
         "_run_C0",
+        "_run_c",
         "_run_k",
         "_run_n",
         "_run_t0",
@@ -285,7 +286,8 @@ class Engine:
         # the step cost's parts the step loop reads on every event, looked up once
         self._step_s = model.cost.step_s
         self._fixed = model.decode_fixed_s
-        self._c = model.cost.per_context_token_s
+        self._c = model.decode_context_s
+        self._run_c = 0.0
         self._cap, self._seats = model.kv_capacity_tokens, model.max_num_seqs
 
     # ------------------------------------------------------------------ observation
@@ -651,7 +653,7 @@ class Engine:
             self._run_t0, self._run_A, self._run_C0, self._run_n, self._run_k = t, A, float(ctx), n, k
             if self._busy_since is None:
                 self._busy_since = t
-            c = self._c
+            c = self._run_c = self._c[n]  # per token of context at this batch (pipeline parallelism shares it)
             if joined:  # their first token is the end of this run's first step
                 for r in joined:
                     self.sink.on_first_token(r, t + A + c * ctx)
@@ -669,7 +671,7 @@ class Engine:
                 self.sink.on_drained(self)
 
     def _run_time(self, k: int) -> float:
-        return k * self._run_A + self._c * (k * self._run_C0 + self._run_n * k * (k - 1) / 2.0)
+        return k * self._run_A + self._run_c * (k * self._run_C0 + self._run_n * k * (k - 1) / 2.0)
 
     def _steps_done(self, elapsed: float) -> int:
         """Whole steps of the current run finished ``elapsed`` seconds after it started."""
@@ -693,7 +695,7 @@ class Engine:
 
     def _next_boundary(self, elapsed: float) -> int:
         """The first step boundary of the current run at or after ``elapsed`` (solves the run's quadratic)."""
-        c, A, C0, n = self._c, self._run_A, self._run_C0, self._run_n
+        c, A, C0, n = self._run_c, self._run_A, self._run_C0, self._run_n
         q = c * n / 2.0
         lin = A + c * C0 - q
         if elapsed <= 0:
@@ -778,7 +780,7 @@ class Engine:
             self.step += steps
             if self.does_prefill:
                 self.kv_used += n * steps
-            mid = self._run_A + self._c * (self._run_C0 + n * (steps - 1) / 2.0)
+            mid = self._run_A + self._run_c * (self._run_C0 + n * (steps - 1) / 2.0)
             self.itl.add(mid, n * steps)
             self.itl_sum += mid * n * steps
             self.itl_count += n * steps

@@ -44,7 +44,7 @@ GOLDEN: dict[str, str] = {
     "dev-scale-from-zero": "46711089953c2178",
     "dev-stack-spot": "97f10cc44a7b2def",
     "prod-2am-huge-prompt": "d3fe27d0efb7cc12",
-    "prod-gang-7-of-8": "b17e68d10a6e1354",
+    "prod-gang-7-of-8": "b47c8d8a5dc8f682",
     "prod-peak-hour-preemptions": "013104b0a97d26d2",
     "prod-prefix-trace-pd": "93ee1dfc3903d9d9",
     "prod-stack-pd": "d6b9b24fa6411dc1",
