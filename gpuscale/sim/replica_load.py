@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuscale import perf
+from gpuscale import perf, sizing
 from gpuscale.sim.events import Environment
 from gpuscale.sim.replica import ReplicaModel, build_replica_model
 from gpuscale.sim.vllm_engine import Engine, ItlHistogram, Request
@@ -43,6 +43,12 @@ MEASURED_ROUNDS = 4
 """Closed loop: completions per client in the measured window."""
 NO_DEADLINE = 1e18
 """Benchmark clients wait for every answer (no client timeout)."""
+OFFLINE_MAX_NUM_BATCHED_TOKENS = {True: 16384, False: 8192}
+"""The chunked-prefill budget vLLM gives its offline ``LLM`` class (``benchmark_throughput``, ``LLM.generate``), by
+whether the GPU is one of ``sizing.LARGE_SCHEDULER_GPUS``: ``EngineArgs.get_batch_defaults``
+(``vllm/engine/arg_utils.py``) sets ``UsageContext.LLM_CLASS`` to 16384 where the device has at least 70 GiB and is not
+an A100, else 8192, against the API server's 8192 / 2048 (``sizing.max_num_batched_tokens``). ``max_num_seqs`` is the
+same for both contexts there."""
 
 
 class _Recorder:
@@ -213,8 +219,11 @@ def open_loop(model: ReplicaModel, rate_per_s: float, prompts: Sequence[int], ou
 
 
 def offline(model: ReplicaModel, prompts: Sequence[int], outputs: Sequence[int]) -> LoadResult:
-    """Every request submitted at t = 0: the replica's maximum throughput for these sizes."""
-    return _run_all(model, [0.0] * len(prompts), prompts, outputs, overhead_s=0.0)
+    """Every request submitted at t = 0: the replica's maximum throughput for these sizes, with the engine configured
+    as vLLM's ``LLM`` class configures it (``OFFLINE_MAX_NUM_BATCHED_TOKENS``)."""
+    budget = OFFLINE_MAX_NUM_BATCHED_TOKENS[model.gpu in sizing.LARGE_SCHEDULER_GPUS]
+    return _run_all(model.model_copy(update={"max_num_batched_tokens": budget}), [0.0] * len(prompts), prompts, outputs,
+                    overhead_s=0.0)
 
 
 def offline_requests(model: ReplicaModel, prompt: int, output: int) -> int:

@@ -54,3 +54,15 @@ def test_open_loop_carries_its_rate_below_capacity_and_offline_is_the_ceiling(r8
 def test_jitter_stays_within_its_band() -> None:
     x = rl.jittered(np.random.default_rng(1), 1000, 10_000)
     assert x.min() >= 900 and x.max() <= 1100 and abs(x.mean() - 1000) < 5
+
+
+def test_offline_runs_the_engine_with_the_llm_class_prefill_budget(r8b: ReplicaModel) -> None:
+    """``LLM.generate`` prefills in chunks of 16384 tokens on an H100 (8192 behind the API server), 8192 on an L40S."""
+    assert r8b.max_num_batched_tokens == 8192
+    alone = rl.offline(r8b, [12000], [2]).as_json()
+    assert alone["ttft_mean_s"] == pytest.approx(float(r8b.cost.prefill_alone_s(np.array([12000]), 16384)[0]), rel=1e-9)
+    assert alone["ttft_mean_s"] < r8b.idle_prefill_s(12000)
+    l40s = rl.replica_alone(MODELS["llama-3.1-8b"], CATALOGUE["g6e.xlarge"], 1)
+    assert l40s.max_num_batched_tokens == 2048
+    got = rl.offline(l40s, [12000], [2]).as_json()["ttft_mean_s"]
+    assert got == pytest.approx(float(l40s.cost.prefill_alone_s(np.array([12000]), 8192)[0]), rel=1e-9)
