@@ -75,12 +75,6 @@ class ReplicaModel(Spec):
 
     @overload
     def fits(self, prompt: int, output: int) -> bool: ...
-    @cached_property
-    def decode_context_s(self) -> tuple[float, ...]:
-        """``cost.context_token_s(n)`` for n = 0 .. ``max_num_seqs``: a decode step's seconds per token of context at
-        batch ``n`` (the KV read, shared over the in-flight micro-batches under pipeline parallelism)."""
-        return tuple(self.cost.context_token_s(n) for n in range(self.max_num_seqs + 1))
-
     @overload
     def fits(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray: ...
 
