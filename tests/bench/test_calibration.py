@@ -35,7 +35,8 @@ def test_a_slice_of_fit_and_validation_sources_runs(cal: ModuleType) -> None:
     rows = result["rows"]
     assert {r["source"] for r in rows} == {"vLLM CI", "Azure A100 benchmark_serving", "TensorRT-LLM 0.5.0"}
     assert result["sets"]["fit"]["points"] == sum(r["set"] == "fit" for r in rows) == 14
-    assert result["sets"]["validation"]["points"] == 8
+    # the gists' runs: TP4 at QPS 1 and 4, TP4 x PP2 at 1 and 4 (no throughput at 1), TP2 x PP2 at 1, 4, 16 and inf
+    assert result["sets"]["validation"]["points"] == 6 + 5 + 12 == 23
     assert result["sets"]["reference"]["points"] == 3
     assert all(r["simulated"] > 0 and math.isfinite(r["error"]) for r in rows)
     # every point is in exactly one regime group and one GPU/TP group of its set
@@ -47,7 +48,20 @@ def test_a_slice_of_fit_and_validation_sources_runs(cal: ModuleType) -> None:
     (group,) = [g for g in result["ttft_by_regime"] if (g["set"], g["regime"]) == ("validation", "light load")]
     assert group["median_abs_error"] == pytest.approx(statistics.median(abs(r["error"]) for r in light))
     errs = sorted(abs(r["error"]) for r in rows if r["set"] == "validation")
-    assert result["sets"]["validation"]["median_abs_error"] == pytest.approx((errs[3] + errs[4]) / 2)
+    assert result["sets"]["validation"]["median_abs_error"] == pytest.approx(errs[11])
+    # above the served rate (16 QPS and all at once) the gists' runs are saturation, not queueing
+    assert {r["regime"] for r in rows if "16 QPS" in r["setup"] or "inf QPS" in r["setup"]} == {"saturation"}
+
+
+def test_sharegpt_is_sampled_at_the_means_a_source_reports(cal: ModuleType) -> None:
+    """The gists' 200 requests average 213 in / 214 out by their own tables; the default is the v0.6.0 blog's 202 / 179.
+    Both survive vLLM's pruning (prompt <= 1024, prompt + output <= 2048)."""
+    import numpy as np
+
+    for means in (cal.SHAREGPT_MEAN_TOKENS, cal.AZURE_SHAREGPT_MEAN_TOKENS):
+        p, o = (np.array(x) for x in cal.sharegpt_sizes(np.random.default_rng(7), 20000, means))
+        assert p.mean() == pytest.approx(means[0], rel=0.03) and o.mean() == pytest.approx(means[1], rel=0.03)
+        assert p.max() <= 1024 and (p + o).max() <= 2048 and min(p.min(), o.min()) >= 4
 
 
 def test_a_tensorrt_llm_point_is_held_to_vllm_through_the_stated_engine_factor(cal: ModuleType) -> None:
