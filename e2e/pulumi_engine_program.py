@@ -77,7 +77,8 @@ def with_skip_await(meta: Any) -> dict[str, Any]:
 def left_out(spec: PlatformSpec) -> dict[str, str]:
     """The platform's components (logical names) with AWS children that ``cluster_half`` leaves out, and why (the
     chart components it also leaves out are known from the synth: each has a Helm chart child there)."""
-    return aws_left_out(PLATFORM_NAME, spec)
+    out: dict[str, str] = aws_left_out(PLATFORM_NAME, spec)
+    return out
 
 
 def cluster_half(spec: PlatformSpec, provider: k8s.Provider) -> ClusterHalf:
