@@ -1,10 +1,11 @@
 """Layer 3, composed once: the serving namespaces, the alert rules and dashboards, and per model its ``VllmService``,
 spare-node ``CapacityBufferSet`` or ``PlaceholderPodSet``, ``FrontDoor`` and one ``RoleAutoscaler`` per role.
 
-``InferencePlatform`` calls it with the charts it installed before (Prometheus stack, KAI, LWS, KEDA, Karpenter) as
-what each piece waits for; the real-engine tier (``e2e/pulumi_engine_program.py``) calls it on a cluster that
-already has the charts' CRDs, without front doors (their router is a Helm chart, which cannot be fetched there). So
-the program the engine runs is this composition, not a copy that can drift from it.
+``platform_layers`` calls it (for ``InferencePlatform`` and the real-engine tier, ``e2e/pulumi_engine_program.py``)
+with the charts it installed before (Prometheus stack, KAI, LWS, KEDA, Karpenter) as what each piece waits for, or,
+without charts, with none and without front doors (their router is a Helm chart). ``ModelOnCluster`` calls its
+per-model half, ``model_serving``, for its one model in the caller's namespace. So every program that serves a model
+runs this composition, not a copy that can drift from it.
 
 A function, not a ComponentResource: the pieces keep the caller as their parent, so their URNs (and every stack
 already deployed) stay as they were.

@@ -2,9 +2,9 @@
 
 ``InferencePlatform`` creates the EKS cluster and everything in it through one provider made from that cluster; here
 the cluster is the local control plane, so the in-cluster pieces are registered on a provider made from a kubeconfig
-(with the settings of the one ``EksCluster`` makes, ``components/kubernetes_provider.py``): layer 3 is
-``InferencePlatform``'s own composition (``components/serving_layer.py``, called by both), layers 1 and 2 the same
-components with the same logical names and args from the spec. Left out, and why:
+(with the settings of the one ``EksCluster`` makes, ``components/kubernetes_provider.py``): everything in the cluster
+is ``InferencePlatform``'s own composition (``components/platform_layers.py``, called by both), with
+``charts=False, aws=False``. Left out (``platform_layers`` names each, with the reason), and why:
 
 - every component that installs a Helm chart (Karpenter, the device plugins, DCGM exporter, kube-prometheus-stack, KAI,
   LWS, KEDA, prometheus-adapter, and a model's ``FrontDoor``, whose router is the llm-d chart): the chart repositories
