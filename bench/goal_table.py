@@ -34,7 +34,7 @@ the plan stack's rows) and prints the table as Markdown. **Resumable**: each cel
 ``--json`` file already holds under the same key is kept, not run again (``--fresh`` runs them all), so an interrupted
 run continues where it stopped and a run at unchanged code finishes at once. Progress goes to stderr: each step of a
 cell, and per finished cell its seconds, its simulations and an estimate of the time left; ``--markdown-only`` prints the table of an existing JSON without simulating
-(``--docs`` writes it between the markers of ``docs/simulator.md``).
+(``--docs`` writes it, and why each goal is missed per cell, between the markers of ``docs/simulator.md``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
 from gpuscale.plan.goal_table import load_goal_table  # noqa: E402
-from gpuscale.plan.render import goal_table_markdown  # noqa: E402
+from gpuscale.plan.render import goal_table_docs, goal_table_markdown  # noqa: E402
 from gpuscale.sim.metrics import PolicyResult  # noqa: E402
 from gpuscale.sim.scenarios import primary_model  # noqa: E402
 from gpuscale.sim.traffic import TraceTraffic, generate, trace_granularity_s  # noqa: E402
@@ -270,11 +270,12 @@ def markdown(path: Path) -> str:
 
 
 def write_docs(path: Path) -> None:
-    """Replace the generated table between the markers of ``docs/simulator.md``."""
+    """Replace what is between the markers of ``docs/simulator.md``: the table and why each goal is missed, both
+    rendered from the JSON (``goal_table_docs``)."""
     text = DOCS.read_text()
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    DOCS.write_text(f"{head}{BEGIN}\n{markdown(path)}{END}{tail}")
+    DOCS.write_text(f"{head}{BEGIN}\n{goal_table_docs(load_goal_table(path))}{END}{tail}")
 
 
 def bucketed(name: str, workdir: Path) -> bool:

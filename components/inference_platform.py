@@ -4,6 +4,9 @@ Order matters where there is no data dependency: Helm charts install the CRDs th
 (Karpenter -> NodePools, KAI -> Queues/Topology, LWS -> LeaderWorkerSets, prometheus-operator -> PodMonitors,
 KEDA -> ScaledObjects), so each custom resource waits for its chart (``opts.depends_on``). Cross-layer checks run
 first: a spec whose layers disagree is refused before a single resource is registered.
+
+The platform creates the AWS provider and the EKS cluster; everything in the cluster is ``platform_layers``
+(``components/platform_layers.py``), the composition the real-engine tier runs too.
 """
 
 from __future__ import annotations
@@ -16,33 +19,22 @@ import pulumi_kubernetes as k8s
 from pydantic import Field
 
 from gpuscale.components.children import Refused, child_opts, refused, register_target
-from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
-from gpuscale.components.dcgm_exporter import DcgmExporter, DcgmExporterArgs
-from gpuscale.components.efa_device_plugin import EfaDevicePlugin, EfaDevicePluginArgs
 from gpuscale.components.eks_cluster import EksCluster, EksClusterArgs
-from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
-from gpuscale.components.inputs import NonEmpty, PrincipalArn, StrInput
-from gpuscale.components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
-from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
-from gpuscale.components.karpenter_controller import KarpenterController, KarpenterControllerArgs
-from gpuscale.components.keda_operator import KedaOperator, KedaOperatorArgs
-from gpuscale.components.lws_controller import LwsController, LwsControllerArgs
-from gpuscale.components.nvidia_device_plugin import NvidiaDevicePlugin, NvidiaDevicePluginArgs
-from gpuscale.components.prometheus_adapter import PrometheusAdapter, PrometheusAdapterArgs
-from gpuscale.components.prometheus_stack import PrometheusStack, PrometheusStackArgs
-from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
-from gpuscale.components.serving_layer import ServingLayerArgs, serving_layer
+from gpuscale.components.inputs import NonEmpty, PrincipalArn
+from gpuscale.components.platform_layers import PlatformLayersArgs, platform_layers
 from gpuscale.feasibility import checked_sizing
-from gpuscale.manifests import autoscaling, vllm
-from gpuscale.manifests.karpenter import efa_pools
-from gpuscale.manifests.namespaces import PROMETHEUS_STACK_NAMESPACE
 from gpuscale.platform_checks import platform_problems
 from gpuscale.problems import Problems
 from gpuscale.spec.base import Spec
-from gpuscale.spec.environment import ExistingSubnetsSpec
 from gpuscale.spec.platform import PlatformSpec
 
-__all__ = ["AwsAssumeRole", "InferencePlatform", "InferencePlatformArgs"]
+__all__ = ["AwsAssumeRole", "InferencePlatform", "InferencePlatformArgs", "default_cluster_name"]
+
+
+def default_cluster_name(platform_name: str, spec: PlatformSpec) -> str:
+    """The EKS cluster an ``InferencePlatform`` named ``platform_name`` creates when its args name none."""
+    return f"{platform_name}-{spec.environment.name}"
+
 
 class AwsAssumeRole(Spec):
     """One role the AWS provider gpuscale creates assumes (``aws:assumeRoles`` items, in snake case); the last one
@@ -126,18 +118,16 @@ class InferencePlatform(pulumi.ComponentResource):
         if created:
             raise Refused(created)
         super().__init__("gpuscale:index:InferencePlatform", name, None, opts)
-        self._name, self._spec, self._sizing, self._opts = name, args.spec, sizing, opts
+        self._name, self._spec, self._opts = name, args.spec, opts
         cluster = self._cluster(args)
-        nodes = self._nodes(cluster)
-        monitoring, prometheus_url = self._monitoring()
-        serving_deps = self._scheduling(monitoring)
-        endpoints = self._serving(cluster, serving_deps, monitoring, prometheus_url)
-
+        layers = platform_layers(name, PlatformLayersArgs(spec=args.spec, sizing=sizing,
+                                                          cluster_name=cluster.cluster_name), self._on_cluster)
         self.cluster_name = cluster.cluster_name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.endpoint = cluster.endpoint
-        self.node_pool_names = pulumi.Output.all(*[p.node_pool_name for p in nodes])
-        self.model_endpoints = pulumi.Output.all(**endpoints)
+        self.node_pool_names = pulumi.Output.all(*[p.node_pool_name for p in layers.node_pools])
+        self.queue_names = layers.queue_names
+        self.model_endpoints = pulumi.Output.all(**layers.endpoints)
         self.register_outputs({
             "cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig, "endpoint": self.endpoint,
             "node_pool_names": self.node_pool_names, "queue_names": self.queue_names, "model_endpoints": self.model_endpoints,
@@ -157,7 +147,7 @@ class InferencePlatform(pulumi.ComponentResource):
         cluster = EksCluster(
             f"{name}-cluster",
             EksClusterArgs.from_spec(
-                spec, cluster_name=args.cluster_name or f"{name}-{spec.environment.name}",
+                spec, cluster_name=args.cluster_name or default_cluster_name(name, spec),
                 kubeconfig_role_arn=args.kubeconfig_role_arn if args.kubeconfig_role_arn is not None else role_arn,
                 kubeconfig_profile=args.kubeconfig_profile if args.kubeconfig_profile is not None else profile,
             ),
@@ -165,92 +155,6 @@ class InferencePlatform(pulumi.ComponentResource):
         )
         self._in_cluster: list[pulumi.ProviderResource] = [*aws_providers, cluster.provider]
         return cluster
-
-    def _nodes(self, cluster: EksCluster) -> list[GpuNodePool | CpuNodePool]:
-        """Layer 1: Karpenter, its CPU and GPU pools, the device plugins; returns the pools, GPU pools first."""
-        name, spec = self._name, self._spec
-        karpenter = KarpenterController(
-            f"{name}-karpenter", KarpenterControllerArgs.from_spec(spec, cluster_name=cluster.cluster_name),
-            opts=self._on_cluster(),
-        )
-        self._karpenter_chart = karpenter.chart  # installs the CapacityBuffer CRD the model headroom needs
-        # existing subnets are not tagged for discovery: the node pools name them
-        subnets = cluster.private_subnet_ids if isinstance(spec.environment.networking, ExistingSubnetsSpec) else None
-        cpu = CpuNodePool(
-            f"{name}-cpu",
-            CpuNodePoolArgs.from_spec(spec, cluster_name=cluster.cluster_name,
-                                      node_role_name=karpenter.node_role_name, subnet_ids=subnets),
-            opts=self._on_cluster(karpenter.chart),
-        )
-        pools: list[GpuNodePool | CpuNodePool] = [
-            GpuNodePool(
-                f"{name}-{pool.name}",
-                GpuNodePoolArgs.from_spec(spec, pool.name, cluster_name=cluster.cluster_name,
-                                          node_role_name=karpenter.node_role_name, subnet_ids=subnets),
-                opts=self._on_cluster(karpenter.chart),
-            )
-            for pool in spec.topology.gpu_pools
-        ]
-        pools.append(cpu)  # listed last, as node_pool_names reports them
-        NvidiaDevicePlugin(f"{name}-device-plugin", NvidiaDevicePluginArgs.from_spec(spec), opts=self._on_cluster())
-        if efa_pools(spec):
-            EfaDevicePlugin(f"{name}-efa-device-plugin", EfaDevicePluginArgs.from_spec(spec), opts=self._on_cluster())
-        return pools
-
-    def _monitoring(self) -> tuple[list[pulumi.Resource], StrInput]:
-        """kube-prometheus-stack when the spec installs it (KAI, KEDA and the vLLM PodMonitors use its CRDs), and
-        the Prometheus URL the autoscalers query."""
-        spec = self._spec
-        prometheus_url: StrInput = spec.observability.prometheus_url
-        monitoring: list[pulumi.Resource] = []
-        if spec.observability.install_prometheus_stack:
-            prometheus = PrometheusStack(f"{self._name}-prometheus", PrometheusStackArgs.from_spec(spec),
-                                         opts=self._on_cluster())
-            monitoring.append(prometheus.chart)
-            if prometheus_url == autoscaling.prometheus_stack_url(PROMETHEUS_STACK_NAMESPACE):
-                prometheus_url = prometheus.prometheus_url  # the same URL, carrying the release as a dependency
-        # GPU health (XID, ECC), scraped for alerts, never an autoscaling input
-        DcgmExporter(f"{self._name}-dcgm-exporter", DcgmExporterArgs.from_spec(spec), opts=self._on_cluster(*monitoring))
-        return monitoring, prometheus_url
-
-    def _scheduling(self, monitoring: list[pulumi.Resource]) -> list[pulumi.Resource]:
-        """Layer 2: KAI, the queue tree and the Topology; returns what the serving pods wait for."""
-        name, spec = self._name, self._spec
-        kai = KaiScheduler(f"{name}-kai", KaiSchedulerArgs.from_spec(spec), opts=self._on_cluster(*monitoring))
-        queues = QueueTree(f"{name}-queues", QueueTreeArgs.from_spec(spec), opts=self._on_cluster(kai.chart))
-        topology = KaiTopology(f"{name}-topology", KaiTopologyArgs.from_spec(spec), opts=self._on_cluster(kai.chart))
-        self.queue_names = queues.queue_names
-        serving_deps: list[pulumi.Resource] = [kai.chart, *queues.queues.values(), topology, *monitoring]
-        if vllm.needs_lws(self._sizing):
-            serving_deps.append(LwsController(f"{name}-lws", LwsControllerArgs(), opts=self._on_cluster()).chart)
-        return serving_deps
-
-    def _scalers(self, monitoring: list[pulumi.Resource], prometheus_url: StrInput) -> list[pulumi.Resource]:
-        """KEDA and prometheus-adapter, when a model's autoscalers need them."""
-        name, spec = self._name, self._spec
-        scaler_deps: list[pulumi.Resource] = []
-        if autoscaling.needs_keda(spec):
-            scaler_deps.append(
-                KedaOperator(f"{name}-keda", KedaOperatorArgs.from_spec(spec), opts=self._on_cluster(*monitoring)).chart
-            )
-        if autoscaling.needs_prometheus_adapter(spec):
-            scaler_deps.append(PrometheusAdapter(
-                f"{name}-prometheus-adapter",
-                PrometheusAdapterArgs(prometheus_url=prometheus_url), opts=self._on_cluster(*monitoring),
-            ).chart)
-        return scaler_deps
-
-    def _serving(self, cluster: EksCluster, serving_deps: list[pulumi.Resource], monitoring: list[pulumi.Resource],
-                 prometheus_url: StrInput) -> dict[str, pulumi.Output[str]]:
-        """Layer 3 (``serving_layer``, which the real-engine tier runs too); returns the endpoint clients call per
-        model."""
-        scaler_deps = self._scalers(monitoring, prometheus_url)
-        layer = serving_layer(self._name, ServingLayerArgs(
-            spec=self._spec, sizing=self._sizing, prometheus_url=prometheus_url, cluster_name=cluster.cluster_name,
-            monitoring=monitoring, scheduling=serving_deps, scalers=scaler_deps, node_charts=[self._karpenter_chart],
-        ), self._on_cluster)
-        endpoints: dict[str, pulumi.Output[str]] = layer.endpoints
-        return endpoints
 
     def _aws_provider(self, args: InferencePlatformArgs) -> aws.Provider | None:
         """The AWS provider gpuscale creates, or None when the caller's (explicit or inherited) is used."""

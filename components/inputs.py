@@ -140,11 +140,16 @@ def resolved(settings: S, **overrides: object) -> S | pulumi.Output[S]:
     """``settings`` with each override that is not ``None`` put in and validated again: a plain ``S`` when every
     override is plain, else an Output once they are known (an Output namespace gets the checks a plain one got)."""
     given = {k: v for k, v in overrides.items() if v is not None}
+
+    def rebuilt(values: dict[str, object]) -> S:
+        # only the fields that were set, nested models as they are: a dump would turn every default into a value set
+        # by the user, which a validator may refuse (``cooldown_s`` behind a front door)
+        kept = {k: getattr(settings, k) for k in settings.model_fields_set}
+        return type(settings).model_validate({**kept, **values})
+
     if not any(is_output(v) for v in given.values()):
-        return type(settings).model_validate({**settings.model_dump(), **given}) if given else settings
-    return pulumi.Output.all(**given).apply(
-        lambda values: type(settings).model_validate({**settings.model_dump(), **values})
-    )
+        return rebuilt(given) if given else settings
+    return pulumi.Output.all(**given).apply(rebuilt)
 
 
 def lift(value: T | pulumi.Output[T], fn: Callable[[T], U]) -> U | pulumi.Output[U]:

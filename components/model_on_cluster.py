@@ -14,15 +14,11 @@ import pulumi
 from pydantic import ValidationError
 
 from gpuscale.components.alert_rules import AlertRules, AlertRulesArgs
-from gpuscale.components.capacity_buffer import CapacityBufferSet, CapacityBufferSetArgs
 from gpuscale.components.children import Refused, child_opts
 from gpuscale.components.dashboards import Dashboards, DashboardsArgs
-from gpuscale.components.front_door import FrontDoor, FrontDoorArgs
-from gpuscale.components.inputs import ClusterName, Namespace, PrometheusUrl, QueueName, StrInput
-from gpuscale.components.placeholder_pods import PlaceholderPodSet, PlaceholderPodSetArgs
+from gpuscale.components.inputs import ClusterName, Namespace, PrometheusUrl, QueueName
 from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
-from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerArgs
-from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
+from gpuscale.components.serving_layer import ServingLayerArgs, model_serving
 from gpuscale.feasibility import checked_sizing
 from gpuscale.problems import Problem, Problems
 from gpuscale.sizing import PlatformSizing
@@ -140,32 +136,13 @@ class ModelOnCluster(pulumi.ComponentResource):
         model = spec.models[0]
         queues = QueueTree(f"{name}-queue", QueueTreeArgs.from_spec(spec, parent_queue=args.parent_queue),
                            opts=child_opts(self, opts))
-        service = VllmService(
-            name, VllmServiceArgs.from_platform(spec, sizing, model.name, namespace=args.namespace,
-                                                cluster_name=args.cluster_name),
-            opts=child_opts(self, opts, *queues.queues.values()),
-        )
-        self.endpoint = service.endpoint
-        spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name, namespace=args.namespace)
-        if spare.emits:  # spare nodes kept by the cluster's Karpenter (the gate is capacity_buffer_gate)
-            CapacityBufferSet(f"{name}-headroom", spare, opts=child_opts(self, opts, *service.workloads.values()))
-        held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name, namespace=args.namespace)
-        if held.emits:  # the same spare nodes held by placeholder pods in the team's queue
-            PlaceholderPodSet(f"{name}-placeholders", held,
-                              opts=child_opts(self, opts, *queues.queues.values(), *service.workloads.values()))
-        if model.has_front_door:
-            door = FrontDoor(f"{name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name,
-                                                                        namespace=args.namespace),
-                             opts=child_opts(self, opts, *service.workloads.values()))
-            self.endpoint = door.endpoint
-        url: StrInput = args.prometheus_url
-        for role in model.serving.roles:
-            RoleAutoscaler(
-                f"{name}-{role}",
-                RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, namespace=args.namespace,
-                                                 prometheus_url=url),
-                opts=child_opts(self, opts, service.workloads[role]),
-            )
+        # layer 3 as InferencePlatform composes it, in the caller's namespace, waiting for the team's queue
+        served = model_serving(name, ServingLayerArgs(
+            spec=spec, sizing=sizing, prometheus_url=args.prometheus_url, cluster_name=args.cluster_name,
+            scheduling=list(queues.queues.values()),
+        ), model, lambda *after: child_opts(self, opts, *after), namespace=args.namespace)
+        service = served.service
+        self.endpoint = served.endpoint
         if args.alert_rules:
             AlertRules(f"{name}-alerts", AlertRulesArgs.for_model(spec, sizing, model.name, namespace=args.namespace),
                        opts=child_opts(self, opts, *service.workloads.values()))

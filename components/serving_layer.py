@@ -1,10 +1,11 @@
 """Layer 3, composed once: the serving namespaces, the alert rules and dashboards, and per model its ``VllmService``,
 spare-node ``CapacityBufferSet`` or ``PlaceholderPodSet``, ``FrontDoor`` and one ``RoleAutoscaler`` per role.
 
-``InferencePlatform`` calls it with the charts it installed before (Prometheus stack, KAI, LWS, KEDA, Karpenter) as
-what each piece waits for; the real-engine tier (``e2e/pulumi_engine_program.py``) calls it on a cluster that
-already has the charts' CRDs, without front doors (their router is a Helm chart, which cannot be fetched there). So
-the program the engine runs is this composition, not a copy that can drift from it.
+``platform_layers`` calls it (for ``InferencePlatform`` and the real-engine tier, ``e2e/pulumi_engine_program.py``)
+with the charts it installed before (Prometheus stack, KAI, LWS, KEDA, Karpenter) as what each piece waits for, or,
+without charts, with none and without front doors (their router is a Helm chart). ``ModelOnCluster`` calls its
+per-model half, ``model_serving``, for its one model in the caller's namespace. So every program that serves a model
+runs this composition, not a copy that can drift from it.
 
 A function, not a ComponentResource: the pieces keep the caller as their parent, so their URNs (and every stack
 already deployed) stay as they were.
@@ -29,9 +30,10 @@ from gpuscale.components.role_autoscaler import RoleAutoscaler, RoleAutoscalerAr
 from gpuscale.components.vllm_service import VllmService, VllmServiceArgs
 from gpuscale.manifests import vllm
 from gpuscale.sizing import PlatformSizing
+from gpuscale.spec.model import ModelDeployment
 from gpuscale.spec.platform import PlatformSpec
 
-__all__ = ["ServingLayer", "ServingLayerArgs", "serving_layer"]
+__all__ = ["ModelServing", "ServingLayer", "ServingLayerArgs", "model_serving", "serving_layer"]
 
 FRONT_DOOR_LEFT_OUT = "a FrontDoor, whose router installs a Helm chart (llm-d): left out by front_doors=False"
 
@@ -90,32 +92,54 @@ def serving_layer(name: str, args: ServingLayerArgs, on_cluster: OnCluster) -> S
     for model in spec.models:
         # plain namespace names (objects built without waiting on an Output), the Namespace as a dependency
         namespace = namespaces[model.serving.namespace]
-        service = VllmService(
-            f"{name}-{model.name}",
-            VllmServiceArgs.from_platform(spec, sizing, model.name, cluster_name=args.cluster_name),
-            opts=on_cluster(namespace, *args.scheduling),
+        served = model_serving(f"{name}-{model.name}", args, model,
+                               lambda *after, ns=namespace: on_cluster(ns, *after))
+        out.endpoints[model.name] = served.endpoint
+        out.left_out.update(served.left_out)
+    return out
+
+
+@dataclass
+class ModelServing:
+    service: VllmService
+    endpoint: pulumi.Output[str]
+    """The URL clients call: the front door's, else the service's."""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Logical name of a piece not created -> why."""
+
+
+def model_serving(name: str, args: ServingLayerArgs, model: ModelDeployment, on_cluster: OnCluster, *,
+                  namespace: StrInput | None = None) -> ModelServing:
+    """One model's layer 3, in ``namespace`` (default its ``serving.namespace``): ``<name>`` (VllmService),
+    ``<name>-headroom`` (CapacityBufferSet) or ``<name>-placeholders`` (PlaceholderPodSet) when its headroom pays,
+    ``<name>-door`` (FrontDoor) and ``<name>-<role>`` (RoleAutoscaler), each waiting for what it needs. ``serving_layer``
+    calls it per model; ``ModelOnCluster`` for its one model (its team's queue as ``args.scheduling``)."""
+    spec, sizing = args.spec, args.sizing
+    service = VllmService(
+        name, VllmServiceArgs.from_platform(spec, sizing, model.name, namespace=namespace, cluster_name=args.cluster_name),
+        opts=on_cluster(*args.scheduling),
+    )
+    out = ModelServing(service, service.endpoint)
+    spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name, namespace=namespace)
+    if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
+        CapacityBufferSet(f"{name}-headroom", spare, opts=on_cluster(*args.node_charts, *service.workloads.values()))
+    held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name, namespace=namespace)
+    if held.emits:  # the same spare nodes held by low-priority pods in the model's queue (no gate needed)
+        PlaceholderPodSet(f"{name}-placeholders", held,
+                          opts=on_cluster(*args.scheduling, *service.workloads.values()))
+    if model.has_front_door and not args.front_doors:
+        out.left_out[f"{name}-door"] = FRONT_DOOR_LEFT_OUT
+    elif model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
+        door = FrontDoor(
+            f"{name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name, namespace=namespace),
+            opts=on_cluster(*service.workloads.values(), *args.monitoring),
         )
-        out.endpoints[model.name] = service.endpoint
-        spare = CapacityBufferSetArgs.from_platform(spec, sizing, model.name)
-        if spare.emits:  # spare nodes for the scale-ups, behind Karpenter's CapacityBuffer gate (the chart's)
-            CapacityBufferSet(f"{name}-{model.name}-headroom", spare,
-                              opts=on_cluster(namespace, *args.node_charts, *service.workloads.values()))
-        held = PlaceholderPodSetArgs.from_platform(spec, sizing, model.name)
-        if held.emits:  # the same spare nodes held by low-priority pods in the model's queue (no gate needed)
-            PlaceholderPodSet(f"{name}-{model.name}-placeholders", held,
-                              opts=on_cluster(namespace, *args.scheduling, *service.workloads.values()))
-        if model.has_front_door and not args.front_doors:
-            out.left_out[f"{name}-{model.name}-door"] = FRONT_DOOR_LEFT_OUT
-        elif model.has_front_door:  # before the model: holds requests while it wakes, and owns the client URL
-            door = FrontDoor(
-                f"{name}-{model.name}-door", FrontDoorArgs.from_platform(spec, sizing, model.name),
-                opts=on_cluster(namespace, *service.workloads.values(), *args.monitoring),
-            )
-            out.endpoints[model.name] = door.endpoint
-        for role in model.serving.roles:
-            RoleAutoscaler(
-                f"{name}-{model.name}-{role}",
-                RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, prometheus_url=args.prometheus_url),
-                opts=on_cluster(namespace, service.workloads[role], *args.scalers),
-            )
+        out.endpoint = door.endpoint
+    for role in model.serving.roles:
+        RoleAutoscaler(
+            f"{name}-{role}",
+            RoleAutoscalerArgs.from_platform(spec, sizing, model.name, role, namespace=namespace,
+                                             prometheus_url=args.prometheus_url),
+            opts=on_cluster(service.workloads[role], *args.scalers),
+        )
     return out

@@ -2,9 +2,9 @@
 
 ``InferencePlatform`` creates the EKS cluster and everything in it through one provider made from that cluster; here
 the cluster is the local control plane, so the in-cluster pieces are registered on a provider made from a kubeconfig
-(with the settings of the one ``EksCluster`` makes, ``components/kubernetes_provider.py``): layer 3 is
-``InferencePlatform``'s own composition (``components/serving_layer.py``, called by both), layers 1 and 2 the same
-components with the same logical names and args from the spec. Left out, and why:
+(with the settings of the one ``EksCluster`` makes, ``components/kubernetes_provider.py``): everything in the cluster
+is ``InferencePlatform``'s own composition (``components/platform_layers.py``, called by both), with
+``charts=False, aws=False``. Left out (``platform_layers`` names each, with the reason), and why:
 
 - every component that installs a Helm chart (Karpenter, the device plugins, DCGM exporter, kube-prometheus-stack, KAI,
   LWS, KEDA, prometheus-adapter, and a model's ``FrontDoor``, whose router is the llm-d chart): the chart repositories
@@ -24,7 +24,7 @@ this program adds to what the components emit, and the comparison ignores exactl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +32,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuscale.components.children import Refused
-from gpuscale.components.cpu_node_pool import CpuNodePool, CpuNodePoolArgs
-from gpuscale.components.gpu_node_pool import GpuNodePool, GpuNodePoolArgs
-from gpuscale.components.kai_topology import KaiTopology, KaiTopologyArgs
+from gpuscale.components.inference_platform import default_cluster_name
 from gpuscale.components.kubernetes_provider import kubernetes_provider
-from gpuscale.components.queue_tree import QueueTree, QueueTreeArgs
-from gpuscale.components.serving_layer import ServingLayerArgs, serving_layer
+from gpuscale.components.platform_layers import PlatformLayersArgs, aws_left_out, platform_layers
 from gpuscale.feasibility import checked_sizing
 from gpuscale.problems import Problems, Refusal
 from gpuscale.spec.platform import PlatformSpec
@@ -78,51 +75,25 @@ def with_skip_await(meta: Any) -> dict[str, Any]:
 
 
 def left_out(spec: PlatformSpec) -> dict[str, str]:
-    """The platform's components (logical names) with AWS children that ``cluster_half`` leaves out, and why."""
-    return {
-        f"{PLATFORM_NAME}-{pool.name}": "a GpuNodePool with an EC2 cluster placement group (aws.ec2.PlacementGroup, "
-                                        "created before its EC2NodeClass): no AWS provider runs here"
-        for pool in spec.topology.gpu_pools if pool.cluster_placement
-    }
+    """The platform's components (logical names) with AWS children that ``cluster_half`` leaves out, and why (the
+    chart components it also leaves out are known from the synth: each has a Helm chart child there)."""
+    out: dict[str, str] = aws_left_out(PLATFORM_NAME, spec)
+    return out
 
 
 def cluster_half(spec: PlatformSpec, provider: k8s.Provider) -> ClusterHalf:
-    """The in-cluster components of ``InferencePlatform`` for ``spec``, through ``provider``; refusals as
-    ``InferencePlatform`` raises them (a spec whose layers disagree is refused before anything registers)."""
+    """The in-cluster components of ``InferencePlatform`` for ``spec``, through ``provider``: its own composition
+    (``platform_layers``) without charts or AWS resources; refusals as ``InferencePlatform`` raises them (a spec whose
+    layers disagree is refused before anything registers)."""
     try:
         sizing = checked_sizing(spec)
     except Problems as exc:
         raise Refused(exc.problems, exc.source) from None
-    out = ClusterHalf(provider, left_out(spec))
-    _nodes(spec, provider, out.left_out)
-    layer = serving_layer(PLATFORM_NAME, ServingLayerArgs(
-        spec=spec, sizing=sizing, prometheus_url=str(spec.observability.prometheus_url), front_doors=False,
-        scheduling=_scheduling(spec, provider),
-    ), lambda *after: _after(provider, *after))
-    out.left_out.update(layer.left_out)
-    return out
-
-
-def _after(provider: k8s.Provider, *deps: pulumi.Resource) -> pulumi.ResourceOptions:
-    return pulumi.ResourceOptions(provider=provider, depends_on=list(deps))
-
-
-def _nodes(spec: PlatformSpec, provider: k8s.Provider, skip: Mapping[str, str]) -> None:
-    """Layer 1: the node pools (Karpenter's chart is under mocks: its CRDs are installed beside this program)."""
-    cluster_name = f"{PLATFORM_NAME}-{spec.environment.name}"  # InferencePlatform's default cluster name
-    for pool in spec.topology.gpu_pools:
-        if f"{PLATFORM_NAME}-{pool.name}" not in skip:
-            GpuNodePool(f"{PLATFORM_NAME}-{pool.name}", GpuNodePoolArgs.from_spec(
-                spec, pool.name, cluster_name=cluster_name, node_role_name=NODE_ROLE_NAME), opts=_after(provider))
-    CpuNodePool(f"{PLATFORM_NAME}-cpu", CpuNodePoolArgs.from_spec(
-        spec, cluster_name=cluster_name, node_role_name=NODE_ROLE_NAME), opts=_after(provider))
-
-
-def _scheduling(spec: PlatformSpec, provider: k8s.Provider) -> list[pulumi.Resource]:
-    """Layer 2: the queue tree and the Topology (KAI's chart under mocks); returns what serving waits for."""
-    queues = QueueTree(f"{PLATFORM_NAME}-queues", QueueTreeArgs.from_spec(spec), opts=_after(provider))
-    topology = KaiTopology(f"{PLATFORM_NAME}-topology", KaiTopologyArgs.from_spec(spec), opts=_after(provider))
-    return [*queues.queues.values(), topology]
+    layers = platform_layers(PLATFORM_NAME, PlatformLayersArgs(
+        spec=spec, sizing=sizing, cluster_name=default_cluster_name(PLATFORM_NAME, spec), charts=False, aws=False,
+        node_role_name=NODE_ROLE_NAME,
+    ), lambda *after: pulumi.ResourceOptions(provider=provider, depends_on=list(after)))
+    return ClusterHalf(provider, layers.left_out)
 
 
 def provider_from_config() -> k8s.Provider:

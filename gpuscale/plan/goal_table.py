@@ -1,8 +1,8 @@
 """The goal table of ``bench/goal_table.py`` (issue 27's goals, measured), read back for the plan and the docs.
 
 The bench writes one record per (stack, trace, compression, replay) cell; this module reads that JSON into typed rows, so the
-plan template and ``docs/simulator.md`` show generated numbers only, through one template
-(``plan_goal_table.md.j2``).
+plan template and ``docs/simulator.md`` show generated numbers only: the table through one template
+(``plan_goal_table.md.j2``), and in the docs why each goal is missed (``goal_commentary.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ class _Row(BaseModel):
 
 class GoalMisses(_Row):
     total: int
+    queueing: int = 0
+    cold_start: int = 0
 
 
 class GoalPolicy(_Row):
@@ -35,6 +37,8 @@ class GoalPolicy(_Row):
     """Scaling decisions in the scored window."""
     fixed_allocation: bool
     """No scaling decision: whatever its settings, the run was a fixed allocation."""
+    replicas_max: dict[str, int] = {}
+    replicas_mean: dict[str, float] = {}
     goals: GoalChecks | None = None
 
     @property
@@ -139,6 +143,8 @@ class GoalCell(_Row):
     whole: GoalPart
     held_out: GoalHeldOut
     search_evaluations: int
+    simulations: int | None = None
+    """Simulations the cell ran (references, limits check, search); None in a table from before it was counted."""
     seconds: float
 
     @property
@@ -175,6 +181,8 @@ class GoalTable(_Row):
     """Seconds the cells took, summed over the cells (each cell's own wall time, whichever run measured it)."""
     code: str | None = None
     """The hash of the sources the cells were measured at (``bench/goal_table.py``'s ``code_hash``)."""
+    wall_seconds_last_run: float | None = None
+    """Wall time of the run that wrote the JSON (the cells it kept from an earlier run not counted)."""
 
     def of_stack(self, stack: str) -> list[GoalCell]:
         return [c for c in self.cells if c.stack == stack]

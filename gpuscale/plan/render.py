@@ -9,6 +9,7 @@ import jinja2
 import gpuscale.templates
 from gpuscale.plan.context import PlanContext
 from gpuscale.plan.evidence import Evidence
+from gpuscale.plan.goal_commentary import commentary
 from gpuscale.plan.goal_table import GoalTable, summaries
 
 TEMPLATE = "skill-gpu-autoscaler-plan.md.j2"
@@ -43,3 +44,13 @@ def render_plan(context: PlanContext, evidence: Evidence, template: str = TEMPLA
 def goal_table_markdown(table: GoalTable) -> str:
     """Every cell of a ``bench/goal_table.py`` result, as the plan shows a stack's (``docs/simulator.md`` quotes it)."""
     return environment().get_template("plan_goal_table.md.j2").render(g=table, cells=table.cells)
+
+
+def goal_commentary_markdown(table: GoalTable) -> str:
+    """Why each goal is missed, per run and cell, from the table's numbers (``docs/simulator.md``, under the table)."""
+    return environment().get_template("goal_table_commentary.md.j2").render(k=commentary(table))
+
+
+def goal_table_docs(table: GoalTable) -> str:
+    """What ``docs/simulator.md`` shows between its goal-table markers: the table, then the commentary."""
+    return f"{goal_table_markdown(table)}\n{goal_commentary_markdown(table)}"

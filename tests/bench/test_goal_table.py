@@ -81,3 +81,17 @@ def test_the_cells_that_took_longest_before_run_first(gt: ModuleType, tmp_path: 
     ]}))
     todo = [(f"k{k}", ("prod", "code", k, "exact", 12, "", 600.0, 0.5)) for k in (1.0, 2.0, 3.0)]
     assert [key for key, _ in gt.longest_first(todo, path)] == ["k2.0", "k1.0", "k3.0"]
+
+
+def test_the_docs_render_the_committed_goal_table_and_why_its_goals_are_missed(gt: ModuleType) -> None:
+    """Between its markers ``docs/simulator.md`` holds exactly what ``--docs`` renders from the committed JSON: the
+    table, then per run and goal the cells that miss it and why, so no figure there is typed by hand."""
+    from gpuscale.plan.goal_table import load_goal_table
+    from gpuscale.plan.render import goal_table_docs
+
+    text = gt.DOCS.read_text()
+    between = text.split(gt.BEGIN, 1)[1].split(gt.END, 1)[0]
+    committed = load_goal_table(gt.ROOT / "bench" / "results" / "goal_table.json")
+    assert between == "\n" + goal_table_docs(committed), (
+        "docs/simulator.md is stale: run bench/goal_table.py --markdown-only --json bench/results/goal_table.json --docs")
+    assert "Where the goals are missed, and why" in between

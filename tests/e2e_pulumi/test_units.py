@@ -1,9 +1,10 @@
 """Runs everywhere (no engine): the engine tier's program and comparison, under mocks.
 
-The Kubernetes half the engine deploys (``e2e.pulumi_engine_program.cluster_half``) is composed apart from
-``InferencePlatform``; these tests hold it to the platform program: for every shipped stack it registers the same
-Kubernetes objects with the same inputs as ``gpuscale synth``, except what it leaves out and the listed differences,
-each with its reason. So the engine tier's verdict on the cluster half is a verdict on the platform program."""
+The Kubernetes half the engine deploys (``e2e.pulumi_engine_program.cluster_half``) is ``InferencePlatform``'s own
+composition (``platform_layers``) without charts or AWS resources; these tests hold it to the platform program: for
+every shipped stack (and one on existing subnets) it registers the same Kubernetes objects with the same inputs as
+``gpuscale synth``, except what it says it leaves out and the listed differences, each with its reason. So the engine
+tier's verdict on the cluster half is a verdict on the platform program."""
 
 from __future__ import annotations
 
@@ -18,15 +19,20 @@ import pytest
 from e2e import build
 from e2e.pulumi_engine_compare import (
     KNOWN_DIFFERENCES,
+    chart_components,
     compare,
     differences,
     is_object,
     not_as_set,
     strip_skip_await,
 )
-from e2e.pulumi_engine_program import SKIP_AWAIT, cluster_half, left_out, with_skip_await
+from e2e.pulumi_engine_program import NODE_ROLE_NAME, SKIP_AWAIT, ClusterHalf, cluster_half, left_out, with_skip_await
 from gpuscale import versions
 from gpuscale.components.kubernetes_provider import kubernetes_provider
+from gpuscale.components.platform_layers import CHART_LEFT_OUT, PlatformLayersArgs
+from gpuscale.components.serving_layer import FRONT_DOOR_LEFT_OUT
+from gpuscale.feasibility import checked_sizing
+from gpuscale.spec.platform import PlatformSpec
 from gpuscale.stackfile import load_stack_file
 from gpuscale.synth.render import synth_spec, synthesize
 
@@ -34,24 +40,56 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "stacks").glob("Pulumi.*.yaml"))
 
 
-def half_objects(stack_file: Path) -> dict[str, dict[str, Any]]:
-    spec = load_stack_file(stack_file)
-    result = synthesize(lambda: cluster_half(spec, kubernetes_provider("local-cluster", "unused under mocks")),
+def on_existing_subnets() -> PlatformSpec:
+    """The dev stack on subnets that exist: the node pools name them instead of selecting by discovery tag."""
+    raw = load_stack_file(REPO / "stacks" / "Pulumi.dev.yaml").model_dump(exclude_unset=True)
+    raw["environment"]["networking"] = {"vpc_id": "vpc-0abc", "private_subnet_ids": ["subnet-0a1", "subnet-0b2"]}
+    return PlatformSpec.model_validate(raw)
+
+
+SPECS = {**{p.name.split(".")[1]: (lambda p=p: load_stack_file(p)) for p in SHIPPED},
+         "dev-existing-subnets": on_existing_subnets}
+
+
+def half(spec: PlatformSpec) -> tuple[dict[str, dict[str, Any]], ClusterHalf]:
+    made: list[ClusterHalf] = []
+    result = synthesize(lambda: made.append(cluster_half(spec, kubernetes_provider("local-cluster", "unused under mocks"))),
                         region=spec.environment.aws_region, stack=spec.environment.name)
-    return {f"{r['type']}::{r['name']}": r["inputs"] for r in result.resources if r["custom"] and is_object(r["type"])}
+    objects = {f"{r['type']}::{r['name']}": r["inputs"] for r in result.resources if r["custom"] and is_object(r["type"])}
+    return objects, made[0]
 
 
-@pytest.mark.parametrize("stack_file", SHIPPED, ids=[p.name.split(".")[1] for p in SHIPPED])
-def test_the_cluster_half_emits_what_the_platform_program_does(stack_file: Path, tmp_path: Path) -> None:
-    spec = load_stack_file(stack_file)
+@pytest.mark.parametrize("name", list(SPECS))
+def test_the_cluster_half_emits_what_the_platform_program_does(name: str, tmp_path: Path) -> None:
+    spec = SPECS[name]()
     synth_spec(spec).write(tmp_path)
-    result = compare(stack_file.name, tmp_path / "resources.json", half_objects(stack_file), left_out(spec))
+    result = compare(name, tmp_path / "resources.json", half(spec)[0], left_out(spec))
     assert not result.unexplained, result.unexplained
     assert len(result.same) >= 10, result.same
     # every known difference is there for a reason that applies: the node role, on every EC2NodeClass compared
     assert {p for d in result.known.values() for p in d} == {p for (_, p) in KNOWN_DIFFERENCES}
     # what is not compared is only chart components' objects and the left-out components' (prod's EFA pool)
     assert all("Helm chart" in why or "placement group" in why for why in result.not_in_engine.values())
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_the_cluster_half_names_exactly_what_it_leaves_out(name: str, tmp_path: Path) -> None:
+    """Every component of the platform program that installs a Helm chart (a chart child in the synth) is left out
+    and said to be, and nothing else is but the pools with a placement group."""
+    spec = SPECS[name]()
+    synth_spec(spec).write(tmp_path)
+    said = half(spec)[1].left_out
+    charts = {c.rsplit("::", 1)[-1] for c in chart_components(tmp_path / "resources.json")}
+    assert {k for k, why in said.items() if why in (CHART_LEFT_OUT, FRONT_DOOR_LEFT_OUT)} == charts
+    assert {k: why for k, why in said.items() if k not in charts} == left_out(spec)
+
+
+def test_without_charts_the_node_role_must_be_given() -> None:
+    spec = load_stack_file(REPO / "stacks" / "Pulumi.dev.yaml")
+    with pytest.raises(ValueError, match="node_role_name"):
+        PlatformLayersArgs(spec=spec, sizing=checked_sizing(spec), cluster_name="c", charts=False)
+    assert PlatformLayersArgs(spec=spec, sizing=checked_sizing(spec), cluster_name="c", charts=False,
+                              node_role_name=NODE_ROLE_NAME).node_role_name == NODE_ROLE_NAME
 
 
 def test_prod_leaves_out_only_its_placement_group_pool() -> None:
