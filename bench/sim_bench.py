@@ -187,8 +187,18 @@ def markdown(doc: dict[str, Any]) -> str:
     if ratios:
         within = sum(r <= slow_goal for r in ratios)
         lines.append(f"Prefix path within {slow_goal:g}x of the plain one: {within} of {len(ratios)} policies "
-                     f"({min(ratios):.2f}-{max(ratios):.2f}x).")
+                     f"({min(ratios):.2f}-{max(ratios):.2f}x){before_ratios(doc)}.")
     return "\n".join(lines) + "\n"
+
+
+def before_ratios(doc: dict[str, Any]) -> str:
+    """The baseline's prefix-path ratios, when it has both paths: how the change moved them."""
+    base = doc.get("baseline")
+    if base is None:
+        return ""
+    ratios = [r for r in (prefix_slowdown(base, p["policy"]) for w in base["workloads"] if w["workload"] == "long"
+                          for p in w["policies"]) if r is not None]
+    return f"; before: {min(ratios):.2f}-{max(ratios):.2f}x" if ratios else ""
 
 
 def compiled_of(doc: dict[str, Any]) -> str:
