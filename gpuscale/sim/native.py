@@ -9,7 +9,7 @@ typed modules to C without changing what they compute: every golden hash is the 
 
 How it stays honest:
 
-* ``build()`` (``make native``, run by ``make .venv/.installed`` and before the tests) compiles ``MODULES`` into
+* ``build()`` (``make native``, which ``make test``, ``make plan`` and ``make bench`` run first) compiles ``MODULES`` into
   ``build/sim-native/<digest>/``, where the digest covers every compiled source file, the interpreter's ABI tag and the
   mypy version. An edited module has another digest, so a stale build is never loaded: the simulator runs interpreted
   until it is rebuilt.
