@@ -9,9 +9,9 @@ typed modules to C without changing what they compute: every golden hash is the 
 
 How it stays honest:
 
-* ``build()`` (``make native``, which ``make test``, ``make plan`` and ``make bench`` run first) compiles ``MODULES`` into
-  ``build/sim-native/<digest>/``, where the digest covers every compiled source file, the interpreter's ABI tag and the
-  mypy version. An edited module has another digest, so a stale build is never loaded: the simulator runs interpreted
+* ``build()`` (``make native``, which ``make test``, ``make plan`` and ``make bench`` run first) compiles ``MODULES``
+  into ``build/sim-native/<digest>/``, where the digest covers every compiled source file, the interpreter's ABI tag
+  and the mypy version. An edited module has another digest, so a stale build is never loaded: the simulator runs interpreted
   until it is rebuilt.
 * ``activate()`` (at the import of ``gpuscale.sim``) loads the extensions only if the directory of the current digest is
   complete, through a finder for exactly those module names (so nothing is written next to the sources and no
@@ -46,11 +46,11 @@ MODULES = (
     "gpuscale.sim.router",
     "gpuscale.sim.accounting",
     "gpuscale.sim.replica_set",
-    "gpuscale.sim.simulation",
 )
-"""The modules on the per-request path (the profile's top entries) and the run loop that scrapes and syncs (its
-``simulation``); each compiles as it is, with ``mypy --strict``. The controllers (``policies``, ``signals``) stay
-interpreted."""
+"""The modules on the per-request path (the profile's top entries); each compiles as it is, with ``mypy --strict``.
+The controllers (``policies``, ``signals``) stay interpreted, and so does ``simulation``: the dashboard snapshot
+subclasses ``Simulation`` (``gpuscale/dashboards/snapshot.py``), and an interpreted class cannot inherit from a
+compiled one. A class added here must have no interpreted subclass anywhere."""
 
 ENV_SWITCH = "GPUSCALE_SIM_NATIVE"
 """``0``: run the interpreted modules even when a build of the current source exists."""
@@ -134,7 +134,8 @@ import sys
 from mypyc.build import mypycify
 from setuptools import Distribution
 out, tmp, *paths = sys.argv[1:]
-dist = Distribution({"name": "gpuscale-sim-native", "ext_modules": mypycify(paths, opt_level="3", target_dir=tmp + "/c")})
+exts = mypycify(paths, opt_level="3", target_dir=tmp + "/c")
+dist = Distribution({"name": "gpuscale-sim-native", "ext_modules": exts})
 dist.script_name = "native"
 dist.script_args = ["build_ext", "--build-lib", out, "--build-temp", tmp + "/o"]
 dist.parse_command_line()
