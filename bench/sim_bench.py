@@ -15,8 +15,9 @@ every workload and policy once; CPU time, not wall time, so other work on the ma
 machine still slows it through shared caches and hyper-threads), requests per
 CPU-second, and for ``long-prefix`` its CPU time over ``long``'s (the prefix path's cost). The load average at start
 and end is recorded: compare speeds within one run, not across runs. The JSON's ``native`` lists the modules that ran
-compiled (``gpuscale.sim.native``, ``make native``; empty: all interpreted, as with ``GPUSCALE_SIM_NATIVE=0``). The goal (issue 27 item 6) is at least 50,000
-requests per CPU-second per policy and the prefix path within 2x of the plain one.
+compiled (``gpuscale.sim.native``, ``make native``; empty: all interpreted, as with ``GPUSCALE_SIM_NATIVE=0``). The
+goal (issue 27 item 6) is at least 50,000 requests per CPU-second per policy and the prefix path within 2x of the plain
+one.
 
 Before/after in one session: run this script from a checkout of the earlier code with ``--json BEFORE.json``, then
 from this one with ``--baseline BEFORE.json``: the table gains the speed-up per row and the JSON keeps both.
