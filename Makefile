@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= dev
 
-.PHONY: plan plan-check test validate lint typecheck bench calibrate clean e2e e2e-build e2e-apply e2e-prometheus
+.PHONY: plan plan-check test validate lint typecheck bench calibrate native clean e2e e2e-build e2e-apply e2e-prometheus
 
 $(VENV)/.installed: pyproject.toml
 	@echo "first run: creating $(VENV) and installing gpuscale with its dependencies (Pulumi, pydantic, numpy, matplotlib; a few minutes)..."
@@ -13,6 +13,18 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 	@echo "installed into $(VENV)"
+
+# The simulator's request path compiled by mypyc (gpuscale/sim/native.py): build/sim-native/<digest of the sources>/,
+# loaded only when it matches the source in the tree, so an edit runs interpreted until this rebuilds it (a no-op when
+# the digest's build exists). Never fails: without a C compiler the simulator runs interpreted (same results, slower).
+NATIVE_SRC := $(wildcard gpuscale/sim/*.py)
+NATIVE_STAMP := build/sim-native/.stamp
+$(NATIVE_STAMP): $(VENV)/.installed $(NATIVE_SRC)
+	@echo "compiling the simulator's request path with mypyc (about a minute)..."
+	$(BIN)/python -c 'from gpuscale.sim import native; native.main(["build"])'
+	@mkdir -p $(dir $@) && touch $@
+
+native: $(NATIVE_STAMP)
 
 # The dev plan is committed; every other stack's plan has its own git-ignored folder, so no run overwrites the dev plan.
 PLAN_OUT = $(if $(filter dev,$(STACK)),outputs/skill-gpu-autoscaler-plan.md,outputs/$(STACK)/skill-gpu-autoscaler-plan.md)
@@ -25,7 +37,7 @@ GOAL_TABLE = bench/results/goal_table.json
 # The main job: validate, synth, simulate and write $(PLAN_OUT) for $(STACK); work files go to out/$(STACK)/ (ignored).
 # The runs come from the simulator's registry (`gpuscale simulate --plan-scenarios --stack`: scenario, model, file stem per
 # line; a scenario the plan quotes per model has a line per model), not from a list here.
-plan: $(VENV)/.installed
+plan: $(VENV)/.installed $(NATIVE_STAMP)
 	$(BIN)/gpuscale validate --stack $(STACK)
 	$(BIN)/gpuscale synth --stack $(STACK) --out out/$(STACK)/synth
 	$(BIN)/gpuscale simulate --plan-scenarios --stack $(STACK) > out/$(STACK)/plan-runs.txt
@@ -37,7 +49,7 @@ plan: $(VENV)/.installed
 		$(if $(wildcard $(GOAL_TABLE)),--goal-table $(GOAL_TABLE),)
 
 # CI: the committed dev plan is what `make plan` writes today (the tests check the plan's shape on short simulations)
-plan-check: $(VENV)/.installed
+plan-check: $(VENV)/.installed $(NATIVE_STAMP)
 	$(MAKE) plan STACK=dev PLAN_OUT=out/plan-check/skill-gpu-autoscaler-plan.md
 	diff -u outputs/skill-gpu-autoscaler-plan.md out/plan-check/skill-gpu-autoscaler-plan.md \
 		|| { echo "outputs/skill-gpu-autoscaler-plan.md is stale: run make plan and commit it" >&2; exit 1; }
@@ -50,7 +62,7 @@ ACTIONLINT_VERSION := v1.7.12
 		GOBIN=$(CURDIR)/.tools go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION); \
 	else echo "go not found: the actionlint test will skip"; fi
 
-test: $(VENV)/.installed .tools/actionlint
+test: $(VENV)/.installed .tools/actionlint $(NATIVE_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadscope -q
 
 validate: $(VENV)/.installed
@@ -62,7 +74,7 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(BIN)/mypy gpuscale components examples e2e
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(NATIVE_STAMP)
 	$(BIN)/python bench/synth_bench.py
 	$(BIN)/python bench/sim_bench.py
 

@@ -14,8 +14,10 @@ For each policy: CPU seconds of the process (``time.process_time``, best of ``--
 every workload and policy once; CPU time, not wall time, so other work on the machine counts less, though a loaded
 machine still slows it through shared caches and hyper-threads), requests per
 CPU-second, and for ``long-prefix`` its CPU time over ``long``'s (the prefix path's cost). The load average at start
-and end is recorded: compare speeds within one run, not across runs. The goal (issue 27 item 6) is at least 50,000
-requests per CPU-second per policy and the prefix path within 2x of the plain one.
+and end is recorded: compare speeds within one run, not across runs. The JSON's ``native`` lists the modules that ran
+compiled (``gpuscale.sim.native``, ``make native``; empty: all interpreted, as with ``GPUSCALE_SIM_NATIVE=0``). The
+goal (issue 27 item 6) is at least 50,000 requests per CPU-second per policy and the prefix path within 2x of the plain
+one.
 
 Before/after in one session: run this script from a checkout of the earlier code with ``--json BEFORE.json``, then
 from this one with ``--baseline BEFORE.json``: the table gains the speed-up per row and the JSON keeps both.
@@ -43,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import long_prompt_trace  # noqa: E402
 from bench.docs_block import render_only, write_block  # noqa: E402
-from gpuscale.sim import traffic  # noqa: E402
+from gpuscale.sim import native, traffic  # noqa: E402
 from gpuscale.sim.runner import servable_of  # noqa: E402
 from gpuscale.sim.scenarios import build_scenario  # noqa: E402
 from gpuscale.sim.simulation import Simulation  # noqa: E402
@@ -178,14 +180,35 @@ def markdown(doc: dict[str, Any]) -> str:
                           for p in w["policies"]) if r is not None]
     lines.append("")
     lines.append(f"Python {doc['python']}, {doc['cpus']} CPUs, best of {doc['repeat']} rounds, load average "
-                 f"{doc['load_average_start']:.1f} at the start and {doc['load_average_end']:.1f} at the end.")
+                 f"{doc['load_average_start']:.1f} at the start and {doc['load_average_end']:.1f} at the end; "
+                 f"{compiled_of(doc)}" + (f" (before: {compiled_of(doc['baseline'])})" if before is not None else "")
+                 + ".")
     lines.append(f"Goal of at least {goal:,} requests per CPU-second on the plain path (`conv`, `long`): met in {met} "
                  f"of {plain_rows} rows.")
     if ratios:
         within = sum(r <= slow_goal for r in ratios)
         lines.append(f"Prefix path within {slow_goal:g}x of the plain one: {within} of {len(ratios)} policies "
-                     f"({min(ratios):.2f}-{max(ratios):.2f}x).")
+                     f"({min(ratios):.2f}-{max(ratios):.2f}x){before_ratios(doc)}.")
     return "\n".join(lines) + "\n"
+
+
+def before_ratios(doc: dict[str, Any]) -> str:
+    """The baseline's prefix-path ratios, when it has both paths: how the change moved them."""
+    base = doc.get("baseline")
+    if base is None:
+        return ""
+    ratios = [r for r in (prefix_slowdown(base, p["policy"]) for w in base["workloads"] if w["workload"] == "long"
+                          for p in w["policies"]) if r is not None]
+    return f"; before: {min(ratios):.2f}-{max(ratios):.2f}x" if ratios else ""
+
+
+def compiled_of(doc: dict[str, Any]) -> str:
+    """Which of the simulator's modules ran compiled (``gpuscale.sim.native``); a JSON from before the key existed ran
+    them all interpreted."""
+    mods = doc.get("native") or []
+    if not mods:
+        return "every module interpreted"
+    return "compiled by mypyc: " + ", ".join(f"`{m.rsplit('.', 1)[-1]}`" for m in mods)
 
 
 def write_docs(doc: dict[str, Any]) -> None:
@@ -214,7 +237,7 @@ def main() -> None:
         "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
         "repeat": args.repeat, "load_average_start": load0, "load_average_end": os.getloadavg()[0],
         "goal_requests_per_cpu_s": GOAL_REQUESTS_PER_CPU_S, "goal_prefix_slowdown": GOAL_PREFIX_SLOWDOWN,
-        "workloads": results,
+        "native": list(native.active()), "workloads": results,
     }
     if args.baseline is not None:
         doc["baseline"] = json.loads(args.baseline.read_text())

@@ -22,7 +22,6 @@ is always at the tail of the least recently used leaf, the order an LRU of block
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from heapq import heappop, heappush
 
 
@@ -43,7 +42,7 @@ class PrefixCache:
     """The held blocks of one engine; ``use`` marks a prompt's leading blocks most recently used (inserting those not
     held), ``evict`` drops the least recently used."""
 
-    __slots__ = ("_leaves", "_n", "_root", "_stamp", "_uids")
+    __slots__ = ("_leaves", "_memo", "_memo_held", "_memo_version", "_n", "_root", "_stamp", "_uids", "_version")
 
     def __init__(self) -> None:
         self._uids = itertools.count()
@@ -53,6 +52,13 @@ class PrefixCache:
         self._stamp = 0
         self._leaves: list[tuple[int, int, _Node]] = []
         """(stamp, uid, node) of leaves, oldest first; entries whose node has since changed are skipped."""
+        self._version = 0
+        """Bumped by every change of what is held (``use``, ``evict``)."""
+        self._memo: tuple[int, ...] | None = None
+        self._memo_version = -1
+        self._memo_held = 0
+        """The last ``held`` answer, for that prefix object at that version: the engine asks again for the request the
+        router just asked about (its backlog at submit, its admission, its KV need) while nothing changed."""
 
     def __len__(self) -> int:
         return self._n
@@ -60,8 +66,15 @@ class PrefixCache:
     def __bool__(self) -> bool:
         return self._n > 0
 
-    def held(self, prefix: Sequence[int]) -> int:
+    def held(self, prefix: tuple[int, ...]) -> int:
         """Leading blocks of ``prefix`` held."""
+        if prefix is self._memo and self._memo_version == self._version:
+            return self._memo_held
+        h = self._held(prefix)
+        self._memo, self._memo_version, self._memo_held = prefix, self._version, h
+        return h
+
+    def _held(self, prefix: tuple[int, ...]) -> int:
         node, pos, n = self._root, 0, len(prefix)
         while pos < n:
             child = node.children.get(prefix[pos])
@@ -75,11 +88,12 @@ class PrefixCache:
             return pos + _common(run, prefix, pos)
         return pos
 
-    def use(self, prefix: Sequence[int], blocks: int) -> None:
+    def use(self, prefix: tuple[int, ...], blocks: int) -> None:
         """``prefix[:blocks]`` become the most recently used blocks (freed tail first: the first is the most recent)."""
         blocks = min(blocks, len(prefix))
         if blocks <= 0:
             return
+        self._version += 1
         self._stamp += 1
         stamp = self._stamp
         node, pos = self._root, 0
@@ -129,6 +143,7 @@ class PrefixCache:
     def evict(self, n: int) -> None:
         """Drop the ``n`` least recently used blocks (all of them if fewer are held)."""
         leaves = self._leaves
+        self._version += 1
         while n > 0 and leaves:
             stamp, uid, leaf = heappop(leaves)
             if leaf.children or leaf.stamp != stamp or leaf.uid != uid or leaf.parent is None:
@@ -159,7 +174,7 @@ class PrefixCache:
         return upper
 
 
-def _common(run: tuple[int, ...], prefix: Sequence[int], pos: int, end: int | None = None) -> int:
+def _common(run: tuple[int, ...], prefix: tuple[int, ...], pos: int, end: int | None = None) -> int:
     """Length of the common start of ``run`` and ``prefix[pos:end]``. Ids name their whole prefix, so two paths that
     share an id at one depth share every id before it: bisect on single ids."""
     stop = len(prefix) if end is None else end

@@ -174,6 +174,7 @@ class Engine:
         "_busy_since",
         "_c",
         "_cap",
+        "_cap_blocks",
         "_chunks",
         "_due",
         "_fixed",
@@ -289,6 +290,7 @@ class Engine:
         self._c = model.decode_context_s
         self._run_c = 0.0
         self._cap, self._seats = model.kv_capacity_tokens, model.max_num_seqs
+        self._cap_blocks = model.kv_capacity_blocks
 
     # ------------------------------------------------------------------ observation
 
@@ -605,7 +607,7 @@ class Engine:
         self._trim_cache()
 
     def _trim_cache(self) -> None:
-        room = self.m.kv_capacity_blocks - -(-self.kv_used // self.m.block_tokens)
+        room = self._cap_blocks - -(-self.kv_used // self.m.block_tokens)
         excess = len(self.cache) - (room if room > 0 else 0)
         if excess > 0:
             self.cache.evict(excess)
