@@ -62,6 +62,9 @@ def share_of(spec: PlatformSpec, model: ModelDeployment, ms: ModelSizing) -> Res
     pool = spec.topology.pool(model.node_pool)
     if pool.reserved_instances(ms.shape.instance_type)[0] == 0:
         return None
-    others = [m for m in spec.models if m.node_pool == model.node_pool and m.name != model.name]
-    neighbours = sizing_mod.size_models(spec, [model, *others])[1:] if others else []
-    return shares(spec, [ms, *neighbours]).get(model.name)
+    on_pool = [model if m.name == model.name else m for m in spec.models if m.node_pool == model.node_pool]
+    if model not in on_pool:
+        on_pool.append(model)
+    # in the stack's order, so the split's ties fall the same way in every model's run (and in the plan)
+    sized = sizing_mod.size_models(spec, on_pool) if len(on_pool) > 1 else [ms]
+    return shares(spec, [ms if s.model == model.name else s for s in sized]).get(model.name)
