@@ -120,7 +120,7 @@ def test_placeholders_are_valid_kubernetes_objects() -> None:
 def test_placeholder_objects_are_valid_against_the_pinned_schemas() -> None:
     _, result = synth_placeholders()
     objs = [o for _, o in result.kubernetes_objects()
-            if o["kind"] == "PriorityClass" and o["metadata"]["name"].startswith("gpuscale-placeholder-")
-            or o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-placeholder")]
+            if (o["kind"] == "PriorityClass" and o["metadata"]["name"].startswith("gpuscale-placeholder-"))
+            or (o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-placeholder"))]
     assert {o["kind"] for o in objs} == {"PriorityClass", "Deployment"}
     assert {o["metadata"]["name"]: validate_object(o) for o in objs} == {o["metadata"]["name"]: [] for o in objs}
