@@ -125,7 +125,8 @@ class HeadroomSizing(Spec):
 
 
 def node_wait_s(cold: ColdStart) -> float:
-    """What a scale-up waits for a new node before its pod can bind: batch window + launch to Ready + GPU registration."""
+    """What a scale-up waits for a new node before its pod can bind: the batch window at its longest (a burst's pods
+    keep arriving, so the window runs to ``BATCH_MAX_DURATION``) + launch to Ready + GPU registration."""
     return KARPENTER_BATCH_MAX_S + cold.node_s + cold.gpu_ready_s
 
 
