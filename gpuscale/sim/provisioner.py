@@ -291,7 +291,9 @@ class NodeLayer:
             node.prewarmed = True
             self.launched += 1
             prov = self.ctx.variant.provisioner
-            self.env.after(prov.sample_launch_delay(self.rng) + prov.sample_boot(self.rng), self._node_ready, node)
+            # the placeholder is a lone pending pod: Karpenter's batch closes one idle window after it (``_trigger``)
+            decide = prov.decision_s[0] if prov.scan_interval_s == 0 else prov.sample_launch_delay(self.rng)
+            self.env.after(decide + prov.sample_boot(self.rng), self._node_ready, node)
         if k:
             self._log.log("prewarm", f"{k} x {s.instance_type} for a placeholder (the front door holds a request at zero)")
 

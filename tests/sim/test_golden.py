@@ -41,7 +41,7 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "faa92372bb41ebae",
+    "dev-scale-from-zero": "b408592d3c0e76d3",
     "dev-stack-spot": "1e6d13e39fe80617",
     "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
     "prod-gang-7-of-8": "38377476d0115155",
@@ -50,7 +50,7 @@ GOLDEN: dict[str, str] = {
     "prod-stack-pd": "8ad9b2faab281544",
     "staging-ami-rollout": "6c9d2c190b5470cf",
     "staging-consolidation": "dd4306dd4d8e1eaf",
-    "staging-scale-from-zero": "2a80221932515e01",
+    "staging-scale-from-zero": "89654e3d515f6e7e",
     "staging-stack-aggregated": "0b5ed834bb35fbe0",
 }
 
