@@ -13,7 +13,8 @@ import math
 from gpuscale import cross_layer, perf, sizing, versions
 from gpuscale.first_answer import first_answer_problems
 from gpuscale.guardrails import consolidation
-from gpuscale.manifests import karpenter
+from gpuscale.guardrails import headroom as headroom_rule
+from gpuscale.manifests import karpenter, placeholder
 from gpuscale.manifests.namespaces import namespace_problem
 from gpuscale.problems import Problem, Problems
 from gpuscale.spec.platform import PlatformSpec
@@ -44,7 +45,7 @@ def _checked_sizing(spec: PlatformSpec) -> sizing.PlatformSizing:
         where = f"models[{names.index(exc.model)}].{exc.path}" if exc.model in names else "models"
         raise Problems([Problem(where, str(exc))]) from None
     answers = {m.model: m.front_door.first_answer for m in sized.models if m.front_door is not None}
-    problems = [*_consolidation(spec, sized), *_peak_is_carried(spec, sized), *first_answer_problems(spec, answers), *cross_layer.check_platform(spec, sized)]
+    problems = [*_consolidation(spec, sized), *_peak_is_carried(spec, sized), *_placeholder_limits(spec, sized), *first_answer_problems(spec, answers), *cross_layer.check_platform(spec, sized)]
     if problems:
         raise Problems(problems)
     return sized
@@ -282,6 +283,23 @@ def _gangs(spec: PlatformSpec) -> list[Problem]:
                 f"{gang} but node pool {pool.name} may run at most {pool.gpu_limit} GPUs (gpu_limit): Karpenter can "
                 "never launch the nodes for one replica",
             ))
+    return problems
+
+
+def _placeholder_limits(spec: PlatformSpec, sized: sizing.PlatformSizing) -> list[Problem]:
+    """Placeholder pods KAI could refuse over a queue's limit while Karpenter launches them a node
+    (``guardrails.headroom.placeholder_limit_breach``), at the first such model's ``headroom.mode``."""
+    by_name = {ms.model: ms for ms in sized.models}
+    problems: list[Problem] = []
+    queues = {q.name: q for m in spec.models for q in spec.queue_chain(m.queue)}
+    for q in queues.values():
+        under = [(i, m) for i, m in enumerate(spec.models) if q.name in {c.name for c in spec.queue_chain(m.queue)}]
+        serving = sum(r.max_replicas * by_name[m.name].shape.gpus for _, m in under for r in by_name[m.name].roles)
+        held = [(i, m.name, r.role, r.headroom.gpus) for i, m in under for r in by_name[m.name].roles
+                if placeholder.emits(r.headroom) and r.headroom is not None]
+        breach = headroom_rule.placeholder_limit_breach(q.name, q.gpu_limit, serving, [(m, r, g) for _, m, r, g in held])
+        if breach:
+            problems.append(Problem(f"models[{held[0][0]}].headroom.mode", breach))
     return problems
 
 

@@ -52,15 +52,23 @@ from gpuscale.spec.base import Spec
 from gpuscale.spec.headroom import HeadroomMode
 from gpuscale.spec.workload import WorkloadSpec
 
+KARPENTER_BATCH_IDLE_S = 1.0
+"""Karpenter's ``BATCH_IDLE_DURATION`` default (``pkg/operator/options/options.go`` L130 at kubernetes-sigs/karpenter
+v1.14.1): a provisioning batch closes this long after its last new trigger (``pkg/controllers/provisioning/batcher.go``
+L90-107), so a lone trigger (one pending pod, or a CapacityBuffer's reconcile) is acted on after 1 s."""
 KARPENTER_BATCH_MAX_S = 10.0
-"""Karpenter's ``BATCH_MAX_DURATION`` default: the longest a pending pod waits before the launch decision (settings
-reference; ``pkg/operator/options/options.go`` at v1.14.1)."""
+"""Karpenter's ``BATCH_MAX_DURATION`` default (``options.go`` L129 at v1.14.1): the longest a batch stays open while
+triggers keep arriving (``batcher.go`` L89, L104-105); what a scale-up waits at worst before the launch decision."""
 BURST_QUANTILE_Z = 2.326
 """z of the 99th percentile of the normal distribution: the arrivals' fluctuation over the node wait sized for."""
 BUFFER_RESYNC_S = 30.0
 """Karpenter v1.14.1's CapacityBuffer controller requeues every buffer each 30 s and triggers a provisioning pass
-(``pkg/controllers/capacitybuffer/controller.go``: ``RequeueAfter: 30 * time.Second``, ``c.trigger.Trigger``): a
-spare node taken by a serving pod is relaunched at the next pass, at most this long after."""
+(``pkg/controllers/capacitybuffer/controller.go`` L120-124: ``c.trigger.Trigger(cb.UID)``, ``RequeueAfter: 30 *
+time.Second``). Nothing else triggers a pass when a serving pod takes a spare node: the pod fits, so no scheduler marks
+it ``Unschedulable`` and Karpenter's pod trigger (``pkg/controllers/provisioning/controller.go`` L67-70) never fires.
+So the taken node is relaunched at the buffer's next reconcile (a point in its own 30 s cycle, unrelated to the
+scale-up) plus one batch idle window. Placeholder pods are refilled sooner: the evicted placeholder's replacement is a
+pending pod KAI marks ``Unschedulable`` (module docstring), which triggers a pass at once."""
 
 
 PLACEHOLDER_PRIORITY = 10
@@ -117,7 +125,8 @@ class HeadroomSizing(Spec):
 
 
 def node_wait_s(cold: ColdStart) -> float:
-    """What a scale-up waits for a new node before its pod can bind: batch window + launch to Ready + GPU registration."""
+    """What a scale-up waits for a new node before its pod can bind: the batch window at its longest (a burst's pods
+    keep arriving, so the window runs to ``BATCH_MAX_DURATION``) + launch to Ready + GPU registration."""
     return KARPENTER_BATCH_MAX_S + cold.node_s + cold.gpu_ready_s
 
 

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from gpuscale import reservation_shares
 from gpuscale.cli.common import (
     StackFileOpt,
     StackOpt,
@@ -51,6 +52,9 @@ def validate(stack: StackOpt = None, stack_file: StackFileOpt = None) -> None:
         console.print(front_door_table(sizing))
     if any(r.headroom is not None and r.headroom.mode != "none" for m in sizing.models for r in m.roles):
         console.print(headroom_table(sizing))
+    held = reservation_shares.shares(spec, sizing.models)
+    if held:
+        console.print(reservation_table(held))
     for warning in stack_warnings(spec, sizing):
         warn(warning)
     say("valid", style="green")
@@ -150,3 +154,19 @@ def schema(
     else:
         write_text(out, text, "--out")
         say(f"wrote {out}")
+
+
+def reservation_table(held: dict[str, reservation_shares.ReservationShare]) -> Table:
+    """Each pool's reserved instances billed once, and the part each model's simulation runs in and is charged
+    (``gpuscale.reservation_shares``)."""
+    t = Table(title="Capacity reservations (billed once per pool, used or not; split by GPUs at peak)")
+    for col in ("pool", "instance", "reserved", "$/h", "$/day", "model", "GPUs at peak", "its share", "its $/h"):
+        t.add_column(col, justify="left" if col in ("pool", "instance", "model") else "right")
+    seen: set[tuple[str, str]] = set()
+    for s in sorted(held.values(), key=lambda s: (s.pool, s.instance_type)):  # stable: models in stack order
+        first = (s.pool, s.instance_type) not in seen
+        seen.add((s.pool, s.instance_type))
+        t.add_row(s.pool if first else "", s.instance_type if first else "", str(s.pool_instances) if first else "",
+                  f"{s.pool_usd_per_hour:,.2f}" if first else "", f"{s.pool_usd_per_hour * 24:,.0f}" if first else "",
+                  s.model, str(s.peak_gpus), str(s.instances), f"{s.usd_per_hour:,.2f}")
+    return t

@@ -137,3 +137,29 @@ def oversized_breach(pool: str, block: str, count: int, gpus_per_instance: int, 
 def block_hours(start: datetime, end: datetime) -> float:
     """Hours a Capacity Block bills: its whole window, start to end (not just until the drain)."""
     return (end - start).total_seconds() / 3600.0
+
+
+# ---------------------------------------------------------------- a reservation two models share
+#
+# A reservation belongs to the pool (its EC2NodeClass selects it), not to a model: it bills once, however many models
+# launch into it. The plan and ``validate`` charge it to the pool, once. The simulator runs one model at a time, so each
+# run gets a share of the pool's reserved instances and exactly that share of the bill (the shares add up to the
+# reservation, so the models' simulated bills add up to one bill). The share follows what the reservation was bought
+# for, the GPUs each model needs at its peak: Karpenter launches into a reservation whoever's pod is pending first, so
+# any fixed split is a model's choice; this one never gives a model reserved instances it cannot use at its peak while
+# another's peak needs them.
+
+
+def split_instances(count: int, demands: Sequence[tuple[str, float]]) -> dict[str, int]:
+    """``count`` reserved instances split over ``(model, GPUs at peak)`` in proportion to the GPUs, by largest
+    remainder (ties to the earlier model); equal shares when no model needs any GPU."""
+    if not demands:
+        return {}
+    total = sum(max(d, 0.0) for _, d in demands)
+    weights = [max(d, 0.0) / total if total > 0 else 1.0 / len(demands) for _, d in demands]
+    exact = [count * w for w in weights]
+    out = [int(x) for x in exact]
+    order = sorted(range(len(demands)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[: count - sum(out)]:
+        out[i] += 1
+    return {name: n for (name, _), n in zip(demands, out, strict=True)}

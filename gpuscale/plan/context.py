@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuscale import labels
+from gpuscale import labels, reservation_shares
 from gpuscale.doctor import signals as doctor_signals
 from gpuscale.doctor.dump import KUBECTL_COMMAND
 from gpuscale.first_answer import fastest_cold_start
@@ -10,6 +10,7 @@ from gpuscale.guardrails import consolidation, warm_minimum
 from gpuscale.guardrails import reservations as reservation_rules
 from gpuscale.manifests import karpenter
 from gpuscale.manifests.kai_wiring import kai_pod_wiring, topology_name
+from gpuscale.reservation_shares import ReservationShare
 from gpuscale.sizing import ModelSizing, PlatformSizing, RoleSizing, slowest_cold_start
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import CATALOGUE
@@ -289,6 +290,9 @@ class PlanContext(Spec):
     gangs: list[GangRow]
     reservations: list[ReservationRow]
     """Every GPU pool's capacity reservations (empty when none selects any)."""
+    reservation_shares: list[ReservationShare] = []
+    """Each model's part of its pool's reserved instances, which its simulation runs in and is charged
+    (``gpuscale.reservation_shares``): the parts add up to the pool's one bill."""
     reservation_drain_lead_min: int = reservation_rules.DRAIN_LEAD_S // 60
     reservation_reclaim_lead_min: int = reservation_rules.EC2_RECLAIM_LEAD_S // 60
     trap: TrapRow
@@ -470,7 +474,7 @@ def build_context(stack: str, spec: PlatformSpec, sizing: PlatformSizing) -> Pla
         node_ready_s=f"{prov.node_ready_s[0]:g}-{prov.node_ready_s[1]:g}", pools=pools, models=models, slos=slos,
         workloads=workloads, queues=queues, queue_mermaid="\n".join(mermaid),
         topology_levels=[f"{lv.node_label}" + (f" ({lv.alias})" if lv.alias else "") for lv in topo.levels],
-        sizing=sizing.models, gangs=gangs, reservations=[row for p in topo.gpu_pools for row in _reservation_rows(p)], trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist, warnings=stack_warnings(spec, sizing),
+        sizing=sizing.models, gangs=gangs, reservations=[row for p in topo.gpu_pools for row in _reservation_rows(p)], reservation_shares=sorted(reservation_shares.shares(spec, sizing.models).values(), key=lambda r: (r.pool, r.instance_type)), trap=trap, roles=roles, cold_starts=colds, front_doors=doors, checklist=checklist, warnings=stack_warnings(spec, sizing),
         namespaces=sorted({m.serving.namespace for m in spec.models}), leaf_queues=spec.leaf_queue_names(), prometheus_url=spec.observability.prometheus_url,
         dump_command=KUBECTL_COMMAND,
     )

@@ -59,6 +59,9 @@ class SimSetup(Spec):
     the model's first nodes launch into them."""
     reserved_usd_per_hour: float = Field(default=0.0, ge=0)
     """What those reservations bill per hour, used or not (``gpuscale.guardrails.reservations``)."""
+    reserved_only: bool = False
+    """The pool may launch only ``reserved`` capacity: no node beyond ``reserved_instances`` is ever launched (a
+    reservation's offering is unavailable once its instances are used, ``NodeLayer._room``)."""
     ttft_slo_s: float = Field(gt=0)
     itl_slo_s: float = Field(gt=0)
     request_timeout_s: float = Field(gt=0)
@@ -127,7 +130,9 @@ class HeadroomSim(Spec):
     pods: int = Field(gt=0)
     """Virtual (or placeholder) pods kept placeable: the sized N replicas x pods per replica."""
     resync_s: float = Field(gt=0)
-    """Longest wait for a provisioning pass after the spare capacity is taken (``headroom.BUFFER_RESYNC_S``)."""
+    """The CapacityBuffer controller's requeue (``headroom.BUFFER_RESYNC_S``): each reconcile triggers a provisioning
+    pass, the only pass that refills a spare node a serving pod took (placeholders are refilled by their own pending
+    replacement, at once)."""
     prepull: bool = False
     """The spare nodes pull the vLLM image before any serving pod lands (placeholder pods; virtual pods run nothing)."""
     preemption_delay_s: float = Field(default=0.0, ge=0)

@@ -31,12 +31,14 @@ from typing import Generic, Literal, Protocol, TypeVar, overload
 from pydantic import Field
 
 from gpuscale.first_answer import ColdStart
+from gpuscale.headroom import KARPENTER_BATCH_IDLE_S, KARPENTER_BATCH_MAX_S
 from gpuscale.sim.states import NodeState
 from gpuscale.spec.base import Spec
 from gpuscale.spec.topology import GpuNodePoolSpec, ProvisioningSpec
 
-KARPENTER_DECISION_S = (1.0, 10.0)
-"""BATCH_IDLE_DURATION 1 s .. BATCH_MAX_DURATION 10 s (Karpenter settings reference)."""
+KARPENTER_DECISION_S = (KARPENTER_BATCH_IDLE_S, KARPENTER_BATCH_MAX_S)
+"""Karpenter's batch window, ``(BATCH_IDLE_DURATION, BATCH_MAX_DURATION)``: the provisioner runs a pass
+``idle`` after the last new pending pod, at most ``max`` after the first (``gpuscale.headroom``; ``NodeLayer.demand``)."""
 KARPENTER_READY_S = (45.0, 60.0)
 """The user's Karpenter figure, used when the spec describes Cluster Autoscaler."""
 CA_SCAN_INTERVAL_S = 10.0
@@ -64,7 +66,8 @@ class ProvisionerSpec(Spec):
 
     kind: Literal["karpenter", "cluster-autoscaler"]
     decision_s: tuple[float, float]
-    """Pending pod seen -> launch call, uniform (min, max)."""
+    """Pending pod seen -> launch call: Cluster Autoscaler uniform (min, max); Karpenter its batch window (idle after
+    the last new pending pod, max after the first: ``NodeLayer.demand``)."""
     scan_interval_s: float = Field(default=0.0, ge=0)
     """Periodic scan (Cluster Autoscaler); 0 reacts to pending pods at once (Karpenter's watch)."""
     launch_extra_s: tuple[float, float] = (0.0, 0.0)

@@ -6,8 +6,13 @@ Three sources of node events, all through ``disrupt(node, reason, grace_s)``:
 * spot interruptions: each spot node draws its interruption time from an exponential at the configured rate; on the
   two-minute notice Karpenter cordons and drains the node (replacement capacity is asked for at once);
 * headroom (``Variant.headroom``, a CapacityBuffer or placeholder pods): spare nodes for ``pods`` virtual pods exist
-  from the start; every provisioning pass (a pending real pod, or the buffer controller's resync) launches nodes for
-  the virtual pods that no longer fit beside the real ones, and a node hosting a virtual pod is not empty-consolidated;
+  from the start; every provisioning pass launches nodes for the virtual pods that no longer fit beside the real ones,
+  and a node hosting a virtual pod is not empty-consolidated. What triggers the pass that refills a taken spare node
+  (``gpuscale.headroom.BUFFER_RESYNC_S``): for a CapacityBuffer only the buffer controller's reconcile, every 30 s at
+  its own phase; for placeholder pods the evicted placeholder's pending replacement, at once;
+* Karpenter's batcher (``demand``): a pass runs ``BATCH_IDLE_DURATION`` after the last new trigger, at most
+  ``BATCH_MAX_DURATION`` after the first (``pkg/controllers/provisioning/batcher.go`` L52-109 at v1.14.1);
+* a reserved-only pool (``SimSetup.reserved_only``) launches no node beyond its reserved instances (``_room``);
 * drift (``Variant.drift``): every node drifts at once; one at a time (the budget) Karpenter launches a replacement, waits
   for it, and drains the old node: without ``terminationGracePeriod`` a node is a candidate while each of its pods' PDBs
   allows a disruption, and its pods are evicted one at a time as their PDBs allow (the eviction API); with one, the
@@ -55,10 +60,15 @@ class NodeLayer:
         self.rng = random.Random(f"{ctx.seed}/nodes")
         self.rng_spot = random.Random(f"{ctx.seed}/spot")
         self.rng_buffer = random.Random(f"{ctx.seed}/buffer")
-        self.buffer_pending = False
-        """A resync pass of the CapacityBuffer controller is in its batch window."""
         self._nid = 0
         self.decision_pending = False
+        """A provisioning pass is coming: Karpenter's batch window is open, or Cluster Autoscaler decided to scale."""
+        self._batch_opened = 0.0
+        self._batch_pods = 0
+        """Pending pods the open batch has seen (a pod already in it does not extend it, ``batcher.go`` L53-59)."""
+        self._batch_buffer = False
+        """The buffer controller's trigger is already in the open batch."""
+        self._batch_gen = 0
         self.demand_since: float | None = None
         self.last_scale_up_t = -float("inf")
         self.launched = self.terminated = self.max_nodes = self.interruptions = 0
@@ -86,7 +96,9 @@ class NodeLayer:
         headroom = self.ctx.variant.headroom
         if headroom is not None:
             self._spare_at_start()
-            self.env.at(headroom.resync_s, self._buffer_resync, priority=PRIORITY_CONTROL)
+            if not headroom.prepull:  # the buffer's first reconcile: a point of its own cycle, unrelated to the run
+                first = self.rng_buffer.uniform(0.0, headroom.resync_s)
+                self.env.at(first, self._buffer_resync, priority=PRIORITY_CONTROL)
 
     def warm_node(self) -> Node:
         """A node up since before the run, image (and weights, when cacheable) already local."""
@@ -106,17 +118,53 @@ class NodeLayer:
     # ------------------------------------------------------------------ provisioning
 
     def demand(self) -> None:
-        """Pods are pending: Karpenter reacts to the watch at once; Cluster Autoscaler waits for its scan."""
+        """Pods are pending: Karpenter's pod trigger fires at once (``controller.go`` L67-70, any pod KAI marks
+        ``Unschedulable``), into its batcher; Cluster Autoscaler waits for its scan."""
         if self.demand_since is None:
             self.demand_since = self.env.now
-        prov = self.ctx.variant.provisioner
-        if prov.scan_interval_s == 0 and not self.decision_pending:
-            self.decision_pending = True
-            self.env.after(prov.sample_launch_delay(self.rng), self._provision)
+        if self.ctx.variant.provisioner.scan_interval_s == 0:
+            pending = len(self._pods.unbound_needs())
+            self._trigger(new=pending > self._batch_pods)
+            self._batch_pods = max(self._batch_pods, pending)
+        self._placeholder_pending()
 
     def demand_met(self) -> None:
         """No pod is pending: the next demand starts a new wait (what node-ready latencies count from)."""
         self.demand_since = None
+        self._placeholder_pending()
+
+    def _trigger(self, *, new: bool) -> None:
+        """Karpenter's ``Batcher.Trigger`` and ``Wait`` (``batcher.go`` L52-109 at v1.14.1): the first trigger opens a
+        window that closes ``BATCH_IDLE_DURATION`` later; each new element (a pod or buffer not yet in the window)
+        moves the close to idle after it, but never past ``BATCH_MAX_DURATION`` after the opening. The close runs the
+        pass (``provisioner.go`` L135-146)."""
+        idle, most = self.ctx.variant.provisioner.decision_s
+        now = self.env.now
+        if not self.decision_pending:
+            self.decision_pending = True
+            self._batch_opened, self._batch_pods, self._batch_buffer = now, 0, False
+            self._close_batch_at(now + idle)
+        elif new:
+            self._close_batch_at(min(now + idle, self._batch_opened + most))
+
+    def _close_batch_at(self, t: float) -> None:
+        self._batch_gen += 1
+        self.env.at(t, self._batch_closed, self._batch_gen)
+
+    def _batch_closed(self, gen: int) -> None:
+        if gen == self._batch_gen:  # not moved later since
+            self._provision()
+
+    def _placeholder_pending(self) -> None:
+        """A placeholder pod evicted by a serving pod is recreated by its Deployment and pending: KAI marks it
+        ``Unschedulable`` (``default_status_updater.go`` L249-260, L382-383 at v0.17.0), which is Karpenter's pod
+        trigger. So placeholder headroom is refilled by an ordinary pass, not at the buffer's resync."""
+        h = self.ctx.variant.headroom
+        if (h is None or not h.prepull or self.ctx.variant.provisioner.scan_interval_s > 0 or self._room() == 0
+                or not placement.unplaced(self._virtual_needs(), self._capacities())):
+            return
+        self._trigger(new=not self._batch_buffer)
+        self._batch_buffer = True
 
     def _ca_scan(self) -> None:
         if not self.decision_pending and self._pods.unbound_needs():
@@ -125,28 +173,39 @@ class NodeLayer:
         self.env.at(self.env.now + self.ctx.variant.provisioner.scan_interval_s, self._ca_scan, priority=PRIORITY_CONTROL)
 
     def _provision(self) -> None:
+        """One provisioning pass: nodes for the pending pods and for the buffer's virtual pods that do not fit
+        (``GetPendingPods`` appends them, ``provisioner.go`` L221-223), within the NodePool's limit and, on a
+        reserved-only pool, its reservations. The nodes beyond what the real pods need are the buffer's."""
         s = self.ctx.setup
         self.decision_pending = False
         now = self.env.now
         needs = self._pods.unbound_needs()
-        if not needs:
-            return
         left = placement.unplaced(needs + self._virtual_needs(), self._capacities())
         if not left:
             return
-        k = placement.nodes_for(left, s.gpus_per_node)
-        room = (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
-        k = min(k, max(room, 0))
+        for_pods = placement.nodes_for(placement.unplaced(needs, self._capacities()), s.gpus_per_node) if needs else 0
+        want = placement.nodes_for(left, s.gpus_per_node)
+        k = min(want, self._room())
         if k <= 0:
-            self._log.log("limit", f"NodePool GPU limit {s.pool_gpu_limit} reached; {len(left)} pod(s) stay Pending")
+            cap = (f"its {s.reserved_instances} reserved instance(s) are all in use (the pool launches reserved "
+                   f"capacity only)" if s.reserved_only and self._room_by_limit() > 0 else
+                   f"NodePool GPU limit {s.pool_gpu_limit} reached")
+            self._log.log("limit", f"{cap}; {len(left)} pod(s) stay Pending")
             return
+        h = self.ctx.variant.headroom
         since = self.demand_since if self.demand_since is not None else now
-        for _ in range(k):
-            node = self.new_node(since)
+        for i in range(k):
+            spare = i >= for_pods
+            node = self.new_node(now if spare else since)
+            if spare and h is not None:
+                node.prewarmed, node.spare = h.prepull, True
             self.launched += 1
-            self.env.after(self.ctx.variant.provisioner.sample_boot(self.rng), self._node_ready, node)
+            rng = self.rng_buffer if spare else self.rng
+            self.env.after(self.ctx.variant.provisioner.sample_boot(rng), self._node_ready, node)
         self.last_scale_up_t = now
-        self._log.log("launch", f"{k} x {s.instance_type} ({self.ctx.variant.provisioner.kind})")
+        spare_k = max(0, k - for_pods)
+        what = f", {spare_k} for the buffer's virtual pod(s)" if spare_k and for_pods else " for the buffer" if spare_k else ""
+        self._log.log("launch" if for_pods else "buffer", f"{k} x {s.instance_type} ({self.ctx.variant.provisioner.kind}){what}")
 
     # ------------------------------------------------------------------ headroom (CapacityBuffer / placeholders)
 
@@ -172,36 +231,33 @@ class NodeLayer:
             node.pull_done_at = 0.0 if h.prepull else None
             self._arm_spot(node)
 
-    def _room(self) -> int:
-        """Nodes the NodePool's GPU limit still admits."""
+    def _room_by_limit(self) -> int:
         s = self.ctx.setup
-        return max((s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node, 0)
+        return (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
+
+    def _room(self) -> int:
+        """Nodes the NodePool's GPU limit still admits and, on a reserved-only pool, its reservations: Karpenter
+        v1.14.1 offers a reservation only while EC2 reports instances left in it (karpenter-provider-aws
+        ``pkg/providers/instancetype/offering/reserved_capacity_resolver.go`` L88-99: ``Available`` needs
+        ``reservationCapacity != 0``; the count drops with each launch, ``capacityreservation/types.go``
+        ``MarkLaunched``), and within one pass its scheduler opens at most that many NodeClaims on it
+        (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/scheduling/reservationmanager.go`` L40-46). With no
+        other capacity type allowed, a pod beyond them stays Pending."""
+        s = self.ctx.setup
+        room = self._room_by_limit()
+        if s.reserved_only:
+            room = min(room, s.reserved_instances - sum(1 for n in self.nodes if n.state != GONE))
+        return max(room, 0)
 
     def _buffer_resync(self) -> None:
-        """The CapacityBuffer controller's periodic trigger: a provisioning pass after Karpenter's batch window."""
+        """The CapacityBuffer controller's reconcile: a trigger into Karpenter's batcher every ``resync_s``
+        (``capacitybuffer/controller.go`` L120-124 at v1.14.1), whatever happens in between."""
         h = self.ctx.variant.headroom
         assert h is not None
-        if not self.buffer_pending and not self.decision_pending:
-            self.buffer_pending = True
-            self.env.after(self.ctx.variant.provisioner.sample_launch_delay(self.rng_buffer), self._buffer_pass)
+        if self.ctx.variant.provisioner.scan_interval_s == 0:
+            self._trigger(new=not self._batch_buffer)
+            self._batch_buffer = True
         self.env.at(self.env.now + h.resync_s, self._buffer_resync, priority=PRIORITY_CONTROL)
-
-    def _buffer_pass(self) -> None:
-        """A provisioning pass with no real pod pending: nodes for the virtual pods that do not fit (real pods that are
-        pending are in ``_provision``'s pass, which counts the virtual pods too)."""
-        self.buffer_pending = False
-        h = self.ctx.variant.headroom
-        assert h is not None
-        left = placement.unplaced(self._pods.unbound_needs() + self._virtual_needs(), self._capacities())
-        k = min(placement.nodes_for(left, self.ctx.setup.gpus_per_node), self._room()) if left else 0
-        for _ in range(k):
-            node = self.new_node(self.env.now)
-            node.prewarmed, node.spare = h.prepull, True
-            self.launched += 1
-            self.env.after(self.ctx.variant.provisioner.sample_boot(self.rng_buffer), self._node_ready, node)
-        if k:
-            self.last_scale_up_t = self.env.now
-            self._log.log("buffer", f"{k} x {self.ctx.setup.instance_type} for {len(left)} virtual pod(s) of the buffer")
 
     def buffer_hosts(self) -> set[int]:
         """Ready nodes the last pass placed virtual pods on (``Cluster.HasBufferPods``): not empty-consolidated."""
@@ -228,15 +284,16 @@ class NodeLayer:
         s = self.ctx.setup
         left = placement.unplaced([s.gpus_per_pod] * s.pods_per_replica,
                                   [n.free for n in self.nodes if not n.cordoned and n.state != GONE])
-        room = (s.pool_gpu_limit - sum(n.gpus for n in self.nodes if n.state != GONE)) // s.gpus_per_node
-        k = min(placement.nodes_for(left, s.gpus_per_node), max(room, 0)) if left else 0
+        k = min(placement.nodes_for(left, s.gpus_per_node), self._room()) if left else 0
         now = self.env.now
         for _ in range(k):
             node = self.new_node(now)
             node.prewarmed = True
             self.launched += 1
             prov = self.ctx.variant.provisioner
-            self.env.after(prov.sample_launch_delay(self.rng) + prov.sample_boot(self.rng), self._node_ready, node)
+            # the placeholder is a lone pending pod: Karpenter's batch closes one idle window after it (``_trigger``)
+            decide = prov.decision_s[0] if prov.scan_interval_s == 0 else prov.sample_launch_delay(self.rng)
+            self.env.after(decide + prov.sample_boot(self.rng), self._node_ready, node)
         if k:
             self._log.log("prewarm", f"{k} x {s.instance_type} for a placeholder (the front door holds a request at zero)")
 

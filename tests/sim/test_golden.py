@@ -41,17 +41,17 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "46711089953c2178",
-    "dev-stack-spot": "97f10cc44a7b2def",
-    "prod-2am-huge-prompt": "d3fe27d0efb7cc12",
-    "prod-gang-7-of-8": "b47c8d8a5dc8f682",
-    "prod-peak-hour-preemptions": "013104b0a97d26d2",
-    "prod-prefix-trace-pd": "93ee1dfc3903d9d9",
-    "prod-stack-pd": "d6b9b24fa6411dc1",
-    "staging-ami-rollout": "ce9552c98e6026b8",
-    "staging-consolidation": "d8094e9ec0b0254e",
-    "staging-scale-from-zero": "71d0dcf2fc12db94",
-    "staging-stack-aggregated": "87efb9c8db33e1bd",
+    "dev-scale-from-zero": "b408592d3c0e76d3",
+    "dev-stack-spot": "1e6d13e39fe80617",
+    "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
+    "prod-gang-7-of-8": "38377476d0115155",
+    "prod-peak-hour-preemptions": "7bc1fcb96e88d3e9",
+    "prod-prefix-trace-pd": "727f198e46e8c0d4",
+    "prod-stack-pd": "8ad9b2faab281544",
+    "staging-ami-rollout": "6c9d2c190b5470cf",
+    "staging-consolidation": "dd4306dd4d8e1eaf",
+    "staging-scale-from-zero": "89654e3d515f6e7e",
+    "staging-stack-aggregated": "0b5ed834bb35fbe0",
 }
 
 

@@ -69,3 +69,64 @@ def test_a_capacity_block_bills_at_the_rate_it_was_bought_at() -> None:
     assert cheap.cost_usd == pytest.approx(4 * 0.5 * cheap.end_s / 3600.0, abs=0.01)
     stated = run(frozen({"id": "cr-0a", "instance_count": 4, "usd_per_instance_hour": 0.25}))  # an ODCR under a plan
     assert stated.cost_usd == pytest.approx(4 * 0.25 * stated.end_s / 3600.0, abs=0.01)
+
+
+# ---------------------------------------------------------------- a reserved-only pool, a shared reservation
+
+
+def two_models(capacity_types: list[str], count: int) -> PlatformSpec:
+    """tiny's pool reserved for ``count`` instances, carrying its model and a copy of it."""
+    raw = spec_of("tiny-aggregated").model_dump(mode="json", exclude_unset=True)
+    raw["topology"]["gpu_pools"][0].update(capacity_types=capacity_types,
+                                           capacity_reservations=[{"id": "cr-0a", "instance_count": count}])
+    twin = {**raw["models"][0], "name": "twin-8b"}
+    raw["models"].append(twin)
+    return PlatformSpec.model_validate(raw)
+
+
+def test_a_reservation_two_models_share_is_split_between_their_simulations_and_billed_once() -> None:
+    spec = two_models(["reserved", "on-demand"], 3)
+    setups = [build_scenario("stack", spec, model=m.name, duration_s=DURATION_S).setup for m in spec.models]
+    assert sorted(s.reserved_instances for s in setups) == [1, 2]  # 3 instances, equal peaks: largest remainder
+    rate = CATALOGUE["g6e.xlarge"].on_demand_usd_per_hour
+    assert sum(s.reserved_usd_per_hour for s in setups) == pytest.approx(3 * rate)  # once, not once per model
+    assert all(not s.reserved_only for s in setups)  # on-demand beside reserved: no cap
+
+
+def test_split_follows_peak_gpus_and_adds_up() -> None:
+    from gpuscale.guardrails.reservations import split_instances
+    assert split_instances(4, [("a", 6.0), ("b", 2.0)]) == {"a": 3, "b": 1}
+    assert split_instances(3, [("a", 1.0), ("b", 1.0)]) == {"a": 2, "b": 1}
+    assert split_instances(2, [("a", 0.0), ("b", 0.0)]) == {"a": 1, "b": 1}
+    assert sum(split_instances(7, [("a", 1.3), ("b", 2.9), ("c", 0.4)]).values()) == 7
+
+
+def test_a_reserved_only_pool_launches_no_node_beyond_its_reserved_instances() -> None:
+    from gpuscale.sim.accounting import EventLog
+    from gpuscale.sim.events import Environment
+    from gpuscale.sim.provisioner import NodeLayer
+    from tests.sim.actors import FakePendingPods, FakeWorkloads, context
+
+    def launched(reserved_only: bool) -> tuple[int, list[str]]:
+        ctx = context(gpus_per_node=1, pods_per_replica=1, gpus_per_pod=1, pool_gpu_limit=8, reserved_instances=2,
+                      reserved_only=reserved_only)
+        env = Environment()
+        log = EventLog(env)
+        prov = NodeLayer(ctx, env, log)
+        prov.connect(FakePendingPods([1] * 5), FakeWorkloads())
+        prov.start()
+        prov.demand()
+        env.run(120.0)
+        prov.demand()  # the pods still pending trigger another pass (controller.go L77 requeues them every 10 s)
+        env.run(240.0)
+        return prov.launched, [e.detail for e in log.events if e.kind == "limit"]
+
+    assert launched(False) == (5, [])  # with on-demand beside reserved, the limit is the pool's
+    n, refusals = launched(True)
+    assert n == 2  # two into the reservation; the other three stay Pending
+    assert refusals and "2 reserved instance(s) are all in use" in refusals[0]
+    spec = with_reservations([{"id": "cr-0a", "instance_count": 2}])
+    raw = spec.model_dump(mode="json", exclude_unset=True)
+    raw["topology"]["gpu_pools"][0]["capacity_types"] = ["reserved"]
+    setup = build_scenario("stack", PlatformSpec.model_validate(raw), duration_s=DURATION_S).setup
+    assert setup.reserved_only and setup.reserved_instances == 2

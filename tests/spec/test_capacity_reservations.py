@@ -169,3 +169,34 @@ def test_the_plan_shows_what_each_reservation_bills() -> None:
     on_demand = spec.topology.gpu_pools[0].instances[0].on_demand_usd_per_hour
     assert rows["cr-0odcr"].bill == f"1 x p5.48xlarge at ${on_demand:,.2f}/h = ${on_demand:,.2f}/h (${on_demand * 24:,.0f}/day) while it exists"
     assert rows["cr-0free"].bill == "not billed here (no instance_count)"
+
+
+def test_a_reservation_two_models_share_is_billed_once_in_validate_and_the_plan(tmp_path: Path) -> None:
+    from gpuscale.cli import app
+    from gpuscale.plan.evidence import Evidence
+    from gpuscale.plan.render import render_plan
+    from tests.cli.runner import FastRunner
+
+    raw = prod_with(["reserved", "on-demand"], [{"id": "cr-0a", "instance_count": 5}])
+    for m in raw["models"][:1]:  # chat's quota holds two 70B models at a lower peak
+        m["workload"] = {**m["workload"], "base_rps": 5, "peak_rps": 15}
+    raw["models"].append({**raw["models"][0], "name": "llama-b"})  # a second model on the h100 pool
+    spec = validate_config(raw, "t")
+    sized = size_platform(spec)
+    shares = build_context("t", spec, sized).reservation_shares
+    assert {s.model for s in shares} == {"llama-70b-fp8", "llama-b"}
+    assert sum(s.instances for s in shares) == 5  # split, not 5 each
+    rate = spec.topology.gpu_pools[0].instances[0].on_demand_usd_per_hour
+    assert sum(s.usd_per_hour for s in shares) == pytest.approx(5 * rate)
+    assert all(s.pool_instances == 5 and s.shared_with for s in shares)
+    doc = render_plan(build_context("t", spec, sized), Evidence(node_manifests=[], simulations=[]))
+    assert "bills once, however many models launch into it" in doc
+    assert "llama-b" in doc.split("bills once")[1].split("\n\n")[1]
+
+    path = tmp_path / "Pulumi.t.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump({"config": {f"gpuscale:{k}": v for k, v in raw.items()}}))
+    out = FastRunner().invoke(app, ["validate", "--stack-file", str(path)], terminal_width=250)
+    assert out.exit_code == 0, out.output
+    table = out.output.split("Capacity reservations")[1]
+    assert "h100" in table and "llama-b" in table and f"{5 * rate:,.2f}" in table

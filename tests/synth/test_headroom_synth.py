@@ -73,6 +73,9 @@ def prod_with_placeholders() -> PlatformSpec:
     raw = prod_with_headroom().model_dump(mode="json", exclude_unset=True)
     raw["models"][0]["headroom"] = {"mode": "placeholder-pods"}
     raw["topology"]["provisioning"]["capacity_buffer_gate"] = False
+    # room in chat's limit for the serving pods at max_replicas and every placeholder: else KAI could refuse a
+    # placeholder while Karpenter launches it an empty node, which validate refuses (tests/test_placeholder_limits.py)
+    raw["teams"][0]["children"][0]["gpu_limit"] = 64
     return PlatformSpec.model_validate(raw)
 
 
@@ -110,4 +113,14 @@ def test_placeholders_are_valid_kubernetes_objects() -> None:
     objs = [o for o in of_kind(result, "Deployment") + of_kind(result, "PriorityClass")
             if "placeholder" in o["metadata"]["name"]]
     assert len(objs) >= 2
+    assert {o["metadata"]["name"]: validate_object(o) for o in objs} == {o["metadata"]["name"]: [] for o in objs}
+
+
+@requires_shared
+def test_placeholder_objects_are_valid_against_the_pinned_schemas() -> None:
+    _, result = synth_placeholders()
+    objs = [o for _, o in result.kubernetes_objects()
+            if (o["kind"] == "PriorityClass" and o["metadata"]["name"].startswith("gpuscale-placeholder-"))
+            or (o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-placeholder"))]
+    assert {o["kind"] for o in objs} == {"PriorityClass", "Deployment"}
     assert {o["metadata"]["name"]: validate_object(o) for o in objs} == {o["metadata"]["name"]: [] for o in objs}

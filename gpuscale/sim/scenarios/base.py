@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpuscale import reservation_shares
 from gpuscale import sizing as sizing_mod
 from gpuscale.problems import Refusal
 from gpuscale.sim import nodes as N
@@ -134,14 +135,17 @@ def make_setup(
     spot = "spot" in pool.capacity_types
     rate = spot_rate_per_node_hour if spot_rate_per_node_hour is not None else (N.SPOT_INTERRUPTIONS_PER_NODE_HOUR if spot else 0.0)
     disagg = model.serving.mode == "disaggregated"
-    reserved, reserved_usd = pool.reserved_instances(inst.name)
+    share = reservation_shares.share_of(spec, model, ms)  # a reservation the pool's models share is billed once
     return SimSetup(
         stack=spec.environment.name, model=model.name, mode=model.serving.mode,
         replica=replica_model_from_sizing(model, ms),
         pods_per_replica=ms.shape.pods, gpus_per_pod=ms.shape.gpus_per_pod,
         instance_type=inst.name, gpus_per_node=inst.gpus_per_node, usd_per_gpu_hour=inst.usd_per_gpu_hour,
         network_gbps=inst.network_gbps or 1.0, pool_gpu_limit=pool.gpu_limit,
-        reserved_instances=reserved, reserved_usd_per_hour=reserved_usd,
+        reserved_instances=share.instances if share else 0, reserved_usd_per_hour=share.usd_per_hour if share else 0.0,
+        # capped at its reservations only where every one of them states its instance count
+        reserved_only=share is not None and set(pool.capacity_types) == {"reserved"}
+        and all(r.instance_count is not None for r in pool.reservations),
         ttft_slo_s=model.slo.ttft_p99_s, itl_slo_s=model.slo.itl_p99_s, request_timeout_s=model.slo.request_timeout_s,
         roles=[RoleSetup(role=r.role, initial_replicas=initial(r), sizing=r) for r in ms.roles],
         startup=N.startup_of(ms.cold_start),
