@@ -44,7 +44,7 @@ GOLDEN: dict[str, str] = {
     "dev-scale-from-zero": "b408592d3c0e76d3",
     "dev-stack-spot": "1e6d13e39fe80617",
     "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
-    "prod-gang-7-of-8": "38377476d0115155",
+    "prod-gang-7-of-8": "a822c88655c7fded",
     "prod-peak-hour-preemptions": "7bc1fcb96e88d3e9",
     "prod-prefix-trace-pd": "727f198e46e8c0d4",
     "prod-stack-pd": "8ad9b2faab281544",
