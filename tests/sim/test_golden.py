@@ -41,17 +41,17 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "46711089953c2178",
-    "dev-stack-spot": "97f10cc44a7b2def",
+    "dev-scale-from-zero": "4dc07ec32cb7be0d",
+    "dev-stack-spot": "6363e468c8e55c60",
     "prod-2am-huge-prompt": "d3fe27d0efb7cc12",
     "prod-gang-7-of-8": "b17e68d10a6e1354",
-    "prod-peak-hour-preemptions": "013104b0a97d26d2",
+    "prod-peak-hour-preemptions": "b94788c11d74cac1",
     "prod-prefix-trace-pd": "93ee1dfc3903d9d9",
     "prod-stack-pd": "d6b9b24fa6411dc1",
-    "staging-ami-rollout": "ce9552c98e6026b8",
-    "staging-consolidation": "d8094e9ec0b0254e",
-    "staging-scale-from-zero": "71d0dcf2fc12db94",
-    "staging-stack-aggregated": "87efb9c8db33e1bd",
+    "staging-ami-rollout": "c8e28272017c8327",
+    "staging-consolidation": "86a38a91621c1033",
+    "staging-scale-from-zero": "8b7eb0f3cf4af7de",
+    "staging-stack-aggregated": "53b7f2fd72b40b4d",
 }
 
 
