@@ -685,7 +685,29 @@ def signal_coefficients(
         decode_s_per_kv_share=cost.per_context_token_s * kv_tokens / usable,
         prompt_tokens_fallback=model.workload.prompt_tokens.mean,
         decode_itl_lines=itl_capacity_lines(cost, model.slo.itl_p99_s * ITL_HEADROOM, max_seqs, kv_tokens),
+        prefill_stall=prefill_stall(cost, model.slo.itl_p99_s * ITL_HEADROOM) if model.serving.mode == "aggregated" else 1.0,
     )
+
+
+def prefill_stall(cost: perf.StepCost, budget_s: float) -> float:
+    """How many times a replica's share of prefill work counts where the same replica decodes (aggregated serving):
+    ``budget / (budget - overhead - weights)``, 1 when not even the step's fixed part fits the budget (no batch meets the
+    ITL target; sizing's decode work says so elsewhere).
+
+    With chunked prefill (vLLM v1 schedules decodes first and fills the rest of ``max_num_batched_tokens`` with prompt
+    chunks: ``vllm/v1/core/sched/scheduler.py`` ``schedule()``, "First, schedule the RUNNING requests", then the
+    waiting ones, as the simulator's engine does, ``gpuscale.sim.vllm_engine``), a step that carries a chunk lasts the chunk's
+    prefill, and every decoding sequence waits for it. If prefill takes a share ``p`` of the replica's time, a
+    sequence's TPOT is the decode step over the rest, ``step(n) / (1 - p)``, which the ITL budget bounds:
+    ``p + step(n) / budget <= 1``. The decode step is the fixed part ``overhead + weights`` (a memory-bound step reads
+    every weight once) plus ``n`` times a per-sequence cost, and ``n`` is about the output-token rate times the budget, so
+    the replicas needed are ``(P + rate x per-sequence cost) / (1 - (overhead + weights) / budget)``: the prefill work
+    ``P`` scaled by this factor plus the decode work (its cost per token at the ITL batch, ``decode_s_per_token``, is
+    at least the per-sequence cost at any lighter batch). Adding the two shares unscaled treats a prefill second as if decoding went on beside it: on
+    staging's 70B on A100 (a 28.6 ms fixed step in a 64 ms budget) that overstated a replica's requests per second 1.8
+    times."""
+    fixed = cost.overhead_s + cost.weights_s
+    return round(budget_s / (budget_s - fixed), 4) if budget_s > fixed else 1.0
 
 
 def _role_sizing(
@@ -712,7 +734,7 @@ def _role_sizing(
             return prefill_work(rps) / util
         if role == "decode":
             return decode_replicas(rps)
-        return prefill_work(rps) / util + decode_replicas(rps)
+        return prefill_work(rps) * coef.prefill_stall / util + decode_replicas(rps)
 
     burst = model.autoscaling.resolved_burst_mode(role)
     derived = derived_target(model, role)

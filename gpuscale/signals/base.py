@@ -50,6 +50,12 @@ class SignalCoefficients(Spec):
     """Replica-seconds per output token at the ITL target as ``max_i(a_i + b_i x KV share)``: the step model's decode
     capacity at a context of that share (``sizing.itl_capacity_lines``); empty: no batch meets the ITL target, and
     decode work falls back to the per-token cost (``decode_s_per_token``, ``decode_s_per_kv_share``)."""
+    prefill_stall: float = 1.0
+    """Aggregated replicas: a replica's share of prefill work counts this many times (``sizing.prefill_stall``). Every
+    step that carries a prefill chunk holds every decoding sequence's next token, so a sequence's TPOT is the decode
+    step over the share of time left to decode steps: ``step / (1 - p) <= budget`` leaves prefill at most ``1 - step /
+    budget`` of a replica, and the step never falls below its fixed part (overhead + one read of the weights). 1 for a
+    role that does not decode (prefill) or does not prefill (decode), and where no step meets the budget."""
 
     def prefill_s(self, mean_prompt: float) -> float:
         """Prefill seconds per prompt token at this mean prompt length."""

@@ -6,8 +6,7 @@ from typing import Literal
 
 from gpuscale.signals import slo_target
 from gpuscale.signals.base import SignalSizing
-from gpuscale.signals.decode_load import decode_work
-from gpuscale.signals.prefill_load import prefill_work
+from gpuscale.signals.load import aggregated_work
 from gpuscale.signals.promql import Expr, Matcher
 from gpuscale.signals.slo_target import QueuedSignal
 
@@ -24,9 +23,8 @@ class LoadSlo(QueuedSignal):
         return "replicas for TTFT and ITL (prefill + decode work + queueing + burst)"
 
     def expr(self, sel: tuple[Matcher, ...]) -> Expr:
-        c = self.coefficients
         # prompts queue behind the replica's whole step (decode shares it), so the offered load is the whole work
-        return self.needed(sel, prefill_work(sel, c) + decode_work(sel, c))
+        return self.needed(sel, aggregated_work(sel, self.coefficients))
 
     @classmethod
     def sized(cls, n: SignalSizing) -> LoadSlo:
@@ -34,7 +32,8 @@ class LoadSlo(QueuedSignal):
             **cls.shape(n), coefficients=n.coefficients,
             why=(
                 f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
-                f"(each token weighed by its cost at its prompt or context length), {slo_target.QUEUEING_WHY}, and "
+                f"(each token weighed by its cost at its prompt or context length, the prefill also by the decode steps it holds, "
+                f"x{n.coefficients.prefill_stall:.2f}), {slo_target.QUEUEING_WHY}, and "
                 f"{slo_target.BURST_WHY}; {slo_target.TARGET_WHY}"
             ),
         )

@@ -32,7 +32,8 @@ class VllmRate(SingleMetric):
                 target=round(n.prompt_tokens_mean / n.replicas_per_rps) if aggregated else round(n.utilisation * prefill_tps),
                 why=(
                     f"prompt tokens/s per replica at {n.percent} of the {prefill_tps:,.0f} tok/s prefill rate"
-                    + (f", less the decoding of {n.output_tokens_mean:g}-token outputs" if aggregated else "")
+                    + (f", less the decoding of {n.output_tokens_mean:g}-token outputs and the decode steps each prefill "
+                       f"chunk holds (x{n.coefficients.prefill_stall:.2f})" if aggregated else "")
                     + "; it grows with load and holds capacity while nothing queues, but assumes the workload's token mix"
                 ),
             )

@@ -223,7 +223,9 @@ def test_aggregated_keda_sums_prefill_and_decode_work(prod_spec: PlatformSpec) -
     body = au.scaled_object_body(role_args(prod_spec, "search-8b", "aggregated"))
     load, backlog, kv, qt, itl = body["spec"]["triggers"]
     query = load["metadata"]["query"]
-    assert "vllm:prompt_tokens_total" in query and "vllm:generation_tokens_total" in query and ") + sum(" in query
+    stall = s.signals[0].coefficients.prefill_stall  # type: ignore[attr-defined]
+    # the prefill work weighed by the decode steps it holds (sizing.prefill_stall), plus the decode work
+    assert "vllm:prompt_tokens_total" in query and "vllm:generation_tokens_total" in query and f") * {stall:g} + sum(" in query
     assert "vllm:num_requests_waiting" in backlog["metadata"]["query"]
     assert "vllm:kv_cache_usage_perc" in kv["metadata"]["query"]
     assert [t["metadata"]["threshold"] for t in (load, backlog, kv, qt, itl)] == [f"{x.target:g}" for x in s.signals]

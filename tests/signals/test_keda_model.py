@@ -64,14 +64,15 @@ def _as_before(body: dict[str, Any]) -> dict[str, Any]:
 
 
 BEFORE = {
-    "prod/search-8b/aggregated": ["idle role holds 4 replicas, its warm minimum is 1"],
+    "prod/search-8b/aggregated": ["idle role holds 8 replicas, its warm minimum is 1"],
     "prod/llama-70b-fp8/prefill": ["idle role holds 4 replicas, its warm minimum is 2"],
     # the SLO-derived decode target sizes the peak at the warm minimum (2), so an idle hold cannot show there
     "prod/llama-70b-fp8/decode": [],
     "dev/llama-8b/aggregated": ["idle role holds 1 replicas, its warm minimum is 0", "woke from zero at 15 s with no request"],
 }
 """What the check reports on the objects before issue 22.3-4 (the roles start at their sized peak, which the SLO-derived
-targets of issue 27 moved: prefill 5 -> 3, search 5 -> 4, decode 3 -> 2): what it reported on main's emitted objects (``gpuscale synth`` of main, every stack), besides the trigger
+targets of issue 27 moved: prefill 5 -> 3, search 5 -> 4, decode 3 -> 2; search 4 -> 8 once an aggregated
+replica's prefill counts the decode steps it holds, ``sizing.prefill_stall``): what it reported on main's emitted objects (``gpuscale synth`` of main, every stack), besides the trigger
 errors of the NaN guards in traffic-stops and sparse-long-generations."""
 
 

@@ -181,11 +181,13 @@ def test_prod_sizing_is_consistent(prod_spec) -> None:  # type: ignore[no-untype
     assert decode.replicas_at_base == math.ceil(10 * per_request / slo_target.TARGET_REPLICAS - 1e-9) == 1
     assert decode.replicas_at_peak == math.ceil(40 * per_request / slo_target.TARGET_REPLICAS - 1e-9) == 2
     assert prefill.min_replicas >= 1 and decode.min_replicas >= 1
-    # non-preemptible chat queue: the two roles share its 40-GPU quota in proportion to peak demand, every GPU of it
-    # used (whole-replica rounding leftovers go to the largest remainder), and each role's ceiling covers its peak
+    # non-preemptible queues: the two roles share the inference queue's 52-GPU quota with the search model (8 GPUs at
+    # its peak) in proportion to peak demand (16 and 8 GPUs of the 32), a tighter share than the chat queue's 40, and
+    # the ceilings use every GPU of chat's quota (whole-replica rounding leftovers go to the largest remainder), each
+    # covering its role's peak
     assert (prefill.max_replicas + decode.max_replicas) * 4 == 40
     assert prefill.max_replicas >= prefill.replicas_at_peak and decode.max_replicas >= decode.replicas_at_peak
-    assert "queue chat gpu_quota 40" in prefill.max_replicas_why and "queue chat gpu_quota 40" in decode.max_replicas_why
+    assert "queue inference gpu_quota 52" in prefill.max_replicas_why and "queue inference gpu_quota 52" in decode.max_replicas_why
     assert prefill.scale_down_stabilization_s > m.cold_start.total_s
     # off-peak the warm minimum (2 per role) runs even where base traffic needs fewer replicas; 4 GPUs each
     base = max(prefill.replicas_at_base + decode.replicas_at_base, prefill.min_replicas + decode.min_replicas)
@@ -253,7 +255,9 @@ def test_aggregated_keda_signals_sum_prefill_and_decode_work(prod_spec) -> None:
     # prompts behind the whole step, over the derived one-replica target
     assert agg.derived_target and isinstance(load, LoadSlo)
     ctx_share = (800 + 150 / 2) / m.kv_capacity_tokens
-    work = 20 * (800 * c.prefill_s(800) + 150 * (c.decode_s_per_token + c.decode_s_per_kv_share * ctx_share))
+    # the prefill weighed by the decode steps it holds (sizing.prefill_stall), the decode at its ITL batch's cost
+    assert c.prefill_stall > 1.0
+    work = 20 * (800 * c.prefill_s(800) * c.prefill_stall + 150 * (c.decode_s_per_token + c.decode_s_per_kv_share * ctx_share))
     need = work + steady_queueing_headroom(load, work, 800)
     assert agg.replicas_at_peak == math.ceil(need / load.target - 1e-9)
     assert kv.target == sizing.decode_kv_target(prod_spec.models[1], m.decode_batch_at_slo, m.kv_capacity_tokens)
