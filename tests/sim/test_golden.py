@@ -41,17 +41,17 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 }
 
 GOLDEN: dict[str, str] = {
-    "dev-scale-from-zero": "b408592d3c0e76d3",
-    "dev-stack-spot": "1e6d13e39fe80617",
+    "dev-scale-from-zero": "33d2c9087aff9b82",
+    "dev-stack-spot": "f1ba43e4bc480277",
     "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
     "prod-gang-7-of-8": "a822c88655c7fded",
-    "prod-peak-hour-preemptions": "7bc1fcb96e88d3e9",
+    "prod-peak-hour-preemptions": "9a48e2e2e618b369",
     "prod-prefix-trace-pd": "727f198e46e8c0d4",
     "prod-stack-pd": "8ad9b2faab281544",
-    "staging-ami-rollout": "6c9d2c190b5470cf",
-    "staging-consolidation": "dd4306dd4d8e1eaf",
-    "staging-scale-from-zero": "89654e3d515f6e7e",
-    "staging-stack-aggregated": "0b5ed834bb35fbe0",
+    "staging-ami-rollout": "d9b1a585ed0d1d5c",
+    "staging-consolidation": "2de73ce0904251d1",
+    "staging-scale-from-zero": "d7570870e227dfeb",
+    "staging-stack-aggregated": "51915aa49c6f070a",
 }
 
 
