@@ -242,10 +242,13 @@ class ObservedSeries:
 
     def __init__(
         self, obs: RoleObservation, waiting: float | None = None, t: float = 0.0,
-        past: Sequence[tuple[float, ObservedSeries]] = (),
+        past: Sequence[tuple[float, ObservedSeries]] = (), past_t: Sequence[float] | None = None,
     ) -> None:
         self.t = t
         self.past = past
+        # the scrape times beside the scrapes: a bisect on a list of floats, not on a key function per probe (the
+        # subquery look-ups were half of the gpuscale controller's time)
+        self.past_t: Sequence[float] = [p[0] for p in past] if past_t is None else past_t
         self.subquery_memo: dict[str, promql.Result] = {}
         """Subquery operands evaluated on this scrape (``promql.StddevOverTime``): a scrape never changes."""
         self.gauges = {
@@ -277,16 +280,17 @@ class ObservedSeries:
     def at(self, ago_s: float) -> ObservedSeries | None:
         """The latest scrape at or before ``ago_s`` seconds ago (a subquery point reads the last sample before it)."""
         when = self.t - ago_s + 1e-9
-        i = bisect.bisect_right(self.past, when, key=lambda p: p[0])
+        i = bisect.bisect_right(self.past_t, when)
         return self.past[i - 1][1] if i > 0 else None
 
 
 def signal_value(
     sig: Signal, obs: RoleObservation, waiting: float | None = None, t: float = 0.0,
-    past: Sequence[tuple[float, ObservedSeries]] = (),
+    past: Sequence[tuple[float, ObservedSeries]] = (), past_t: Sequence[float] | None = None,
 ) -> float:
-    """What the signal's trigger query reads on this observation (``waiting``, ``past``: see ``ObservedSeries``)."""
-    return sig.observe(ObservedSeries(obs, waiting, t, past))
+    """What the signal's trigger query reads on this observation (``waiting``, ``past``, ``past_t``: see
+    ``ObservedSeries``)."""
+    return sig.observe(ObservedSeries(obs, waiting, t, past, past_t))
 
 
 HISTORY_S = promql.duration_s(slo_target.BURST_LOOKBACK) + 60.0
@@ -383,6 +387,8 @@ class HpaRole:
         self.last_active_t = 0.0
         self.past: list[tuple[float, ObservedSeries]] = []
         """Earlier scrapes as the signals' subqueries read them (only kept when a signal has a subquery)."""
+        self.past_t: list[float] = []
+        """The times of ``past``, in step with it."""
         self.keeps_past = any(
             isinstance(r.source, Signal) and any(isinstance(n, promql.OverTime) for n in _nodes(r.source.expr(())))
             for r in rules
@@ -392,7 +398,7 @@ class HpaRole:
     def _value(self, source: MetricSource | Signal, obs: RoleObservation) -> float:
         if isinstance(source, Signal):
             waiting = obs.queue + obs.gateway if self.count_gateway else None
-            return signal_value(source, obs, waiting, self._t, self.past)
+            return signal_value(source, obs, waiting, self._t, self.past, self.past_t)
         if source == "duty":
             return obs.duty_sum
         if source == "queue":
@@ -413,9 +419,12 @@ class HpaRole:
         if self.keeps_past:
             # this scrape joins the past first: a subquery's newest point is the present sample
             waiting = obs.queue + obs.gateway if self.count_gateway else None
-            self.past.append((t, ObservedSeries(obs, waiting, t, self.past)))
-            if self.past[0][0] < t - HISTORY_S:
-                del self.past[: bisect.bisect_left(self.past, t - HISTORY_S, key=lambda p: p[0])]
+            self.past.append((t, ObservedSeries(obs, waiting, t, self.past, self.past_t)))
+            self.past_t.append(t)
+            if self.past_t[0] < t - HISTORY_S:
+                gone = bisect.bisect_left(self.past_t, t - HISTORY_S)
+                del self.past[:gone]
+                del self.past_t[:gone]
         current = obs.current
         held = self._scheduled(t)
         if self.keda_activation is not None and self.min_replicas == 0:
