@@ -650,7 +650,10 @@ def itl_capacity_lines(cost: perf.StepCost, budget_s: float, max_seqs: int, kv_t
     ``max_seqs``, and ``step(n) / n`` falls with ``n``, so ``step(max_seqs) / max_seqs`` (two lines more) is a floor.
     Dominated lines are dropped; empty when not even one sequence meets the budget."""
     o, w, s = cost.overhead_s, cost.weights_s, cost.s_per_token
-    a0, b = cost.per_seq_s + cost.comm_s_per_token, cost.per_context_token_s * kv_tokens
+    # under pipeline parallelism a step's per-sequence work and KV read are paid per in-flight micro-batch, as the
+    # engine's step does (``perf.StepCost.step_s``); the batch at the ITL target holds at least ``pp`` sequences
+    share = cost.decode_share(max(max_seqs, 1))
+    a0, b = cost.per_seq_s * share + cost.comm_s_per_token, cost.per_context_token_s * share * kv_tokens
     if budget_s <= o + w:
         return ()
     n = float(max(max_seqs, 1))
@@ -675,14 +678,16 @@ def signal_coefficients(
     (``itl_capacity_lines``), which the SLO-derived decode target reads."""
     ctx = mean_decode_context(model)
     n = max(decode_batch, 1)
-    per_token = cost.token_s + cost.per_seq_s
+    share = cost.decode_share(n)  # the step's per-sequence work and KV read per micro-batch under PP, as step_s
+    per_token = cost.token_s + cost.per_seq_s * share
+    per_context = cost.per_context_token_s * share
     step = cost.step_s(n, n * ctx)
-    usable = n * (per_token + cost.per_context_token_s * ctx) / step
+    usable = n * (per_token + per_context * ctx) / step
     return SignalCoefficients(
         prefill_s_per_token=cost.token_s,
         prefill_s_per_pair=cost.attention_s_per_pair,
         decode_s_per_token=per_token / usable,
-        decode_s_per_kv_share=cost.per_context_token_s * kv_tokens / usable,
+        decode_s_per_kv_share=per_context * kv_tokens / usable,
         prompt_tokens_fallback=model.workload.prompt_tokens.mean,
         decode_itl_lines=itl_capacity_lines(cost, model.slo.itl_p99_s * ITL_HEADROOM, max_seqs, kv_tokens),
         prefill_stall=prefill_stall(cost, model.slo.itl_p99_s * ITL_HEADROOM) if model.serving.mode == "aggregated" else 1.0,
