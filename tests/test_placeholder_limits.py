@@ -21,6 +21,9 @@ def prod_with_placeholders(chat_limit: float) -> PlatformSpec:
     llama["workload"]["burst"] = {"multiplier": 2.0, "duration_s": 600, "per_hour": 2}
     llama["headroom"] = {"mode": "placeholder-pods"}
     raw["teams"][0]["children"][0]["gpu_limit"] = chat_limit
+    # room in the parent's limit for every GPU the pools may run (h100 64 + l40s 16), so only chat's limit decides:
+    # at prod's 64 the search 8B's serving GPUs at max leave inference no room for the 70B's placeholders either
+    raw["teams"][0]["gpu_limit"] = 80
     return PlatformSpec.model_validate(raw)
 
 

@@ -76,6 +76,7 @@ def prod_with_placeholders() -> PlatformSpec:
     # room in chat's limit for the serving pods at max_replicas and every placeholder: else KAI could refuse a
     # placeholder while Karpenter launches it an empty node, which validate refuses (tests/test_placeholder_limits.py)
     raw["teams"][0]["children"][0]["gpu_limit"] = 64
+    raw["teams"][0]["gpu_limit"] = 80  # and in inference's, which the search 8B's serving pods at max share
     return PlatformSpec.model_validate(raw)
 
 
