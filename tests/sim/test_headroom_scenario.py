@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from gpuscale.headroom import KARPENTER_BATCH_MAX_S
 from gpuscale.sim.metrics import ScenarioResult
 from gpuscale.sim.runner import Runner
 from gpuscale.sim.scenarios import build_scenario, findings
@@ -15,7 +16,6 @@ from gpuscale.sim.scenarios.headroom import (
     WARM_NODES_IMAGE,
     WARM_REPLICAS,
 )
-from gpuscale.headroom import KARPENTER_BATCH_MAX_S
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
 from tests.sim.conftest import spec_of
