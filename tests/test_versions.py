@@ -59,7 +59,10 @@ def test_versions_outside_standard_support_or_karpenter_are_refused(version: str
 
 
 def test_a_version_is_refused_once_its_standard_support_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
-    EnvironmentSpec.model_validate({**environment(), "kubernetes_version": "1.34"})  # until 2026-12-02
+    # both sides of the end date are fixed: the test must not depend on the day it runs (it read the real date once,
+    # and failed from 2026-12-03 on, while the product was right to refuse)
+    monkeypatch.setattr(versions, "today", lambda: datetime.date(2026, 12, 2))
+    EnvironmentSpec.model_validate({**environment(), "kubernetes_version": "1.34"})  # its last day of support
     monkeypatch.setattr(versions, "today", lambda: datetime.date(2026, 12, 3))
     with pytest.raises(ValidationError, match=r"1\.34' left EKS standard support on 2026-12-02.*use 1\.35, 1\.36"):
         EnvironmentSpec.model_validate({**environment(), "kubernetes_version": "1.34"})
