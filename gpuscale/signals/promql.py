@@ -12,12 +12,13 @@ element when false (``NaN > 0`` is false), ``a or on() b`` is ``b`` only when ``
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, cast, runtime_checkable
 
 Matcher = tuple[str, str, str]
 """``(label, operator, value)``: ``=``, ``!=``, ``=~`` or ``!~``."""
@@ -40,6 +41,25 @@ class RangeSamples(Samples, Protocol):
     def at(self, ago_s: float) -> Samples | None:
         """The samples as Prometheus held them ``ago_s`` seconds before the query's instant; None: none that old
         (Prometheus had not scraped the role yet)."""
+
+
+class RollingSamples(RangeSamples, Protocol):
+    """Range samples that never change and keep each subquery's row of points (``subquery_rows``), so that the next
+    instant's subquery takes the row one step on instead of reading every point again (``OverTime.row``)."""
+
+    subquery_rows: dict[str, list[float | None]]
+    """Subquery (rendered) -> the operand's value ``k`` steps back, ``k = 0..n-1`` (None: no point there)."""
+
+    def step_back(self, step_s: float, n: int) -> RollingSamples | None:
+        """``at(step_s)``, if for every ``k`` in ``1..n-1`` ``at(k x step_s)`` is exactly what that samples'
+        ``at((k - 1) x step_s)`` returned when it kept its rows (the same instants, the same past); else None."""
+
+
+@functools.cache
+def _ranged(cls: type) -> bool:
+    """Whether samples of this class hold the past (``RangeSamples``): once per class, as a runtime ``Protocol`` check
+    costs ~10 us."""
+    return issubclass(cls, RangeSamples)
 
 
 _DURATION_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -295,8 +315,7 @@ class Ln(_OnVector):
 @dataclass(frozen=True, eq=True)
 class OverTime(_OnVector):
     """``<func>_over_time((v)[range:step])``: an aggregate of ``v`` evaluated every ``step`` over the last ``range`` (a
-    subquery, ``promql/functions.go``). On samples without a past (a plain ``Samples``, e.g. a Prometheus that has
-    scraped once) the range holds the present point only."""
+    subquery, ``promql/functions.go``)."""
 
     operand: Expr
     range: str
@@ -306,30 +325,60 @@ class OverTime(_OnVector):
     def render(self) -> str:
         return f"{self.function}(({self.operand.render()})[{self.range}:{self.step}])"
 
-    def points(self, samples: Samples) -> list[float]:
-        """The subquery's points, newest first (a step at which ``v`` is empty, or before the first scrape, has none)."""
-        points: list[float] = []
+    @functools.cached_property
+    def _plan(self) -> tuple[str, str, float, int]:
+        """The operand's rendering (the key of ``subquery_memo``), the subquery's (of ``subquery_rows``), the step in
+        seconds and the number of steps: once per node, not per query."""
         step_s = duration_s(self.step)
-        n = int(duration_s(self.range) // step_s)
-        # once, not per point: a runtime Protocol check costs ~10 us
-        ranged = samples if isinstance(samples, RangeSamples) else None
-        key = self.operand.render() if ranged is not None else ""
-        for k in range(n):
-            past = samples if k == 0 else ranged.at(k * step_s) if ranged is not None else None
-            if past is None:
-                continue
-            # samples that never change may carry a dict ``subquery_memo``: a past point is then evaluated once, not
-            # once per query that reaches back to it (the simulator's scrapes: 60 points a query, a query a sync)
-            memo: dict[str, Result] | None = getattr(past, "subquery_memo", None)
-            v = memo.get(key) if memo is not None else None
-            if v is None:
-                v = self.operand.evaluate(past)
-                if memo is not None:
-                    memo[key] = v
-            value = v.value if isinstance(v, Vec) else v
-            if value is not None:
-                points.append(value)
-        return points
+        return self.operand.render(), self.render(), step_s, int(duration_s(self.range) // step_s)
+
+    def points(self, samples: Samples) -> list[float]:
+        """The subquery's points, newest first (a step at which ``v`` is empty, or before the first scrape, has none).
+        On samples without a past (a plain ``Samples``, e.g. a Prometheus that has scraped once) the range holds the
+        present point only."""
+        if not _ranged(type(samples)):
+            value = self._value(samples, None)
+            return [value] if value is not None else []
+        return [x for x in self.row(cast(RangeSamples, samples)) if x is not None]
+
+    def row(self, samples: RangeSamples) -> list[float | None]:
+        """The operand's value at each step back, ``k = 0..n-1`` (None: no point there). Samples that keep their rows
+        (``RollingSamples``) reuse the row of the samples one step back when ``step_back`` vouches that its points are
+        this row's from ``k = 1`` on: the newest point is the only one read, and the row is the same list of values
+        the ``n`` look-ups would give."""
+        key, name, step_s, n = self._plan
+        rows: dict[str, list[float | None]] | None = getattr(samples, "subquery_rows", None)
+        if rows is None:
+            return self._read_row(samples, key, step_s, n)
+        row = rows.get(name)
+        if row is not None:
+            return row
+        prev = cast(RollingSamples, samples).step_back(step_s, n)
+        prev_row = prev.subquery_rows.get(name) if prev is not None else None
+        if prev_row is not None:
+            row = [self._value(samples, key), *prev_row[: n - 1]]
+        else:
+            row = self._read_row(samples, key, step_s, n)
+        rows[name] = row
+        return row
+
+    def _read_row(self, samples: RangeSamples, key: str, step_s: float, n: int) -> list[float | None]:
+        row: list[float | None] = [self._value(samples, key)]
+        for k in range(1, n):
+            past = samples.at(k * step_s)
+            row.append(self._value(past, key) if past is not None else None)
+        return row
+
+    def _value(self, samples: Samples, key: str | None) -> float | None:
+        """The operand on one point's samples. Samples that never change may carry a dict ``subquery_memo``: a point
+        is then evaluated once, not once per query that reaches back to it (``key`` None: no memo)."""
+        memo: dict[str, Result] | None = getattr(samples, "subquery_memo", None) if key is not None else None
+        v = memo.get(key) if memo is not None and key is not None else None
+        if v is None:
+            v = self.operand.evaluate(samples)
+            if memo is not None and key is not None:
+                memo[key] = v
+        return v.value if isinstance(v, Vec) else v
 
     @staticmethod
     @abstractmethod
