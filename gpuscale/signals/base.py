@@ -162,10 +162,14 @@ class Signal(Spec):
         """The KEDA trigger's name: ``prefill-load``, ``prompt-backlog``, ``queue-time``...."""
         return self.kind.replace("_", "-")
 
-    def observe(self, samples: Samples, query: Expr | None = None) -> float:
-        """What the trigger's query reads on these samples (the simulator's scrape; the KEDA model's Prometheus);
-        ``query``: ``expr(())`` built once by a caller that reads it on every scrape (the simulator's controller)."""
-        value = promql.evaluate(self.expr(()) if query is None else query, samples)
+    def observe(self, samples: Samples) -> float:
+        """What the trigger's query reads on these samples (the simulator's scrape; the KEDA model's Prometheus)."""
+        return self.answer(self.expr(()).evaluate(samples))
+
+    def answer(self, result: promql.Result) -> float:
+        """The trigger's value from its query's result (``observe``; the simulator's controller answers a role's
+        queries together, ``promql.Plan``)."""
+        value = promql.value_of(result)
         if value is None:  # pragma: no cover - total() rules it out; kept so a partial query cannot pass silently
             raise ValueError(f"{self.kind}: the query is empty on these samples; wrap it in total()")
         return value

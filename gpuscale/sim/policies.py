@@ -423,14 +423,21 @@ class HpaRole:
         ]
         """Each signal rule's trigger query, built once (``Signal.observe``); None: a scraped quantity."""
         self.keeps_past = any(q is not None and any(isinstance(n, promql.OverTime) for n in _nodes(q)) for q in self.queries)
-        self._reads_signals = any(q is not None for q in self.queries)
+        self.plan = promql.Plan([q for q in self.queries if q is not None])
+        """The signals' queries answered together, their shared terms once per scrape."""
+        signal_rules = [i for i, q in enumerate(self.queries) if q is not None]
+        self._answer_of = {rule: k for k, rule in enumerate(signal_rules)}
+        """A signal rule's index -> its query's place among the plan's answers."""
         self._series: ObservedSeries | None = None
         """This scrape's series (``_observe``)."""
+        self._answers: list[promql.Result] | None = None
+        """The plan's answers on it, once asked for."""
 
     def _observe(self, t: float, obs: RoleObservation) -> None:
         """The series the signals read on this scrape, built once for all of them; with a subquery, it joins the past
         first (a subquery's newest point is the present sample) and keeps its points there for the next scrapes."""
-        if not self._reads_signals:
+        self._answers = None
+        if not self.plan.roots:
             return
         waiting = obs.queue + obs.gateway if self.count_gateway else None
         self._series = ObservedSeries(obs, waiting, t, self.past, self.past_t)
@@ -450,10 +457,12 @@ class HpaRole:
         return v
 
     def _read(self, i: int, obs: RoleObservation) -> float:
-        source, query = self.rules[i].source, self.queries[i]
+        source = self.rules[i].source
         if isinstance(source, Signal):
-            assert query is not None and self._series is not None
-            return source.observe(self._series, query)
+            assert self._series is not None
+            if self._answers is None:
+                self._answers = self.plan.evaluate(self._series)
+            return source.answer(self._answers[self._answer_of[i]])
         if source == "duty":
             return obs.duty_sum
         if source == "queue":
