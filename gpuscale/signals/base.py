@@ -164,7 +164,12 @@ class Signal(Spec):
 
     def observe(self, samples: Samples) -> float:
         """What the trigger's query reads on these samples (the simulator's scrape; the KEDA model's Prometheus)."""
-        value = promql.evaluate(self.expr(()), samples)
+        return self.answer(self.expr(()).evaluate(samples))
+
+    def answer(self, result: promql.Result) -> float:
+        """The trigger's value from its query's result (``observe``; the simulator's controller answers a role's
+        queries together, ``promql.Plan``)."""
+        value = promql.value_of(result)
         if value is None:  # pragma: no cover - total() rules it out; kept so a partial query cannot pass silently
             raise ValueError(f"{self.kind}: the query is empty on these samples; wrap it in total()")
         return value

@@ -12,12 +12,13 @@ element when false (``NaN > 0`` is false), ``a or on() b`` is ``b`` only when ``
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 Matcher = tuple[str, str, str]
 """``(label, operator, value)``: ``=``, ``!=``, ``=~`` or ``!~``."""
@@ -40,6 +41,25 @@ class RangeSamples(Samples, Protocol):
     def at(self, ago_s: float) -> Samples | None:
         """The samples as Prometheus held them ``ago_s`` seconds before the query's instant; None: none that old
         (Prometheus had not scraped the role yet)."""
+
+
+class RollingSamples(RangeSamples, Protocol):
+    """Range samples that never change and keep each subquery's row of points (``subquery_rows``), so that the next
+    instant's subquery takes the row one step on instead of reading every point again (``OverTime.row``)."""
+
+    subquery_rows: dict[str, list[float | None]]
+    """Subquery (rendered) -> the operand's value ``k`` steps back, ``k = 0..n-1`` (None: no point there)."""
+
+    def step_back(self, step_s: float, n: int) -> RollingSamples | None:
+        """``at(step_s)``, if for every ``k`` in ``1..n-1`` ``at(k x step_s)`` is exactly what that samples'
+        ``at((k - 1) x step_s)`` returned when it kept its rows (the same instants, the same past); else None."""
+
+
+@functools.cache
+def _ranged(cls: type) -> bool:
+    """Whether samples of this class hold the past (``RangeSamples``): once per class, as a runtime ``Protocol`` check
+    costs ~10 us."""
+    return issubclass(cls, RangeSamples)
 
 
 _DURATION_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -80,9 +100,14 @@ class Expr(ABC):
     def render(self) -> str:
         """The node as PromQL."""
 
-    @abstractmethod
     def evaluate(self, samples: Samples) -> Result:
         """What Prometheus answers for the node on these samples."""
+        return self.apply(samples, [o.evaluate(samples) for o in self.children()])
+
+    @abstractmethod
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        """The node's answer from its children's answers on the same samples (``args``, in ``children``'s order):
+        the node's own rule, whoever evaluated the children (``evaluate``, or a ``Plan`` that shares them)."""
 
     def leaves(self) -> Iterator[Series]:
         """Every series selector the node reads."""
@@ -120,7 +145,7 @@ class Number(Expr):
     def render(self) -> str:
         return _fmt_number(self.value)
 
-    def evaluate(self, samples: Samples) -> Result:
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
         return self.value
 
 
@@ -137,7 +162,7 @@ class Series(Expr):
         sel = f"{self.metric}{_render_matchers(self.matchers)}"
         return f"sum(rate({sel}[{self.window}]))" if self.window is not None else f"sum({sel})"
 
-    def evaluate(self, samples: Samples) -> Result:
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
         if self.window is None:
             return Vec(samples.gauge_sum(self.metric, self.matchers))
         return Vec(samples.rate_sum(self.metric, self.matchers, self.window))
@@ -179,8 +204,8 @@ class Binary(Expr):
         # left-associative: a right operand of the same strength needs parentheses
         return f"{_wrap(self.left, self.precedence)} {self.op} {_wrap(self.right, self.precedence + 1)}"
 
-    def evaluate(self, samples: Samples) -> Result:
-        a, b = self.left.evaluate(samples), self.right.evaluate(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        a, b = args
         f = _ARITH[self.op]
         if isinstance(a, float) and isinstance(b, float):
             return f(a, b)
@@ -202,8 +227,8 @@ class _OnVector(Expr):
     def children(self) -> tuple[Expr, ...]:
         return (self.operand,)
 
-    def _vector(self, samples: Samples) -> Vec:
-        v = self.operand.evaluate(samples)
+    def _vector(self, args: Sequence[Result]) -> Vec:
+        v = args[0]
         if not isinstance(v, Vec):
             raise ValueError(f"{self.render()}: needs a vector operand, not a number")
         return v
@@ -220,8 +245,8 @@ class Above(_OnVector):
     def render(self) -> str:
         return f"{_wrap(self.operand, self.precedence)} > {_fmt_number(self.threshold)}"
 
-    def evaluate(self, samples: Samples) -> Result:
-        v = self._vector(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        v = self._vector(args)
         return v if v.value is not None and v.value > self.threshold else Vec(None)
 
 
@@ -236,8 +261,8 @@ class Otherwise(_OnVector):
     def render(self) -> str:
         return f"{_wrap(self.operand, self.precedence)} or on() vector({_fmt_number(self.default)})"
 
-    def evaluate(self, samples: Samples) -> Result:
-        v = self._vector(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        v = self._vector(args)
         return v if v.value is not None else Vec(self.default)
 
 
@@ -251,8 +276,8 @@ class ClampMin(_OnVector):
     def render(self) -> str:
         return f"clamp_min({self.operand.render()}, {_fmt_number(self.floor)})"
 
-    def evaluate(self, samples: Samples) -> Result:
-        v = self._vector(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        v = self._vector(args)
         if v.value is None or math.isnan(v.value):
             return v
         return Vec(max(v.value, self.floor))
@@ -268,8 +293,8 @@ class ClampMax(_OnVector):
     def render(self) -> str:
         return f"clamp_max({self.operand.render()}, {_fmt_number(self.ceiling)})"
 
-    def evaluate(self, samples: Samples) -> Result:
-        v = self._vector(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        v = self._vector(args)
         if v.value is None or math.isnan(v.value):
             return v
         return Vec(min(v.value, self.ceiling))
@@ -284,8 +309,8 @@ class Ln(_OnVector):
     def render(self) -> str:
         return f"ln({self.operand.render()})"
 
-    def evaluate(self, samples: Samples) -> Result:
-        v = self._vector(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        v = self._vector(args)
         if v.value is None or math.isnan(v.value):
             return v
         x = v.value
@@ -295,8 +320,7 @@ class Ln(_OnVector):
 @dataclass(frozen=True, eq=True)
 class OverTime(_OnVector):
     """``<func>_over_time((v)[range:step])``: an aggregate of ``v`` evaluated every ``step`` over the last ``range`` (a
-    subquery, ``promql/functions.go``). On samples without a past (a plain ``Samples``, e.g. a Prometheus that has
-    scraped once) the range holds the present point only."""
+    subquery, ``promql/functions.go``)."""
 
     operand: Expr
     range: str
@@ -306,38 +330,71 @@ class OverTime(_OnVector):
     def render(self) -> str:
         return f"{self.function}(({self.operand.render()})[{self.range}:{self.step}])"
 
-    def points(self, samples: Samples) -> list[float]:
-        """The subquery's points, newest first (a step at which ``v`` is empty, or before the first scrape, has none)."""
-        points: list[float] = []
+    @functools.cached_property
+    def _plan(self) -> tuple[str, str, float, int]:
+        """The operand's rendering (the key of ``subquery_memo``), the subquery's (of ``subquery_rows``), the step in
+        seconds and the number of steps: once per node, not per query."""
         step_s = duration_s(self.step)
-        n = int(duration_s(self.range) // step_s)
-        # once, not per point: a runtime Protocol check costs ~10 us
-        ranged = samples if isinstance(samples, RangeSamples) else None
-        key = self.operand.render() if ranged is not None else ""
-        for k in range(n):
-            past = samples if k == 0 else ranged.at(k * step_s) if ranged is not None else None
-            if past is None:
-                continue
-            # samples that never change may carry a dict ``subquery_memo``: a past point is then evaluated once, not
-            # once per query that reaches back to it (the simulator's scrapes: 60 points a query, a query a sync)
-            memo: dict[str, Result] | None = getattr(past, "subquery_memo", None)
-            v = memo.get(key) if memo is not None else None
-            if v is None:
-                v = self.operand.evaluate(past)
-                if memo is not None:
-                    memo[key] = v
-            value = v.value if isinstance(v, Vec) else v
-            if value is not None:
-                points.append(value)
-        return points
+        return self.operand.render(), self.render(), step_s, int(duration_s(self.range) // step_s)
+
+    def points(self, samples: Samples, present: Result | None = None) -> list[float]:
+        """The subquery's points, newest first (a step at which ``v`` is empty, or before the first scrape, has none).
+        On samples without a past (a plain ``Samples``, e.g. a Prometheus that has scraped once) the range holds the
+        present point only. ``present``: the operand's answer on ``samples``, if the caller has it."""
+        if not _ranged(type(samples)):
+            value = value_of(present if present is not None else self.operand.evaluate(samples))
+            return [value] if value is not None else []
+        return [x for x in self.row(cast(RangeSamples, samples), present) if x is not None]
+
+    def row(self, samples: RangeSamples, present: Result | None = None) -> list[float | None]:
+        """The operand's value at each step back, ``k = 0..n-1`` (None: no point there). Samples that keep their rows
+        (``RollingSamples``) reuse the row of the samples one step back when ``step_back`` vouches that its points are
+        this row's from ``k = 1`` on: the newest point is the only one read, and the row is the same list of values
+        the ``n`` look-ups would give."""
+        key, name, step_s, n = self._plan
+        rows: dict[str, list[float | None]] | None = getattr(samples, "subquery_rows", None)
+        if rows is None:
+            return self._read_row(samples, key, step_s, n, present)
+        row = rows.get(name)
+        if row is not None:
+            return row
+        prev = cast(RollingSamples, samples).step_back(step_s, n)
+        prev_row = prev.subquery_rows.get(name) if prev is not None else None
+        if prev_row is not None:
+            row = [self._value(samples, key, present), *prev_row[: n - 1]]
+        else:
+            row = self._read_row(samples, key, step_s, n, present)
+        rows[name] = row
+        return row
+
+    def _read_row(
+        self, samples: RangeSamples, key: str, step_s: float, n: int, present: Result | None,
+    ) -> list[float | None]:
+        row: list[float | None] = [self._value(samples, key, present)]
+        for k in range(1, n):
+            past = samples.at(k * step_s)
+            row.append(self._value(past, key) if past is not None else None)
+        return row
+
+    def _value(self, samples: Samples, key: str, given: Result | None = None) -> float | None:
+        """The operand on one point's samples (``given``: its answer there, known already). Samples that never change
+        may carry a dict ``subquery_memo``: a point is then evaluated once, not once per query that reaches back to
+        it."""
+        memo: dict[str, Result] | None = getattr(samples, "subquery_memo", None)
+        v = memo.get(key) if memo is not None else None
+        if v is None:
+            v = given if given is not None else self.operand.evaluate(samples)
+            if memo is not None:
+                memo[key] = v
+        return value_of(v)
 
     @staticmethod
     @abstractmethod
     def aggregate(points: list[float]) -> float:
         """The function over a non-empty list of points."""
 
-    def evaluate(self, samples: Samples) -> Result:
-        points = self.points(samples)
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        points = self.points(samples, args[0])
         return Vec(self.aggregate(points)) if points else Vec(None)
 
 
@@ -376,10 +433,51 @@ def _wrap(e: Expr, at_least: int) -> str:
 
 def evaluate(expr: Expr, samples: Samples) -> float | None:
     """The query's answer: ``None`` for an empty result, else the element's value (NaN and Inf included)."""
-    r = expr.evaluate(samples)
-    if isinstance(r, Vec):
-        return r.value
-    return r
+    return value_of(expr.evaluate(samples))
+
+
+def value_of(r: Result) -> float | None:
+    """A result's number: the element's value (``None``: empty) or the scalar."""
+    return r.value if isinstance(r, Vec) else r
+
+
+class Plan:
+    """Queries answered together on the same samples, each distinct subexpression once: the simulator's controller
+    reads every trigger of a role on each scrape, and they repeat their terms (the work, the mean prompt: a prefill
+    role's three queries are 157 nodes, 62 of them distinct). Each node answers by its own ``apply`` on its children's
+    answers, as ``evaluate`` has it do; two nodes are one when they are the same type with the same fields (numbers
+    compared by their bits) over the same children."""
+
+    def __init__(self, queries: Sequence[Expr]) -> None:
+        self.nodes: list[Expr] = []
+        self.args: list[tuple[int, ...]] = []
+        """Each node's children, as indices of earlier nodes."""
+        index: dict[tuple[object, ...], int] = {}
+        self.roots = [self._add(q, index) for q in queries]
+        """Each query's node."""
+
+    def _add(self, e: Expr, index: dict[tuple[object, ...], int]) -> int:
+        args = tuple(self._add(c, index) for c in e.children())
+        own = (getattr(e, f.name) for f in fields(cast(Any, e)))  # every node class is a dataclass
+        key = (type(e), args, *(_exact(x) for x in own if not isinstance(x, Expr)))
+        i = index.get(key)
+        if i is None:
+            i = index[key] = len(self.nodes)
+            self.nodes.append(e)
+            self.args.append(args)
+        return i
+
+    def evaluate(self, samples: Samples) -> list[Result]:
+        """Each query's answer on ``samples``, in order."""
+        out: list[Result] = []
+        for node, args in zip(self.nodes, self.args, strict=True):
+            out.append(node.apply(samples, [out[j] for j in args]))
+        return [out[i] for i in self.roots]
+
+
+def _exact(x: object) -> object:
+    """A field as a key that tells apart what evaluates differently (``0.0 == -0.0``, but ``1 / -0.0`` is ``-Inf``)."""
+    return x.hex() if isinstance(x, float) else x
 
 
 # ---------------------------------------------------------------- parsing emitted queries

@@ -251,6 +251,11 @@ class ObservedSeries:
         self.past_t: Sequence[float] = [p[0] for p in past] if past_t is None else past_t
         self.subquery_memo: dict[str, promql.Result] = {}
         """Subquery operands evaluated on this scrape (``promql.StddevOverTime``): a scrape never changes."""
+        self.subquery_rows: dict[str, list[float | None]] = {}
+        """Each subquery's points as of this scrape (``promql.RollingSamples``), for the next scrapes to take on."""
+        self.first_past_t = self.past_t[0] if len(self.past_t) else t
+        """The oldest scrape kept when this one was taken (itself if none): while it is still the oldest, nothing this
+        scrape's subqueries read has been dropped (``step_back``)."""
         self.gauges = {
             front_door.QUEUE_METRIC: obs.gateway,
             vm.QUEUE: obs.queue if waiting is None else waiting,
@@ -282,6 +287,30 @@ class ObservedSeries:
         when = self.t - ago_s + 1e-9
         i = bisect.bisect_right(self.past_t, when)
         return self.past[i - 1][1] if i > 0 else None
+
+    def step_back(self, step_s: float, n: int) -> ObservedSeries | None:
+        """The scrape ``step_s`` ago, when its subquery rows are this scrape's from the second point on
+        (``promql.RollingSamples``): both instants and the step on a fine grid (``_exact_steps``), so every point's
+        instant ``t - k x step`` is computed exactly either way, and the past those rows read has lost nothing they found
+        since (the oldest scrape then is still kept, or what was dropped is older than this row's oldest point)."""
+        prev = self.at(step_s)
+        if prev is None or prev.t != self.t - step_s or not _exact_steps(self.t, step_s, n):
+            return None
+        oldest = self.past_t[0]
+        if oldest == prev.first_past_t or oldest <= self.t - (n - 1) * step_s + 1e-9:
+            return prev
+        return None
+
+
+GRID = 1024.0
+"""Steps per second of the grid ``_exact_steps`` asks for (a power of two: scaling by it is exact)."""
+
+
+def _exact_steps(t: float, step_s: float, n: int) -> bool:
+    """``t - k x step_s`` is exact in floating point for every ``k < n``: both on a grid of 1/1024 s (the simulator's
+    clock: whole and half seconds) and small enough that every such difference is a whole number of grid steps below
+    2^53."""
+    return (t * GRID).is_integer() and (step_s * GRID).is_integer() and abs(t) + n * abs(step_s) < 2.0**42
 
 
 def signal_value(
@@ -389,16 +418,51 @@ class HpaRole:
         """Earlier scrapes as the signals' subqueries read them (only kept when a signal has a subquery)."""
         self.past_t: list[float] = []
         """The times of ``past``, in step with it."""
-        self.keeps_past = any(
-            isinstance(r.source, Signal) and any(isinstance(n, promql.OverTime) for n in _nodes(r.source.expr(())))
-            for r in rules
-        )
-        self._t = 0.0
+        self.queries: list[promql.Expr | None] = [
+            r.source.expr(()) if isinstance(r.source, Signal) else None for r in rules
+        ]
+        """Each signal rule's trigger query, built once (``Signal.observe``); None: a scraped quantity."""
+        self.keeps_past = any(q is not None and any(isinstance(n, promql.OverTime) for n in _nodes(q)) for q in self.queries)
+        self.plan = promql.Plan([q for q in self.queries if q is not None])
+        """The signals' queries answered together, their shared terms once per scrape."""
+        signal_rules = [i for i, q in enumerate(self.queries) if q is not None]
+        self._answer_of = {rule: k for k, rule in enumerate(signal_rules)}
+        """A signal rule's index -> its query's place among the plan's answers."""
+        self._series: ObservedSeries | None = None
+        """This scrape's series (``_observe``)."""
+        self._answers: list[promql.Result] | None = None
+        """The plan's answers on it, once asked for."""
 
-    def _value(self, source: MetricSource | Signal, obs: RoleObservation) -> float:
+    def _observe(self, t: float, obs: RoleObservation) -> None:
+        """The series the signals read on this scrape, built once for all of them; with a subquery, it joins the past
+        first (a subquery's newest point is the present sample) and keeps its points there for the next scrapes."""
+        self._answers = None
+        if not self.plan.roots:
+            return
+        waiting = obs.queue + obs.gateway if self.count_gateway else None
+        self._series = ObservedSeries(obs, waiting, t, self.past, self.past_t)
+        if self.keeps_past:
+            self.past.append((t, self._series))
+            self.past_t.append(t)
+            if self.past_t[0] < t - HISTORY_S:
+                gone = bisect.bisect_left(self.past_t, t - HISTORY_S)
+                del self.past[:gone]
+                del self.past_t[:gone]
+
+    def _value(self, values: list[float | None], i: int, obs: RoleObservation) -> float:
+        """Rule ``i``'s value on this scrape, read once however often the decision asks (``values``: this scrape's)."""
+        v = values[i]
+        if v is None:
+            v = values[i] = self._read(i, obs)
+        return v
+
+    def _read(self, i: int, obs: RoleObservation) -> float:
+        source = self.rules[i].source
         if isinstance(source, Signal):
-            waiting = obs.queue + obs.gateway if self.count_gateway else None
-            return signal_value(source, obs, waiting, self._t, self.past, self.past_t)
+            assert self._series is not None
+            if self._answers is None:
+                self._answers = self.plan.evaluate(self._series)
+            return source.answer(self._answers[self._answer_of[i]])
         if source == "duty":
             return obs.duty_sum
         if source == "queue":
@@ -415,23 +479,15 @@ class HpaRole:
         return max((n for a, b, n in self.schedules if a <= t < b), default=0)
 
     def decide(self, t: float, obs: RoleObservation) -> int:
-        self._t = t
-        if self.keeps_past:
-            # this scrape joins the past first: a subquery's newest point is the present sample
-            waiting = obs.queue + obs.gateway if self.count_gateway else None
-            self.past.append((t, ObservedSeries(obs, waiting, t, self.past, self.past_t)))
-            self.past_t.append(t)
-            if self.past_t[0] < t - HISTORY_S:
-                gone = bisect.bisect_left(self.past_t, t - HISTORY_S)
-                del self.past[:gone]
-                del self.past_t[:gone]
+        self._observe(t, obs)
+        values: list[float | None] = [None] * len(self.rules)
         current = obs.current
         held = self._scheduled(t)
         if self.keda_activation is not None and self.min_replicas == 0:
             active = (
                 any(
-                    self._value(r.source, obs) > (self.keda_activation if i == self.activation_rule else 0.0)
-                    for i, r in enumerate(self.rules)
+                    self._value(values, i, obs) > (self.keda_activation if i == self.activation_rule else 0.0)
+                    for i in range(len(self.rules))
                 )
                 or (self.count_gateway and obs.gateway > 0)  # a held request wakes any role
                 or held > 0  # a cron trigger inside its window is active
@@ -445,8 +501,8 @@ class HpaRole:
         hpa_min = max(self.min_replicas, 1)
         raw = 0
         tol = self.behavior.tolerance
-        for rule in self.rules:
-            total = self._value(rule.source, obs)
+        for i, rule in enumerate(self.rules):
+            total = self._value(values, i, obs)
             if rule.value:
                 raw = max(raw, value_desired(total, obs.ready, current, rule.target, tol))
             elif rule.pods_metric:

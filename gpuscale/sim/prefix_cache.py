@@ -17,6 +17,13 @@ the nodes along the prompt's path (a handful: the system prompt, each earlier tu
 recently used leaf's run from its tail, so the work per request is in the number of runs, not blocks. Each use stamps
 every node from the root down, so a node's stamp is never older than its children's: the least recently used block
 is always at the tail of the least recently used leaf, the order an LRU of blocks freed tail first would give.
+
+Why views: a node's run is ``src[lo:hi]`` of a prompt's id tuple, not a tuple of its own. Copying runs (a new node,
+a leaf that grows, a split, a merge, an eviction that trims a tail) was most of the prefix path's cost with the
+request path compiled: hundreds of ids copied per request, and the copies were young tuples the garbage collector
+walked id by id. With views, a trim or a split moves an index. Where a run grows or two runs join, the node points at
+the prompt just walked, at the same places: ids name their whole prefix, so any prompt through a node spells its run
+with the same ids (the assumption every look-up here already makes).
 """
 
 from __future__ import annotations
@@ -26,11 +33,14 @@ from heapq import heappop, heappush
 
 
 class _Node:
-    __slots__ = ("children", "parent", "run", "stamp", "uid")
+    __slots__ = ("children", "hi", "lo", "parent", "src", "stamp", "uid")
 
-    def __init__(self, run: tuple[int, ...], parent: _Node | None, stamp: int, uid: int) -> None:
-        self.run = run
-        """The block ids this node adds to its parent's path."""
+    def __init__(self, src: tuple[int, ...], lo: int, hi: int, parent: _Node | None, stamp: int, uid: int) -> None:
+        self.src = src
+        self.lo = lo
+        self.hi = hi
+        """The block ids this node adds to its parent's path: ``src[lo:hi]``, a view into a prompt's ids (module
+        docstring, "Why views")."""
         self.parent = parent
         self.children: dict[int, _Node] = {}
         """Child by its run's first block id."""
@@ -46,7 +56,7 @@ class PrefixCache:
 
     def __init__(self) -> None:
         self._uids = itertools.count()
-        self._root = _Node((), None, 0, next(self._uids))
+        self._root = _Node((), 0, 0, None, 0, next(self._uids))
         self._n = 0
         """Blocks held."""
         self._stamp = 0
@@ -80,12 +90,11 @@ class PrefixCache:
             child = node.children.get(prefix[pos])
             if child is None:
                 return pos
-            run = child.run
-            end = pos + len(run)
-            if end <= n and prefix[end - 1] == run[-1]:  # the same last id: the same run (ids name their prefix)
+            end = pos + child.hi - child.lo
+            if end <= n and prefix[end - 1] == child.src[child.hi - 1]:  # the same last id: the same run
                 node, pos = child, end
                 continue
-            return pos + _common(run, prefix, pos)
+            return pos + _common(child, prefix, pos, n)
         return pos
 
     def use(self, prefix: tuple[int, ...], blocks: int) -> None:
@@ -104,36 +113,42 @@ class PrefixCache:
             if child is None:  # the rest of the prompt is new
                 self._n += blocks - pos
                 if node.children or node is self._root:
-                    child = _Node(tuple(prefix[pos:blocks]), node, stamp, next(self._uids))
+                    child = _Node(prefix, pos, blocks, node, stamp, next(self._uids))
                     node.children[prefix[pos]] = child
                 else:  # a leaf the prompt continues: it grows (its blocks and the new ones share the stamp)
-                    node.run += tuple(prefix[pos:blocks])
+                    node.src, node.lo, node.hi = prefix, pos - (node.hi - node.lo), blocks
                     child = path.pop()
                 path.append(child)
                 break
-            run = child.run
-            end = pos + len(run)
-            common = len(run) if end <= blocks and prefix[end - 1] == run[-1] else _common(run, prefix, pos, blocks)
-            if common < len(run):  # the prompt leaves (or ends inside) this run: split it there
+            length = child.hi - child.lo
+            end = pos + length
+            common = (
+                length if end <= blocks and prefix[end - 1] == child.src[child.hi - 1]
+                else _common(child, prefix, pos, blocks)
+            )
+            if common < length:  # the prompt leaves (or ends inside) this run: split it there
                 child = self._split(child, common)
             child.stamp = stamp
             path.append(child)
             node, pos = child, pos + common
-        self._merge(path)
+        self._merge(path, prefix)
         last = path[-1]
         if not last.children:
             heappush(self._leaves, (stamp, last.uid, last))
 
-    def _merge(self, path: list[_Node]) -> None:
+    def _merge(self, path: list[_Node], prefix: tuple[int, ...]) -> None:
         """Join each node of a just-used path to its only child: they share the stamp, so one run evicted from its
-        tail keeps their order, and the next walk down this prompt is one node shorter."""
+        tail keeps their order, and the next walk down this prompt is one node shorter. The joined run is the
+        prompt's own ids at the same places (the path spells ``prefix`` from its start)."""
         i = 0
+        pos = 0
         while i < len(path) - 1:
             upper, lower = path[i], path[i + 1]
             if len(upper.children) != 1:
+                pos += upper.hi - upper.lo
                 i += 1
                 continue
-            upper.run += lower.run
+            upper.src, upper.lo, upper.hi = prefix, pos, pos + (upper.hi - upper.lo) + (lower.hi - lower.lo)
             upper.children = lower.children
             for g in upper.children.values():
                 g.parent = upper
@@ -148,16 +163,16 @@ class PrefixCache:
             stamp, uid, leaf = heappop(leaves)
             if leaf.children or leaf.stamp != stamp or leaf.uid != uid or leaf.parent is None:
                 continue  # used again, grown, split or removed since this entry
-            run = leaf.run
-            if len(run) > n:  # trim its tail; the rest stays, as old as it was
-                leaf.run = run[: len(run) - n]
+            length = leaf.hi - leaf.lo
+            if length > n:  # trim its tail; the rest stays, as old as it was
+                leaf.hi -= n
                 self._n -= n
                 heappush(leaves, (stamp, uid, leaf))
                 return
-            n -= len(run)
-            self._n -= len(run)
+            n -= length
+            self._n -= length
             parent = leaf.parent
-            del parent.children[run[0]]
+            del parent.children[leaf.src[leaf.lo]]
             leaf.parent = None
             if not parent.children and parent.parent is not None:
                 heappush(leaves, (parent.stamp, parent.uid, parent))
@@ -166,26 +181,26 @@ class PrefixCache:
         """Cut ``node``'s run after ``at`` blocks; returns the new upper node (the lower part keeps ``node``)."""
         parent = node.parent
         assert parent is not None
-        upper = _Node(node.run[:at], parent, node.stamp, next(self._uids))
-        parent.children[node.run[0]] = upper
-        node.run = node.run[at:]
+        upper = _Node(node.src, node.lo, node.lo + at, parent, node.stamp, next(self._uids))
+        parent.children[node.src[node.lo]] = upper
+        node.lo += at
         node.parent = upper
-        upper.children[node.run[0]] = node
+        upper.children[node.src[node.lo]] = node
         return upper
 
 
-def _common(run: tuple[int, ...], prefix: tuple[int, ...], pos: int, end: int | None = None) -> int:
-    """Length of the common start of ``run`` and ``prefix[pos:end]``. Ids name their whole prefix, so two paths that
-    share an id at one depth share every id before it: bisect on single ids."""
-    stop = len(prefix) if end is None else end
-    hi = min(len(run), stop - pos)
-    if prefix[pos + hi - 1] == run[hi - 1]:
+def _common(node: _Node, prefix: tuple[int, ...], pos: int, stop: int) -> int:
+    """Length of the common start of ``node``'s run and ``prefix[pos:stop]``. Ids name their whole prefix, so two paths
+    that share an id at one depth share every id before it: bisect on single ids."""
+    src, lo = node.src, node.lo
+    hi = min(node.hi - lo, stop - pos)
+    if prefix[pos + hi - 1] == src[lo + hi - 1]:
         return hi
-    lo = 0  # run[:lo] matches, run[:hi] does not
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if prefix[pos + mid - 1] == run[mid - 1]:
-            lo = mid
+    good = 0  # the run's first ``good`` ids match, its first ``hi`` do not
+    while hi - good > 1:
+        mid = (good + hi) >> 1
+        if prefix[pos + mid - 1] == src[lo + mid - 1]:
+            good = mid
         else:
             hi = mid
-    return lo
+    return good

@@ -100,3 +100,24 @@ def test_subquery_clamp_max_and_ln_render_parse_and_evaluate_as_prometheus() -> 
     assert evaluate(promql.ClampMin(promql.Ln(g), 0.0), Fixed({"g": 0.0}, {})) == 0.0
     with pytest.raises(ParseError, match="subquery"):
         parse('stddev_over_time((sum(g{a="b"}))[5m])')
+
+
+def test_a_plan_answers_each_query_as_its_own_evaluation() -> None:
+    """Shared terms are answered once, and only terms that evaluate alike are shared: ``1 / 0`` and ``1 / -0`` are
+    equal trees to ``==`` (``0.0 == -0.0``) but not to the plan."""
+    g, r = Series("g", SEL), Series("r", SEL, "1m")
+    ratio = Otherwise(g / Above(r, 0.0), 7.0)
+    queries = [
+        Number(1.0) / Number(0.0), Number(1.0) / Number(-0.0), ratio * ratio + promql.Ln(ratio), ClampMin(ratio, 0.5),
+        Otherwise(Series("g", SEL) / Above(Series("r", SEL, "1m"), 0.0), 7.0),  # equal to ``ratio``, built again
+    ]
+    plan = promql.Plan(queries)
+    assert len(plan.nodes) < sum(1 for q in queries for _ in _walk(q))
+    for samples in (Fixed({"g": 3.0}, {"r": 2.0}), Fixed({"g": 3.0}, {"r": 0.0}), Fixed({}, {}), Fixed({"g": -1.0}, {"r": 4.0})):
+        # repr: NaN reads as itself, -0.0 apart from 0.0
+        assert [repr(promql.value_of(a)) for a in plan.evaluate(samples)] == [repr(evaluate(q, samples)) for q in queries]
+    assert [promql.value_of(a) for a in plan.evaluate(Fixed({}, {}))][:2] == [math.inf, -math.inf]
+
+
+def _walk(e: promql.Expr) -> list[promql.Expr]:
+    return [e, *(n for c in e.children() for n in _walk(c))]
