@@ -91,6 +91,8 @@ class SignalSizing(Spec):
     """KV use of the ITL batch (``sizing.decode_kv_target``)."""
     kv_ceiling: float
     """The highest KV target (``sizing.KV_TARGET_UTILISATION``)."""
+    cold_start_s: float
+    """A replica's cold start on a fresh node (``ModelSizing.cold_start``): how far ahead the burst headroom looks."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -162,9 +164,10 @@ class Signal(Spec):
         """The KEDA trigger's name: ``prefill-load``, ``prompt-backlog``, ``queue-time``...."""
         return self.kind.replace("_", "-")
 
-    def observe(self, samples: Samples) -> float:
-        """What the trigger's query reads on these samples (the simulator's scrape; the KEDA model's Prometheus)."""
-        value = promql.evaluate(self.expr(()), samples)
+    def observe(self, samples: Samples, query: Expr | None = None) -> float:
+        """What the trigger's query reads on these samples (the simulator's scrape; the KEDA model's Prometheus);
+        ``query``: ``expr(())`` built once by a caller that reads it at every sync (the simulator's controller)."""
+        value = promql.evaluate(self.expr(()) if query is None else query, samples)
         if value is None:  # pragma: no cover - total() rules it out; kept so a partial query cannot pass silently
             raise ValueError(f"{self.kind}: the query is empty on these samples; wrap it in total()")
         return value

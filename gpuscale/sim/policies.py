@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -293,8 +293,9 @@ def signal_value(
     return sig.observe(ObservedSeries(obs, waiting, t, past, past_t))
 
 
-HISTORY_S = promql.duration_s(slo_target.BURST_LOOKBACK) + 60.0
-"""How much of its past scrapes a controller keeps: the longest subquery range of any signal, and a step."""
+HISTORY_MARGIN_S = promql.duration_s(slo_target.BURST_STEP)
+"""Past a controller keeps beyond the farthest its signals' queries reach (``promql.Expr.reach_s``): one step of the
+burst term's subquery."""
 
 
 def schedule_intervals(
@@ -335,12 +336,6 @@ def schedule_intervals(
         return (x - start).total_seconds() / clock_rate
 
     return [(max(sim_t(a), 0.0), sim_t(b)) for a, b in out if sim_t(b) > 0]  # type: ignore[arg-type]
-
-
-def _nodes(e: promql.Expr) -> Iterator[promql.Expr]:
-    yield e
-    for c in e.children():
-        yield from _nodes(c)
 
 
 def pods_average_desired(total: float, ready: int, current: int, target: float, tol: float) -> int:
@@ -389,16 +384,23 @@ class HpaRole:
         """Earlier scrapes as the signals' subqueries read them (only kept when a signal has a subquery)."""
         self.past_t: list[float] = []
         """The times of ``past``, in step with it."""
-        self.keeps_past = any(
-            isinstance(r.source, Signal) and any(isinstance(n, promql.OverTime) for n in _nodes(r.source.expr(())))
-            for r in rules
-        )
+        self.queries = {id(r.source): r.source.expr(()) for r in rules if isinstance(r.source, Signal)}
+        """Each signal's query, built once (a derived target's tree is large, and it is read at every sync)."""
+        reach = max((q.reach_s() for q in self.queries.values()), default=0.0)
+        self.keeps_past = reach > 0.0
+        self.history_s = reach + HISTORY_MARGIN_S
+        """How much of its past scrapes the controller keeps: the farthest its queries reach (a subquery's range and
+        the offsets inside it), and a step."""
         self._t = 0.0
 
     def _value(self, source: MetricSource | Signal, obs: RoleObservation) -> float:
         if isinstance(source, Signal):
+            if self.keeps_past and self.past_t and self.past_t[-1] == self._t:
+                # the scrape ``decide`` just added to the past is this one: reading it shares its subquery values
+                # between the signals, the activation check and the later queries that reach back to it
+                return source.observe(self.past[-1][1], self.queries[id(source)])
             waiting = obs.queue + obs.gateway if self.count_gateway else None
-            return signal_value(source, obs, waiting, self._t, self.past, self.past_t)
+            return source.observe(ObservedSeries(obs, waiting, self._t, self.past, self.past_t), self.queries[id(source)])
         if source == "duty":
             return obs.duty_sum
         if source == "queue":
@@ -421,8 +423,8 @@ class HpaRole:
             waiting = obs.queue + obs.gateway if self.count_gateway else None
             self.past.append((t, ObservedSeries(obs, waiting, t, self.past, self.past_t)))
             self.past_t.append(t)
-            if self.past_t[0] < t - HISTORY_S:
-                gone = bisect.bisect_left(self.past_t, t - HISTORY_S)
+            if self.past_t[0] < t - self.history_s:
+                gone = bisect.bisect_left(self.past_t, t - self.history_s)
                 del self.past[:gone]
                 del self.past_t[:gone]
         current = obs.current
