@@ -24,7 +24,7 @@ from gpuscale.signals.base import MEAN_PROMPT_WINDOW_S as MEAN_PROMPT_WINDOW_S  
 from gpuscale.signals.base import RATE_WINDOW_S as RATE_WINDOW_S
 from gpuscale.signals.base import Signal, SignalCoefficients, SignalSizing
 from gpuscale.signals.selection import AnySignal
-from gpuscale.signals.slo_target import SteadySamples, expected_burst_headroom
+from gpuscale.signals.slo_target import SteadySamples, burst_offset, expected_burst_headroom
 from gpuscale.spec.base import Spec
 from gpuscale.spec.catalogue import GpuInstanceType
 from gpuscale.spec.model import ModelDeployment, Role, RoleScalingSpec, WakeSchedule
@@ -743,7 +743,9 @@ def _role_sizing(
 
     burst = model.autoscaling.resolved_burst_mode(role)
     derived = derived_target(model, role)
-    signals = _signals(model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, utilised(1.0), derived)
+    signals = _signals(
+        model, role, s, coef, util, burst, decode_batch, kv_tokens, decode_tps, utilised(1.0), derived, cold.total_s,
+    )
     load = signals[0]
 
     def fractional(rps: float) -> float:
@@ -765,7 +767,7 @@ def _role_sizing(
         warm_schedule=list(s.warm_schedule), wake_schedule=s.wake_schedule,
         replicas_per_rps=round(per_rps, 6),
         burst_headroom_replicas=round(expected_burst_headroom(
-            per_rps * w.peak_rps, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour,
+            per_rps * w.peak_rps, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour, burst_offset(cold.total_s),
         ), 2) if derived else 0.0,
         replicas_at_base=needed(w.base_rps), replicas_at_peak=needed(w.peak_rps),
         min_replicas=min_r, max_replicas=s.max_replicas if s.max_replicas is not None else max(min_r, 1),
@@ -811,7 +813,7 @@ def carried_rps(model: ModelDeployment, ms: ModelSizing, r: RoleSizing, replicas
 
 def _signals(
     model: ModelDeployment, role: Role, s: RoleScalingSpec, coef: SignalCoefficients, util: float, burst: bool,
-    decode_batch: int, kv_tokens: int, decode_tps: float, replicas_per_rps: float, derived: bool,
+    decode_batch: int, kv_tokens: int, decode_tps: float, replicas_per_rps: float, derived: bool, cold_start_s: float,
 ) -> list[Signal]:
     """The role's signals (``gpuscale.signals.selection``) from the numbers sizing derives."""
     w, slo = model.workload, model.slo
@@ -822,6 +824,7 @@ def _signals(
         ttft_p99_s=slo.ttft_p99_s, itl_p99_s=slo.itl_p99_s, itl_headroom=ITL_HEADROOM, decode_batch=decode_batch,
         kv_capacity_tokens=kv_tokens, decode_tokens_per_s=decode_tps, replicas_per_rps=replicas_per_rps,
         kv_target=decode_kv_target(model, decode_batch, kv_tokens), kv_ceiling=KV_TARGET_UTILISATION,
+        cold_start_s=cold_start_s,
     )
     return selection.role_signals(
         numbers, keda=keda, burst=burst, guard=model.autoscaling.resolved_slo_guard(role),

@@ -91,6 +91,8 @@ class SignalSizing(Spec):
     """KV use of the ITL batch (``sizing.decode_kv_target``)."""
     kv_ceiling: float
     """The highest KV target (``sizing.KV_TARGET_UTILISATION``)."""
+    cold_start_s: float
+    """A replica's cold start on a fresh node (``ModelSizing.cold_start``): how far ahead the burst headroom looks."""
 
     @property
     def prefill_tokens_per_s(self) -> float:

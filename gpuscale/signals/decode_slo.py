@@ -30,6 +30,8 @@ class DecodeSlo(CostedSignal):
 
     kind: Literal["decode_slo"] = "decode_slo"
     metric: Literal["vllm:generation_tokens_total"] = "vllm:generation_tokens_total"
+    burst_offset: str
+    """The role's cold start as a PromQL duration (``slo_target.burst_offset``): the burst headroom's look-back."""
 
     @property
     def label(self) -> str:
@@ -38,17 +40,17 @@ class DecodeSlo(CostedSignal):
     def expr(self, sel: tuple[Matcher, ...]) -> Expr:
         c = self.coefficients
         work = itl_replicas(sel, c) if c.decode_itl_lines else decode_work(sel, c)
-        return total(work + slo_target.burst_headroom(work))
+        return total(work + slo_target.burst_headroom(work, self.burst_offset))
 
     @classmethod
     def sized(cls, n: SignalSizing) -> DecodeSlo:
         return cls(
-            target=slo_target.TARGET_REPLICAS, coefficients=n.coefficients,
+            target=slo_target.TARGET_REPLICAS, coefficients=n.coefficients, burst_offset=slo_target.burst_offset(n.cold_start_s),
             why=(
                 f"decode replicas the {n.itl_p99_s * 1000:g} ms ITL p99 needs: output tokens/s over what one replica "
                 f"decodes at the KV share of a sequence in use (KV use / running requests) with its step at "
                 f"{n.itl_headroom:.0%} of the target (the step model's batch at that context; {n.decode_batch} sequences "
-                "at the workload's), plus {slo_target.BURST_WHY}; "
+                f"at the workload's), plus {slo_target.burst_why(slo_target.burst_offset(n.cold_start_s))}; "
                 f"{slo_target.TARGET_WHY}"
             ),
         )

@@ -34,6 +34,6 @@ class LoadSlo(QueuedSignal):
                 f"replicas the {n.ttft_p99_s:g} s TTFT and {n.itl_p99_s * 1000:g} ms ITL p99 need: prefill and decode work "
                 f"(each token weighed by its cost at its prompt or context length, the prefill also by the decode steps it holds, "
                 f"x{n.coefficients.prefill_stall:.2f}), {slo_target.QUEUEING_WHY}, and "
-                f"{slo_target.BURST_WHY}; {slo_target.TARGET_WHY}"
+                f"{slo_target.burst_why(slo_target.burst_offset(n.cold_start_s))}; {slo_target.TARGET_WHY}"
             ),
         )

@@ -32,6 +32,6 @@ class PrefillSlo(QueuedSignal):
             why=(
                 f"prefill replicas the {n.ttft_p99_s:g} s TTFT p99 needs for the prompts arriving: their work (prompt "
                 f"tokens/s x the cost of a token at the recent mean prompt), plus {slo_target.QUEUEING_WHY}, plus "
-                f"{slo_target.BURST_WHY}; {slo_target.TARGET_WHY}"
+                f"{slo_target.burst_why(slo_target.burst_offset(n.cold_start_s))}; {slo_target.TARGET_WHY}"
             ),
         )

@@ -1,13 +1,16 @@
 """The PromQL of an autoscaler trigger as a small expression tree: rendered into the ScaledObject, evaluated by the
 simulator on its scrapes, and parsed back from an emitted ScaledObject by the KEDA decision model.
 
-Only the subset the signals use: ``sum(<gauge>{...})``, ``sum(rate(<counter>{...}[w]))``, number literals, ``+ - * /``,
-the filter ``> <number>``, ``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)``, ``vector(n)``, ``or on()``,
-``stddev_over_time((v)[range:step])`` and ``avg_over_time((v)[range:step])``. Every aggregate is a ``sum`` without
+Only the subset the signals use: ``sum(<gauge>{...})``, ``sum(rate(<counter>{...}[w]))``, either with an ``offset d``
+modifier on its selector, number literals, ``+ - * /``, the filter ``> <number>``, ``clamp_min(v, n)``,
+``clamp_max(v, n)``, ``ln(v)``, ``vector(n)``, ``or on()``, ``stddev_over_time((v)[range:step])`` and
+``avg_over_time((v)[range:step])``. Every aggregate is a ``sum`` without
 ``by``, so every vector here has at most one element and no labels; evaluation follows Prometheus' instant-query
 semantics for such vectors (``promql/engine.go`` at the pinned Prometheus of kube-prometheus-stack): an operation on
 an empty vector is empty, ``x / 0`` is ``+Inf``/``-Inf``/``NaN`` as in Go, a comparison without ``bool`` drops the
-element when false (``NaN > 0`` is false), ``a or on() b`` is ``b`` only when ``a`` is empty, ``clamp_min`` keeps NaN.
+element when false (``NaN > 0`` is false), ``a or on() b`` is ``b`` only when ``a`` is empty, ``clamp_min`` keeps NaN,
+and a selector's ``offset`` reads the samples that much before the instant it is evaluated at (inside a subquery, before
+each of the subquery's points: ``promql/engine.go`` evaluates the subquery's operand at every step as an instant query).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 Matcher = tuple[str, str, str]
@@ -50,9 +53,10 @@ class RollingSamples(RangeSamples, Protocol):
     subquery_rows: dict[str, list[float | None]]
     """Subquery (rendered) -> the operand's value ``k`` steps back, ``k = 0..n-1`` (None: no point there)."""
 
-    def step_back(self, step_s: float, n: int) -> RollingSamples | None:
+    def step_back(self, step_s: float, n: int, reach_s: float = 0.0) -> RollingSamples | None:
         """``at(step_s)``, if for every ``k`` in ``1..n-1`` ``at(k x step_s)`` is exactly what that samples'
-        ``at((k - 1) x step_s)`` returned when it kept its rows (the same instants, the same past); else None."""
+        ``at((k - 1) x step_s)`` returned when it kept its rows (the same instants, the same past, down to ``reach_s``
+        before the oldest point: the offsets inside the operand); else None."""
 
 
 @functools.cache
@@ -68,6 +72,15 @@ _DURATION_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 def duration_s(text: str) -> float:
     """A PromQL duration of one unit (``30s``, ``1m``, ``1h``) in seconds."""
     return float(text[:-1]) * _DURATION_S[text[-1]]
+
+
+def duration(seconds: float) -> str:
+    """A whole number of seconds as a PromQL duration of one unit, the largest that divides it (``300`` -> ``5m``)."""
+    whole = round(seconds)
+    if whole <= 0 or whole != seconds:
+        raise ValueError(f"{seconds} s: a duration here is a positive whole number of seconds")
+    unit = max((u for u, s in _DURATION_S.items() if whole % s == 0), key=_DURATION_S.__getitem__)
+    return f"{whole // round(_DURATION_S[unit])}{unit}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,11 @@ class Expr(ABC):
     def children(self) -> tuple[Expr, ...]:
         return ()
 
+    def reach_s(self) -> float:
+        """How far before the query's instant the node reads samples, seconds (offsets and subquery ranges): how much
+        of the past an evaluator must keep for it."""
+        return max((c.reach_s() for c in self.children()), default=0.0)
+
     def __str__(self) -> str:
         return self.render()
 
@@ -157,18 +175,32 @@ class Series(Expr):
     matchers: tuple[Matcher, ...]
     window: str | None = None
     """``rate()`` window; None: a gauge."""
+    offset: str | None = None
+    """``offset`` modifier (a duration): the selector reads the samples this long before the instant; None: none."""
 
     def render(self) -> str:
         sel = f"{self.metric}{_render_matchers(self.matchers)}"
-        return f"sum(rate({sel}[{self.window}]))" if self.window is not None else f"sum({sel})"
+        shift = f" offset {self.offset}" if self.offset is not None else ""
+        return f"sum(rate({sel}[{self.window}]{shift}))" if self.window is not None else f"sum({sel}{shift})"
 
     def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        if self.offset is not None:
+            # no samples that old (a plain ``Samples`` has no past): the selector is empty, as in Prometheus; ``at``
+            # looked up, not a runtime ``Protocol`` check (tens of microseconds, on every point of a subquery)
+            at: Callable[[float], Samples | None] | None = getattr(samples, "at", None)
+            past = at(duration_s(self.offset)) if at is not None else None
+            if past is None:
+                return Vec(None)
+            samples = past
         if self.window is None:
             return Vec(samples.gauge_sum(self.metric, self.matchers))
         return Vec(samples.rate_sum(self.metric, self.matchers, self.window))
 
     def leaves(self) -> Iterator[Series]:
         yield self
+
+    def reach_s(self) -> float:
+        return duration_s(self.offset) if self.offset is not None else 0.0
 
 
 def _go_div(a: float, b: float) -> float:
@@ -330,12 +362,18 @@ class OverTime(_OnVector):
     def render(self) -> str:
         return f"{self.function}(({self.operand.render()})[{self.range}:{self.step}])"
 
+    def reach_s(self) -> float:
+        return duration_s(self.range) + self.operand.reach_s()
+
     @functools.cached_property
-    def _plan(self) -> tuple[str, str, float, int]:
+    def _plan(self) -> tuple[str, str, float, int, float]:
         """The operand's rendering (the key of ``subquery_memo``), the subquery's (of ``subquery_rows``), the step in
-        seconds and the number of steps: once per node, not per query."""
+        seconds, the number of steps and how far before a point the operand reads (its offsets): once per node, not per
+        query."""
         step_s = duration_s(self.step)
-        return self.operand.render(), self.render(), step_s, int(duration_s(self.range) // step_s)
+        return (
+            self.operand.render(), self.render(), step_s, int(duration_s(self.range) // step_s), self.operand.reach_s(),
+        )
 
     def points(self, samples: Samples, present: Result | None = None) -> list[float]:
         """The subquery's points, newest first (a step at which ``v`` is empty, or before the first scrape, has none).
@@ -351,14 +389,14 @@ class OverTime(_OnVector):
         (``RollingSamples``) reuse the row of the samples one step back when ``step_back`` vouches that its points are
         this row's from ``k = 1`` on: the newest point is the only one read, and the row is the same list of values
         the ``n`` look-ups would give."""
-        key, name, step_s, n = self._plan
+        key, name, step_s, n, reach_s = self._plan
         rows: dict[str, list[float | None]] | None = getattr(samples, "subquery_rows", None)
         if rows is None:
             return self._read_row(samples, key, step_s, n, present)
         row = rows.get(name)
         if row is not None:
             return row
-        prev = cast(RollingSamples, samples).step_back(step_s, n)
+        prev = cast(RollingSamples, samples).step_back(step_s, n, reach_s)
         prev_row = prev.subquery_rows.get(name) if prev is not None else None
         if prev_row is not None:
             row = [self._value(samples, key, present), *prev_row[: n - 1]]
@@ -426,6 +464,23 @@ OVER_TIME: dict[str, type[OverTime]] = {c.function: c for c in (StddevOverTime, 
 """The subquery functions the parser reads, by name."""
 
 
+def shifted(e: Expr, offset: str) -> Expr:
+    """``e`` as it read ``offset`` earlier: every selector in it with that ``offset`` modifier. PromQL takes ``offset``
+    on selectors and subqueries only (``(a + b) offset 5m`` does not parse), so an expression is moved back by moving
+    each of its selectors; a number or ``vector(n)`` reads the same at any instant."""
+    if isinstance(e, Series):
+        if e.offset is not None:
+            raise ValueError(f"{e.render()}: already has an offset")
+        return replace(e, offset=offset)
+    if isinstance(e, OverTime):
+        raise ValueError(f"{e.render()}: shifting a subquery is not part of the subset")
+    # every node is a frozen dataclass whose operands are its Expr fields
+    node: Any = e
+    moved = {f.name: shifted(v, offset) for f in fields(node) if isinstance(v := getattr(e, f.name), Expr)}
+    out: Expr = replace(node, **moved) if moved else e
+    return out
+
+
 def _wrap(e: Expr, at_least: int) -> str:
     s = e.render()
     return f"({s})" if e.precedence < at_least else s
@@ -483,7 +538,8 @@ def _exact(x: object) -> object:
 # ---------------------------------------------------------------- parsing emitted queries
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
+    r"\s*(?:(?P<dur>[0-9]+[smhd](?![a-zA-Z0-9_:]))"
+    r"|(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9]+(?:[eE][-+]?[0-9]+)?)"
     r"|(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)"
     r"|(?P<sel>\{[^}]*\})"
     r"|(?P<win>\[[0-9]+[smhd](?::[0-9]+[smhd])?\])"
@@ -579,6 +635,13 @@ class _Parser:
             e = Binary(op, e, self.atom())
         return e
 
+    def offset(self) -> str | None:
+        """A selector's ``offset <duration>`` modifier, if one follows."""
+        if not self.at("name", "offset"):
+            return None
+        self.take("name", "offset")
+        return self.take("dur")
+
     def function(self, name: str) -> Expr:
         """``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)`` or ``<stddev|avg>_over_time((v)[range:step])``, its name
         read."""
@@ -623,16 +686,18 @@ class _Parser:
                 self.take("op", "(")
                 metric, matchers = self.take("name"), _matchers(self.take("sel"))
                 window = self.take("win")[1:-1]
+                offset = self.offset()
                 self.take("op", ")")
             else:
                 metric, matchers = self.take("name"), _matchers(self.take("sel"))
+                offset = self.offset()
             self.take("op", ")")
-            return Series(metric, matchers, window)
+            return Series(metric, matchers, window, offset)
         if t[0] == "name" and t[1] in _FUNCTIONS:
             self.i += 1
             return self.function(t[1])
         raise ParseError(
-            f"unexpected {t[1]!r}: only sum(), sum(rate()), clamp_min(), clamp_max(), ln(), stddev_over_time(), avg_over_time(), numbers and + - * / > or are read"
+            f"unexpected {t[1]!r}: only sum(), sum(rate()) (with offset), clamp_min(), clamp_max(), ln(), stddev_over_time(), avg_over_time(), numbers and + - * / > or are read"
         )
 
 

@@ -18,16 +18,23 @@ exports, so the trigger's query answers *replicas needed* and its ``AverageValue
   ``(1 + cs^2) / 2`` with ``cs^2`` of the lognormal the workload's mean and p99 fit. ``t`` is the TTFT budget left after the service of the p99 prompt
   (``p99 / mean`` of the workload times the observed mean), at least ``SLACK_FLOOR_SHARE`` of the TTFT target (a p99
   prompt that alone takes more than that is a prompt no replica count helps).
-* **burst headroom** (every role): replicas added by a scale-up answer only after a cold start, so the warm replicas
-  must carry the rise of load expected within one: ``BURST_Z x sqrt(2) x stddev_over_time(work[1h:1m])``, the upper
-  ``eps`` quantile of the change of a stationary load between two instants further apart than its correlation time
-  (variance ``2 sigma^2``), ``sigma`` the observed variation of the work over the last hour. It is scaled by
-  ``min(work / IDLE_WORK, 1)``, so a role whose traffic has stopped holds no headroom for the hour its past still
-  varies (at zero, the front door or a cron trigger wakes it).
+* **burst headroom** (every role): replicas added by a scale-up answer only after a cold start ``C``, so the warm
+  replicas must carry the rise of load that can come within one. It is observed, not assumed: the change of the work
+  over one cold start, ``d(t) = work(t) - work(t - C)`` (the same query with every selector ``offset C``), at each
+  minute of the last hour, and its upper ``eps`` quantile read as ``mean(d) + BURST_Z x stddev(d)``, at least 0. A
+  ramp's rise within ``C`` is the mean and counts in full; a trend slower than ``C`` (the daily curve) counts only by
+  what it rises within ``C`` (the hour's standard deviation of the work itself counted all of it); noise with a
+  correlation time shorter than ``C`` gives ``stddev(d) = sqrt(2) sigma``, the old rule, and slower variation less.
+  ``C`` is the role's cold start on a fresh node (``ModelSizing.cold_start``: node, GPU, image, weights, engine),
+  rounded up to the subquery's step (``burst_offset``). A minute whose work, now or ``C`` before, had no series (the
+  role at zero, a fresh Prometheus) has no point; no point at all reads 0. It is scaled by ``min(work / IDLE_WORK,
+  1)``, so a role whose traffic has stopped holds no headroom for the hour its past still varies (at zero, the front
+  door or a cron trigger wakes it).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from gpuscale.signals import promql, vllm_metrics
@@ -52,10 +59,11 @@ TTFT_TAIL = 0.01
 """Share of requests the TTFT p99 target lets miss it: the ``eps`` of the queueing bound."""
 BURST_Z = 2.326
 """Upper 1 % quantile of a standard normal (the same ``eps``): how many standard deviations of the load's change
-within a cold start the warm replicas carry."""
+within a cold start, above its mean change, the warm replicas carry."""
 BURST_LOOKBACK = "1h"
 BURST_STEP = "1m"
-"""The subquery over which the work's variation is observed: an hour of one-minute points (the rate window)."""
+"""The subquery over which the work's change within a cold start is observed: an hour of one-minute points (the rate
+window)."""
 SLACK_FLOOR_SHARE = 0.5
 """Least share of the TTFT p99 target the queueing bound assumes is left for waiting."""
 IDLE_WORK = 0.01
@@ -79,11 +87,15 @@ role with no traffic must read 0). Not a tuning knob: the Azure code trace's pro
 requests arrive in clumps), the conversation trace's about 2 (Poisson with its mix); ``docs/simulator.md``."""
 
 
-BURST_WHY = (
-    f"the rise of work seen within a cold start over the last {BURST_LOOKBACK} ({BURST_Z:.3g} x sqrt(2) x its standard "
-    f"deviation at {BURST_STEP} steps)"
-)
-"""How the signals' rationale states the burst headroom, from the constants it is computed with."""
+def burst_why(offset: str) -> str:
+    """How the signals' rationale states the burst headroom, from the constants it is computed with."""
+    return (
+        f"the rise of work within a cold start ({offset}) seen over the last {BURST_LOOKBACK}: the upper "
+        f"{TTFT_TAIL:.0%} of work(t) - work(t - {offset}) at {BURST_STEP} steps (mean + {BURST_Z:.3g} x standard "
+        "deviation)"
+    )
+
+
 TARGET_WHY = f"target one replica within the HPA's {HPA_TOLERANCE:.0%} tolerance ({TARGET_REPLICAS:g})"
 """How the signals' rationale states the derived target."""
 QUEUEING_WHY = (
@@ -150,11 +162,27 @@ def queueing_headroom(
     return dispersion(sel, c, 2.0 * factor) / promql.Number(2.0) * mean_service / slack * tail
 
 
-def burst_headroom(work: Expr) -> Expr:
-    """``z x sqrt(2) x stddev_over_time(work[1h:1m]) x min(work / idle, 1)``."""
-    spread = promql.StddevOverTime(total(work), BURST_LOOKBACK, BURST_STEP)
+def burst_offset(cold_start_s: float) -> str:
+    """The cold start ``C`` the burst headroom looks back over, as a PromQL duration: rounded up to whole subquery
+    steps (a replica asked for at a scrape answers a cold start after it, later still after the poll), at least one."""
+    step = promql.duration_s(BURST_STEP)
+    return promql.duration(max(1, math.ceil(cold_start_s / step - 1e-9)) * step)
+
+
+def burst_rise(work: Expr, offset: str) -> Expr:
+    """The upper ``eps`` quantile of the work's rise over ``offset``, observed over the last hour:
+    ``clamp_min(avg_over_time(d[1h:1m]) + z x stddev_over_time(d[1h:1m]), 0)``, ``d = work - work offset C``, 0 when no
+    minute of the hour has both ends."""
+    change = work - promql.shifted(work, offset)
+    mean = promql.AvgOverTime(change, BURST_LOOKBACK, BURST_STEP)
+    spread = promql.StddevOverTime(change, BURST_LOOKBACK, BURST_STEP)
+    return promql.Otherwise(promql.ClampMin(mean + promql.Number(BURST_Z) * spread, 0.0), 0.0)
+
+
+def burst_headroom(work: Expr, offset: str) -> Expr:
+    """``burst_rise(work, offset) x min(work / idle, 1)``: no headroom for a role with no work now."""
     busy = promql.ClampMax(work / promql.Number(IDLE_WORK), 1.0)
-    return promql.Number(BURST_Z * math.sqrt(2.0)) * spread * busy
+    return burst_rise(work, offset) * busy
 
 
 class SteadySamples:
@@ -178,18 +206,72 @@ class SteadySamples:
         return self.rates.get(metric, 0.0)
 
 
-def expected_burst_headroom(work: float, multiplier: float, duration_s: float, per_hour: float) -> float:
+BURST_SERIES = "gpuscale:burst_work"
+"""The one series of the bursts' work that ``expected_burst_headroom`` reads the burst headroom's query on."""
+BURST_PHASE_STEP_S = 15.0
+"""Instants at which ``expected_burst_headroom`` reads the query, over one period of the bursts (a scrape interval)."""
+
+
+class _BurstWork:
+    """The one-minute work of a load at ``work`` replicas that ``multiplier`` raises for ``duration_s`` every
+    ``period_s`` seconds (bursts from ``0``), as Prometheus would hold it at ``t``: the rate window's mean
+    (``RATE_WINDOW``) of the level, so a burst shorter than the window is averaged over it. A ``RangeSamples``."""
+
+    def __init__(self, work: float, multiplier: float, duration_s: float, period_s: float, t: float,
+                 memo: dict[float, _BurstWork]) -> None:
+        self.work, self.multiplier, self.duration_s, self.period_s, self.t, self._memo = (
+            work, multiplier, duration_s, period_s, t, memo)
+        self.subquery_memo: dict[str, promql.Result] = {}
+        """Subquery points evaluated on this instant (``promql.OverTime.points``): the instants share their past."""
+
+    def _burst_share(self) -> float:
+        """Share of the rate window ``(t - w, t]`` inside a burst (bursts longer than the period overlap: always)."""
+        window = promql.duration_s(RATE_WINDOW)
+        if self.duration_s >= self.period_s:
+            return 1.0
+        start = self.t - window
+        inside = 0.0
+        k = math.floor(start / self.period_s)
+        while k * self.period_s < self.t:
+            lo, hi = k * self.period_s, k * self.period_s + self.duration_s
+            inside += max(0.0, min(hi, self.t) - max(lo, start))
+            k += 1
+        return inside / window
+
+    def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
+        if metric != BURST_SERIES:
+            raise KeyError(metric)
+        return self.work * (1.0 + (self.multiplier - 1.0) * self._burst_share())
+
+    def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
+        raise KeyError(metric)
+
+    def at(self, ago_s: float) -> _BurstWork:
+        t = self.t - ago_s
+        if t not in self._memo:
+            self._memo[t] = _BurstWork(self.work, self.multiplier, self.duration_s, self.period_s, t, self._memo)
+        return self._memo[t]
+
+
+@functools.lru_cache(maxsize=256)  # sizing reads it for every role of every candidate tune tries
+def expected_burst_headroom(work: float, multiplier: float, duration_s: float, per_hour: float, offset: str) -> float:
     """The burst headroom (replicas) the trigger holds on average under a workload whose bursts multiply the rate by
-    ``multiplier`` for ``duration_s``, ``per_hour`` times an hour, at ``work`` replicas of work between them: the same
-    ``BURST_Z x sqrt(2) x sigma``, with ``sigma`` the standard deviation of the one-minute work such bursts produce (a
-    two-level series: amplitude ``(multiplier - 1) x work``, averaged over the rate window when a burst is shorter,
-    present a share ``f`` of the minutes: ``sigma = amplitude x sqrt(f (1 - f))``). What the plan prices."""
+    ``multiplier`` for ``duration_s``, ``per_hour`` times an hour, at ``work`` replicas of work between them: the
+    trigger's own burst term (``burst_headroom`` over ``offset``) read on the one-minute work such bursts produce
+    (``_BurstWork``, bursts evenly spaced), averaged over the instants of one period. What the plan prices."""
     if work <= 0 or multiplier <= 1 or per_hour <= 0:
         return 0.0
-    window = promql.duration_s(BURST_STEP)
-    amplitude = (multiplier - 1.0) * work * min(1.0, duration_s / window)
-    f = min(1.0, per_hour * max(duration_s, window) / 3600.0)
-    return BURST_Z * math.sqrt(2.0) * amplitude * math.sqrt(f * (1.0 - f))
+    query = burst_headroom(promql.Series(BURST_SERIES, ()), offset)
+    period = 3600.0 / per_hour
+    # far enough from 0 that the hour, and the offset before it, lies after the first burst
+    origin = math.ceil((query.reach_s() + period) / period) * period
+    memo: dict[float, _BurstWork] = {}
+    instants = max(1, math.ceil(period / BURST_PHASE_STEP_S))
+    values = [
+        promql.evaluate(query, _BurstWork(work, multiplier, duration_s, period, origin + i * BURST_PHASE_STEP_S, memo))
+        for i in range(instants)
+    ]
+    return math.fsum(v for v in values if v is not None) / instants
 
 
 class QueuedSignal(CostedSignal):
@@ -202,18 +284,22 @@ class QueuedSignal(CostedSignal):
     ``(ca^2 + cs^2) / 2`` (``dispersion``)."""
     tail_ratio: float
     """p99 / mean of the prompt mix: the tail prompt is this times the observed mean."""
+    burst_offset: str
+    """The role's cold start as a PromQL duration (``burst_offset``): the burst headroom's look-back."""
 
     def needed(self, sel: tuple[Matcher, ...], work: Expr) -> Expr:
         queueing = queueing_headroom(
             sel, self.coefficients, work, ttft_s=self.ttft_s, factor=self.queue_factor, tail_ratio=self.tail_ratio,
         )
-        return total(work + queueing + burst_headroom(work))
+        return total(work + queueing + burst_headroom(work, self.burst_offset))
 
     @staticmethod
-    def shape(n: SignalSizing) -> dict[str, float]:
-        """The fields sizing's numbers give every queued signal: its target, TTFT budget and prompt-mix shape."""
+    def shape(n: SignalSizing) -> dict[str, float | str]:
+        """The fields sizing's numbers give every queued signal: its target, TTFT budget, prompt-mix shape and the
+        cold start its burst headroom looks back over."""
         return {
             "target": TARGET_REPLICAS, "ttft_s": n.ttft_p99_s,
             "queue_factor": round(queue_factor(n.prompt_tokens_mean, n.prompt_tokens_p99), 4),
             "tail_ratio": round(max(n.prompt_tokens_p99 / n.prompt_tokens_mean, 1.0), 4),
+            "burst_offset": burst_offset(n.cold_start_s),
         }

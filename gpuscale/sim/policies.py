@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -282,24 +282,67 @@ class ObservedSeries:
     def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
         return self.rates[(metric, window)]
 
-    def at(self, ago_s: float) -> ObservedSeries | None:
-        """The latest scrape at or before ``ago_s`` seconds ago (a subquery point reads the last sample before it)."""
-        when = self.t - ago_s + 1e-9
-        i = bisect.bisect_right(self.past_t, when)
-        return self.past[i - 1][1] if i > 0 else None
+    def at(self, ago_s: float) -> ObservedSeries | PointBetweenScrapes | None:
+        """The samples ``ago_s`` seconds ago: the latest scrape at or before then (a subquery point reads the last
+        sample before it), itself when it was taken at that instant, else seen from that instant
+        (``PointBetweenScrapes``)."""
+        return latest_at(self.past, self.past_t, self.t - ago_s)
 
-    def step_back(self, step_s: float, n: int) -> ObservedSeries | None:
+    def _scrape_at(self, ago_s: float) -> ObservedSeries | None:
+        found = self.at(ago_s)
+        return found if isinstance(found, ObservedSeries) else None
+
+    def step_back(self, step_s: float, n: int, reach_s: float = 0.0) -> ObservedSeries | None:
         """The scrape ``step_s`` ago, when its subquery rows are this scrape's from the second point on
         (``promql.RollingSamples``): both instants and the step on a fine grid (``_exact_steps``), so every point's
         instant ``t - k x step`` is computed exactly either way, and the past those rows read has lost nothing they found
-        since (the oldest scrape then is still kept, or what was dropped is older than this row's oldest point)."""
-        prev = self.at(step_s)
+        since (the oldest scrape then is still kept, or what was dropped is older than what this row's oldest point reads:
+        the point itself less ``reach_s``, the offsets inside the operand, less the look-back)."""
+        prev = self._scrape_at(step_s)
         if prev is None or prev.t != self.t - step_s or not _exact_steps(self.t, step_s, n):
             return None
         oldest = self.past_t[0]
-        if oldest == prev.first_past_t or oldest <= self.t - (n - 1) * step_s + 1e-9:
+        if oldest == prev.first_past_t or oldest <= self.t - (n - 1) * step_s - reach_s - LOOKBACK_DELTA_S + 1e-9:
             return prev
         return None
+
+
+class PointBetweenScrapes:
+    """An instant between two scrapes (a subquery point or an offset after a gap in the syncs): the latest scrape
+    before it answers its selectors, as Prometheus' latest sample at or before the instant does, but an offset inside
+    it counts back from this instant, not from that scrape's (Prometheus evaluates ``x offset C`` at the point's own
+    time less ``C``). It keeps no memo: on the simulator's regular syncs every point is a scrape's own instant."""
+
+    def __init__(
+        self, scrape: ObservedSeries, t: float, past: Sequence[tuple[float, ObservedSeries]], past_t: Sequence[float],
+    ) -> None:
+        self.scrape, self.t, self.past, self.past_t = scrape, t, past, past_t
+
+    def gauge_sum(self, metric: str, matchers: tuple[Matcher, ...]) -> float | None:
+        return self.scrape.gauge_sum(metric, matchers)
+
+    def rate_sum(self, metric: str, matchers: tuple[Matcher, ...], window: str) -> float | None:
+        return self.scrape.rate_sum(metric, matchers, window)
+
+    def at(self, ago_s: float) -> ObservedSeries | PointBetweenScrapes | None:
+        return latest_at(self.past, self.past_t, self.t - ago_s)
+
+
+def latest_at(
+    past: Sequence[tuple[float, ObservedSeries]], past_t: Sequence[float], when: float,
+) -> ObservedSeries | PointBetweenScrapes | None:
+    """The samples at instant ``when``: the scrape taken then (within a nanosecond: the clock's half seconds are exact),
+    else the latest before it seen from ``when``; None before the first scrape kept or when the latest is older than
+    Prometheus' look-back (``LOOKBACK_DELTA_S``)."""
+    i = bisect.bisect_right(past_t, when + 1e-9)
+    if i == 0:
+        return None
+    scrape = past[i - 1][1]
+    if scrape.t >= when - 1e-9:
+        return scrape
+    if scrape.t < when - LOOKBACK_DELTA_S:  # stale: Prometheus finds no sample that recent
+        return None
+    return PointBetweenScrapes(scrape, when, past, past_t)
 
 
 GRID = 1024.0
@@ -322,8 +365,13 @@ def signal_value(
     return sig.observe(ObservedSeries(obs, waiting, t, past, past_t))
 
 
-HISTORY_S = promql.duration_s(slo_target.BURST_LOOKBACK) + 60.0
-"""How much of its past scrapes a controller keeps: the longest subquery range of any signal, and a step."""
+LOOKBACK_DELTA_S = 300.0
+"""How far before an instant Prometheus looks for a series' latest sample: a selector whose latest sample is older is
+empty there (``defaultLookbackDelta = 5 * time.Minute``, ``promql/engine.go``; the ``--query.lookback-delta`` flag's
+default). It matters only where the syncs leave a gap: on regular syncs every subquery point is a scrape's own instant."""
+HISTORY_MARGIN_S = LOOKBACK_DELTA_S
+"""Past a controller keeps beyond the farthest its signals' queries reach (``promql.Expr.reach_s``): the look-back of
+the oldest point, so what a point finds is what Prometheus, which keeps far more, would find."""
 
 
 def schedule_intervals(
@@ -364,12 +412,6 @@ def schedule_intervals(
         return (x - start).total_seconds() / clock_rate
 
     return [(max(sim_t(a), 0.0), sim_t(b)) for a, b in out if sim_t(b) > 0]  # type: ignore[arg-type]
-
-
-def _nodes(e: promql.Expr) -> Iterator[promql.Expr]:
-    yield e
-    for c in e.children():
-        yield from _nodes(c)
 
 
 def pods_average_desired(total: float, ready: int, current: int, target: float, tol: float) -> int:
@@ -422,7 +464,11 @@ class HpaRole:
             r.source.expr(()) if isinstance(r.source, Signal) else None for r in rules
         ]
         """Each signal rule's trigger query, built once (``Signal.observe``); None: a scraped quantity."""
-        self.keeps_past = any(q is not None and any(isinstance(n, promql.OverTime) for n in _nodes(q)) for q in self.queries)
+        reach = max((q.reach_s() for q in self.queries if q is not None), default=0.0)
+        self.keeps_past = reach > 0.0
+        self.history_s = reach + HISTORY_MARGIN_S
+        """How much of its past scrapes the controller keeps: the farthest its queries reach (a subquery's range and
+        the offsets inside it), and the look-back before it."""
         self.plan = promql.Plan([q for q in self.queries if q is not None])
         """The signals' queries answered together, their shared terms once per scrape."""
         signal_rules = [i for i, q in enumerate(self.queries) if q is not None]
@@ -444,8 +490,8 @@ class HpaRole:
         if self.keeps_past:
             self.past.append((t, self._series))
             self.past_t.append(t)
-            if self.past_t[0] < t - HISTORY_S:
-                gone = bisect.bisect_left(self.past_t, t - HISTORY_S)
+            if self.past_t[0] < t - self.history_s:
+                gone = bisect.bisect_left(self.past_t, t - self.history_s)
                 del self.past[:gone]
                 del self.past_t[:gone]
 

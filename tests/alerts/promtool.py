@@ -69,3 +69,27 @@ def promtool_test(tmp_path: Path, rule: AlertRule, cases: list[Case], interval: 
     spec.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": interval, "tests": tests},
                                    sort_keys=False), encoding="utf-8")
     return run("test", "rules", str(spec))
+
+
+def expr_matches(query: str, value: float, rel: float = 1e-9) -> str:
+    """A query that answers 1 exactly when ``query`` answers ``value`` within ``rel`` (promtool compares the samples of
+    a ``promql_expr_test`` exactly, and our float sums need not match Prometheus' to the last bit); an empty ``query``
+    answers nothing, which the test's expected sample then misses."""
+    return f"abs(({query}) - {value!r}) <= bool {rel * max(abs(value), 1.0)!r}"
+
+
+def promtool_expr_test(
+    tmp_path: Path, series: dict[str, list[float]], checks: list[tuple[str, str]], interval: str = "15s",
+) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` with no rule: each ``(eval_time, query)`` of ``checks`` must answer the label-less sample
+    1 (``expr_matches``) over ``series`` (``'metric{labels}'`` -> one value per ``interval`` from time 0)."""
+    rules = write_rules(tmp_path / "rules.yaml", [])
+    tests = [{
+        "interval": interval,
+        "input_series": [{"series": s, "values": " ".join(repr(float(v)) for v in values)} for s, values in series.items()],
+        "promql_expr_test": [{"expr": q, "eval_time": at, "exp_samples": [{"labels": "{}", "value": 1}]} for at, q in checks],
+    }]
+    spec = tmp_path / "test.yaml"
+    spec.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": interval, "tests": tests},
+                                   sort_keys=False), encoding="utf-8")
+    return run("test", "rules", str(spec))

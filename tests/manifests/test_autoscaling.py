@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -108,6 +107,17 @@ def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
         assert "initialCooldownPeriod" not in spec
 
 
+def burst_term(work: str, offset: str) -> str:
+    """The burst headroom as PromQL, typed out: the upper 1 % of the work's change over one cold start (``offset``) in
+    the last hour, mean + z x standard deviation, at least 0 and 0 without such a past, times the idle scaling."""
+    shifted = re.sub(r"(\{[^}]*\}(?:\[[0-9]+[smhd]\])?)", rf"\1 offset {offset}", work)
+    change = f"({work} - {shifted})[1h:1m]"  # both products: no parentheses needed
+    return (
+        f"(clamp_min(avg_over_time({change}) + {slo_target.BURST_Z:g} * stddev_over_time({change}), 0) or on() vector(0))"
+        f" * clamp_max({work} / {slo_target.IDLE_WORK:g}, 1)"
+    )
+
+
 def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: PlatformSpec) -> None:
     s = size_platform(prod_spec).model("llama-70b-fp8").role("prefill")
     coef = s.signals[0].coefficients
@@ -138,11 +148,7 @@ def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: Platform
         f"{dispersion} / 2 * ({mean_prompt} * {cost}) / {slack}"
         f" * clamp_min(ln(clamp_max({work}, 1) / {slo_target.TTFT_TAIL:g}), 0)"
     )
-    burst = (
-        f"{slo_target.BURST_Z * math.sqrt(2):.6g} * stddev_over_time(({work} or on() vector(0))[1h:1m])"
-        f" * clamp_max({work} / {slo_target.IDLE_WORK:g}, 1)"
-    )
-    assert load["metadata"]["query"] == f"{work} + {queueing} + {burst} or on() vector(0)"
+    assert load["metadata"]["query"] == f"{work} + {queueing} + {burst_term(work, sig.burst_offset)} or on() vector(0)"
     assert load["metadata"]["threshold"] == f"{slo_target.TARGET_REPLICAS:g}" == f"{sig.target:g}"
     assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost} or on() vector(0)"
     assert float(backlog["metadata"]["threshold"]) == 0.5 * prod_spec.models[0].slo.ttft_p99_s
@@ -163,12 +169,9 @@ def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) 
         f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({first}"
         f" + clamp_min({a1:.6g} + {b1:.6g} * {share} - ({first}), 0))"
     )
-    # replicas needed (slo_target): the work plus the burst headroom over the variation of the work seen in the hour
-    burst = (
-        f"{slo_target.BURST_Z * math.sqrt(2):.6g} * stddev_over_time(({work} or on() vector(0))[1h:1m])"
-        f" * clamp_max({work} / {slo_target.IDLE_WORK:g}, 1)"
-    )
-    assert load["metadata"]["query"] == f"{work} + {burst} or on() vector(0)"
+    # replicas needed (slo_target): the work plus the burst headroom over the work's change within a cold start
+    offset = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].burst_offset  # type: ignore[union-attr]
+    assert load["metadata"]["query"] == f"{work} + {burst_term(work, offset)} or on() vector(0)"
     assert load["metadata"]["threshold"] == f"{slo_target.TARGET_REPLICAS:g}"
     m = size_platform(prod_spec).model("llama-70b-fp8")
     expected = min(0.8, round(m.decode_batch_at_slo * (1500 + 250 / 2) / m.kv_capacity_tokens, 2))

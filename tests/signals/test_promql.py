@@ -121,3 +121,37 @@ def test_a_plan_answers_each_query_as_its_own_evaluation() -> None:
 
 def _walk(e: promql.Expr) -> list[promql.Expr]:
     return [e, *(n for c in e.children() for n in _walk(c))]
+
+
+def test_offset_renders_on_the_selector_parses_back_and_reads_the_past() -> None:
+    g, r = Series("g", SEL), Series("c", SEL, "1m")
+    e = promql.shifted(Otherwise(g * 2.0 + r, 0.0), "2m")
+    text = e.render()
+    # PromQL takes offset on a selector (after a range): never on a parenthesised expression
+    assert text == ('sum(g{namespace="ns",gpuscale_io_role="decode"} offset 2m) * 2 + '
+                    'sum(rate(c{namespace="ns",gpuscale_io_role="decode"}[1m] offset 2m)) or on() vector(0)')
+    assert parse(text) == e
+    assert e.reach_s() == 120.0
+    past = WithPast([1.0, 2.0, 5.0, 7.0])
+    assert evaluate(promql.shifted(g, "2m"), past) == 5.0
+    # no samples that old (or no past at all): the selector is empty, as Prometheus' is
+    assert evaluate(promql.shifted(g, "5m"), past) is None
+    assert evaluate(promql.shifted(g, "1m"), Fixed({"g": 1.0}, {})) is None
+
+
+def test_an_offset_inside_a_subquery_is_relative_to_each_point() -> None:
+    g = Series("g", SEL)
+    change = g - promql.shifted(g, "2m")
+    e = promql.AvgOverTime(change, "3m", "1m")
+    assert e.reach_s() == 300.0  # the range and the offset before it: what an evaluator keeps
+    # points now, 1 and 2 minutes ago: 1 - 5, 2 - 7, 5 - 11; a point whose offset has no sample has none
+    assert evaluate(e, WithPast([1.0, 2.0, 5.0, 7.0, 11.0])) == pytest.approx((-4 - 5 - 6) / 3)
+    assert evaluate(e, WithPast([1.0, 2.0, 5.0, 7.0])) == pytest.approx((-4 - 5) / 2)
+    assert evaluate(e, WithPast([1.0, 2.0])) is None
+    with pytest.raises(ValueError, match="subquery"):
+        promql.shifted(e, "1m")
+    with pytest.raises(ValueError, match="already"):
+        promql.shifted(promql.shifted(g, "1m"), "1m")
+    with pytest.raises(ParseError):
+        parse('sum(g{a="b"} offset 1h30m)')  # one unit only: what the renderer writes
+    assert [promql.duration(s) for s in (300.0, 90.0, 3600.0)] == ["5m", "90s", "1h"]

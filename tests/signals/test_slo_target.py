@@ -4,6 +4,7 @@ the simulator's controller feeds the burst term the past it has seen."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -56,29 +57,67 @@ def test_a_wider_prompt_mix_gets_more_queueing_headroom(raw_stack) -> None:  # t
     assert b.queue_factor > a.queue_factor > 1.0 and b.tail_ratio > a.tail_ratio
 
 
-def test_the_controller_holds_burst_headroom_from_the_work_it_has_seen(prod_spec: PlatformSpec) -> None:
-    c = build_controller(GpuscalePolicy(), prod_context(prod_spec))
-    hpa: HpaRole = c.roles["prefill"]  # type: ignore[attr-defined]
-    assert hpa.keeps_past
+def prefill_role(spec: PlatformSpec) -> tuple[HpaRole, PrefillSlo]:
+    hpa: HpaRole = build_controller(GpuscalePolicy(), prod_context(spec)).roles["prefill"]  # type: ignore[attr-defined]
     sig = hpa.rules[0].source
     assert isinstance(sig, PrefillSlo)
-    steady = 4.0 / sig.coefficients.prefill_s(1500)  # four replicas of work
-    now = RoleObservation("prefill", 5, 5, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=steady)
-    for t in range(0, 1800, 15):
-        calm = hpa.decide(float(t), now)
-    calm_need = signal_value(sig, now, t=1800.0, past=hpa.past)
-    # half an hour in which the work swings between 2 and 6 replicas every two minutes: the same load now needs more
-    fresh = build_controller(GpuscalePolicy(), prod_context(prod_spec)).roles["prefill"]  # type: ignore[attr-defined]
-    for t in range(0, 1800, 15):
-        swing = steady * (0.5 if (t // 120) % 2 else 1.5)
-        fresh.decide(float(t), RoleObservation("prefill", 5, 5, 0.0, 0.0, 0.0, 0.0, 0.0, prompt_rate=swing))
-    bursty = fresh.decide(1800.0, now)
-    need = signal_value(sig, now, t=1800.0, past=fresh.past)
-    assert calm == 5 and calm_need == pytest.approx(signal_value(sig, now))  # a steady past: no burst headroom
-    # four replicas of work + their queueing headroom + 2.326 x sqrt(2) x 2 (the swing's standard deviation)
-    assert need - calm_need == pytest.approx(2.326 * math.sqrt(2) * 2.0, rel=0.05)
-    assert bursty == hpa.max_replicas == 7  # asks for all it may have
-    assert len(fresh.past) <= slo_target.promql.duration_s(slo_target.BURST_LOOKBACK) / 15 + 6  # the past is bounded
+    return hpa, sig
+
+
+def prefill_at(replicas: float, sig: PrefillSlo) -> RoleObservation:
+    """A scrape with ``replicas`` of prefill work at the workload's mean prompt (no request finished: the fallback)."""
+    return RoleObservation("prefill", 5, 5, 0.0, 0.0, 0.0, 0.0, 0.0,
+                           prompt_rate=replicas / sig.coefficients.prefill_s(sig.coefficients.prompt_tokens_fallback))
+
+
+def burst_after(spec: PlatformSpec, work: Callable[[float], float], until: int = 1800) -> tuple[float, HpaRole, PrefillSlo]:
+    """The burst headroom the prefill trigger reads at ``until`` after scrapes every 15 s whose work (replicas) is
+    ``work(t)``: what it asks for there minus what the same scrape asks for without a past."""
+    hpa, sig = prefill_role(spec)
+    for t in range(0, until, 15):
+        hpa.decide(float(t), prefill_at(work(float(t)), sig))
+    now = prefill_at(work(float(until)), sig)
+    hpa.decide(float(until), now)
+    return signal_value(sig, now, t=float(until), past=hpa.past) - signal_value(sig, now), hpa, sig
+
+
+def test_the_burst_headroom_is_the_upper_quantile_of_the_works_change_over_a_cold_start(prod_spec: PlatformSpec) -> None:
+    cold = size_platform(prod_spec).model("llama-70b-fp8").cold_start.total_s
+    _, sig = prefill_role(prod_spec)
+    c = slo_target.promql.duration_s(sig.burst_offset)
+    assert c >= cold and c - cold < 60.0  # the cold start, rounded up to the subquery's step
+    # work that jumps every minute to a level of a fixed pseudo-random sequence (between 2 and 6 replicas)
+    levels = [2.0 + 4.0 * ((k * 7919) % 101) / 100.0 for k in range(31)]
+    headroom, hpa, _ = burst_after(prod_spec, lambda t: levels[int(t // 60)])
+    # the same statistic computed here: every whole minute of the half hour seen whose minute C before was seen too
+    change = [levels[k] - levels[k - int(c // 60)] for k in range(30, -1, -1) if k - c // 60 >= 0]
+    mean = math.fsum(change) / len(change)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in change) / len(change))
+    assert len(change) == 31 - c // 60 and sd > 0.5
+    assert headroom == pytest.approx(max(mean + slo_target.BURST_Z * sd, 0.0), rel=1e-9)
+    assert len(hpa.past) <= (sig.expr(()).reach_s() + 60.0) / 15 + 2  # the past is bounded by what the query reads
+
+
+def test_a_ramp_holds_its_rise_within_a_cold_start_not_its_hours_spread(prod_spec: PlatformSpec) -> None:
+    _, sig = prefill_role(prod_spec)
+    c = slo_target.promql.duration_s(sig.burst_offset)
+    slope = 4.0 / 1800.0  # replicas per second: 2 to 6 over the half hour
+    headroom, _, _ = burst_after(prod_spec, lambda t: 2.0 + slope * t)
+    assert headroom == pytest.approx(slope * c, rel=1e-6)  # every change over C is the same rise
+    # the old rule, z sqrt(2) x the half hour's standard deviation of the work, counted the whole trend
+    spread = slope * 1800.0 * math.sqrt((31 * 31 - 1) / 12.0) / 30.0
+    assert slo_target.BURST_Z * math.sqrt(2.0) * spread > 3.0 * headroom
+    # a steady load, and a falling one, hold none
+    assert burst_after(prod_spec, lambda t: 4.0)[0] == pytest.approx(0.0, abs=1e-9)
+    assert burst_after(prod_spec, lambda t: 6.0 - slope * t)[0] == 0.0
+
+
+def test_no_minute_with_a_cold_start_of_past_reads_no_headroom(prod_spec: PlatformSpec) -> None:
+    _, sig = prefill_role(prod_spec)
+    c = int(slo_target.promql.duration_s(sig.burst_offset))
+    # a fresh Prometheus: less than a cold start of past, the term reads 0 (not empty, which would empty the query)
+    headroom, _, _ = burst_after(prod_spec, lambda t: 2.0 + t / 60.0, until=c - 15)
+    assert headroom == 0.0
 
 
 def test_a_role_without_traffic_holds_no_headroom(prod_spec: PlatformSpec) -> None:
@@ -95,10 +134,38 @@ def test_the_plan_prices_the_burst_headroom(prod_spec: PlatformSpec) -> None:
     r = m.role("prefill")
     w = prod_spec.models[0].workload
     work = r.replicas_per_rps * w.peak_rps
-    assert r.burst_headroom_replicas == pytest.approx(
-        slo_target.expected_burst_headroom(work, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour), abs=0.01)
+    offset = r.signals[0].burst_offset  # type: ignore[union-attr]
+    assert r.burst_headroom_replicas == pytest.approx(slo_target.expected_burst_headroom(
+        work, w.burst.multiplier, w.burst.duration_s, w.burst.per_hour, offset), abs=0.01)
     assert r.burst_headroom_replicas > 0
-    assert slo_target.expected_burst_headroom(work, 1.0, 60.0, 2.0) == 0.0  # no bursts, no headroom
+    assert slo_target.expected_burst_headroom(work, 1.0, 60.0, 2.0, offset) == 0.0  # no bursts, no headroom
+
+
+def one_minute_rate(level: Callable[[float], float], t: float) -> float:
+    """The mean of ``level`` over the minute before ``t`` (a rate over a 1 m window), by a fine Riemann sum."""
+    return sum(level(t - 60.0 + (i + 0.5) * 0.25) for i in range(240)) / 240.0
+
+
+@pytest.mark.parametrize(("multiplier", "duration_s", "per_hour"), [(3.0, 120.0, 2.0), (2.0, 20.0, 6.0), (5.0, 600.0, 1.0)])
+def test_the_priced_headroom_is_the_query_on_the_bursts_one_minute_work(multiplier: float, duration_s: float, per_hour: float) -> None:
+    work, offset = 2.0, "5m"
+    period, c = 3600.0 / per_hour, 300.0
+
+    def level(t: float) -> float:
+        return work * (multiplier if t % period < duration_s else 1.0)
+
+    # independently: at each instant of one period (15 s apart), mean + z x sd of the one-minute work's change over C
+    # at the hour's sixty one-minute points, averaged over the instants
+    values = []
+    for i in range(int(period // 15)):
+        t = 10 * period + i * 15.0
+        change = [one_minute_rate(level, t - 60 * k) - one_minute_rate(level, t - 60 * k - c) for k in range(60)]
+        mean = sum(change) / 60
+        sd = math.sqrt(sum((x - mean) ** 2 for x in change) / 60)
+        values.append(max(mean + slo_target.BURST_Z * sd, 0.0))
+    expected = sum(values) / len(values)
+    assert expected > 0.1
+    assert slo_target.expected_burst_headroom(work, multiplier, duration_s, per_hour, offset) == pytest.approx(expected, rel=1e-3)
 
 
 def bursty_past(hpa: HpaRole, rate: float, swing: float, mean_prompt: float, until: int = 900) -> None:

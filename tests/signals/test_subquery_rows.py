@@ -80,8 +80,9 @@ def test_rolled_rows_are_the_points_every_look_up_reads(prod_spec: PlatformSpec,
         hpa.decide(t, scrape(rng))
         series = hpa.past[-1][1]
         for node in nodes:
-            _, _, step_s, n = node._plan
-            if series.step_back(step_s, n) is not None and node.render() in series.step_back(step_s, n).subquery_rows:
+            _, _, step_s, n, reach_s = node._plan
+            prev = series.step_back(step_s, n, reach_s)
+            if prev is not None and node.render() in prev.subquery_rows:
                 rolled += 1
             else:
                 read += 1
@@ -105,5 +106,28 @@ def test_the_controller_decides_the_same_without_rolled_rows(
         return out
 
     with_rows = run()
-    monkeypatch.setattr(ObservedSeries, "step_back", lambda self, step_s, n: None)
+    monkeypatch.setattr(ObservedSeries, "step_back", lambda self, step_s, n, reach_s=0.0: None)
     assert run() == with_rows
+
+
+def test_a_point_between_scrapes_counts_its_offset_from_its_own_instant_and_stale_samples_are_empty() -> None:
+    """After a gap in the syncs a subquery point falls between two scrapes: Prometheus reads the latest sample before
+    the point, but ``x offset C`` at the point's own time less ``C``, and a sample older than its look-back (5 m) is no
+    sample at all."""
+    past: list[tuple[float, ObservedSeries]] = []
+    past_t: list[float] = []
+    for t, queue in ((0.0, 1.0), (60.0, 2.0), (120.0, 3.0), (600.0, 4.0), (660.0, 5.0)):
+        obs = RoleObservation("prefill", 1, 1, 0.0, queue, 0.0, 0.0, 0.0)
+        past.append((t, ObservedSeries(obs, None, t, past, past_t)))
+        past_t.append(t)
+    now = past[-1][1]
+    queue = promql.Series("vllm:num_requests_waiting", ())
+    # 60 s ago is the scrape at 600; 150 s ago (510) falls in the gap: the latest sample, 120, is 390 s old, stale
+    assert promql.evaluate(queue, now.at(60.0)) == 4.0  # type: ignore[arg-type]
+    assert now.at(150.0) is None
+    # 480 s ago (180) is 60 s after the scrape at 120: that scrape answers, and an offset counts back from 180
+    point = now.at(480.0)
+    assert point is not None and not isinstance(point, ObservedSeries) and point.t == 180.0
+    assert promql.evaluate(queue, point) == 3.0
+    assert promql.evaluate(promql.shifted(queue, "1m"), point) == 3.0  # 120, not the scrape's own 120 - 60 = 60 (2.0)
+    assert promql.evaluate(promql.shifted(queue, "2m"), point) == 2.0  # 60

@@ -42,15 +42,15 @@ CASES: dict[str, tuple[str, str, float | None, float | None]] = {
 
 GOLDEN: dict[str, str] = {
     "dev-scale-from-zero": "33d2c9087aff9b82",
-    "dev-stack-spot": "f1ba43e4bc480277",
+    "dev-stack-spot": "f19e3df45d5c37d8",
     "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
     "prod-gang-7-of-8": "a822c88655c7fded",
-    "prod-peak-hour-preemptions": "9a48e2e2e618b369",
+    "prod-peak-hour-preemptions": "764a4adfb8203f29",
     "prod-prefix-trace-pd": "727f198e46e8c0d4",
-    "prod-stack-pd": "8ad9b2faab281544",
+    "prod-stack-pd": "b5ef167db24ea386",
     "staging-ami-rollout": "d9b1a585ed0d1d5c",
     "staging-consolidation": "2de73ce0904251d1",
-    "staging-scale-from-zero": "d7570870e227dfeb",
+    "staging-scale-from-zero": "cf80933a5ea74fe0",
     "staging-stack-aggregated": "51915aa49c6f070a",
 }
 
