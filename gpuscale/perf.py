@@ -16,7 +16,10 @@ boundary's hand-over); each all-reduce's and boundary's fixed latency is paid pe
 client of the API server also waits ``REQUEST_OVERHEAD_S`` per request outside the engine (``request_overhead_s``).
 
 A mixed chunked-prefill step therefore costs close to the larger of its prefill and decode parts, not their sum: the
-weights are read once for both. ``docs/simulator.md`` (Calibration) tabulates the error against published
+weights are read once for both. Under pipeline parallelism a step is one pipeline period, every in-flight micro-batch
+crossing every stage once, and it lasts ``pp`` times its slowest micro-batch's time on one stage
+(``StepCost.pipeline_step_s``): the formula above when the micro-batches are equal, a lone prompt's tokens counted once
+per stage when it rides in one. ``docs/simulator.md`` (Calibration) tabulates the error against published
 measurements; ``bench/calibration.py`` produces that table. Each constant below names where it comes from.
 """
 
@@ -29,6 +32,8 @@ from gpuscale.spec.catalogue import GpuModel
 from gpuscale.spec.model import PRECISION_BYTES, ModelArchitecture
 
 if TYPE_CHECKING:  # the array forms are the simulator's (numpy is its extra); sizing and the components never call them
+    from collections.abc import Sequence
+
     import numpy as np
 
 GIB = 1024**3
@@ -138,9 +143,11 @@ class StepCost:
     GPU. Not overlapped with the GEMMs (vLLM runs them in sequence), so outside the roofline."""
     batches_in_flight: int = 1
     """Batches vLLM keeps in flight at once: the pipeline's stages under pipeline parallelism (``pipeline_batches``),
-    else 1. Decoding sequences are spread over that many micro-batches, each crossing every stage in turn while the
-    others occupy the other stages, so the memory-bound per-sequence parts of a step (KV read, sampling) are paid once
-    per micro-batch of ``n / m`` sequences, ``m = min(batches, n)`` (``decode_share``)."""
+    else 1. One engine step of the model is one pipeline period: every in-flight micro-batch crosses every stage once,
+    and each decoding sequence, in one micro-batch, gets one token. The decoding sequences are spread over the
+    micro-batches, so the memory-bound per-sequence parts of a step (KV read, sampling) are paid once per micro-batch of
+    ``n / m`` sequences, ``m = min(batches, n)`` (``decode_share``); each micro-batch has its own token budget, and the
+    period lasts as long as its slowest micro-batch makes it (``pipeline_step_s``)."""
 
     def decode_share(self, n_decode: int) -> float:
         """Share of the decoding sequences one in-flight micro-batch holds: ``1 / min(batches_in_flight, n)``; 1 without
@@ -175,6 +182,39 @@ class StepCost:
             + self.attention_s_per_pair * prefill_pairs + self.comm_s_per_token * tokens
         )
 
+    def decodes_in_batch(self, n_decode: int, batch: int) -> int:
+        """Decoding sequences micro-batch ``batch`` (0-based) of a step holds: ``n`` spread as evenly as whole sequences
+        go, the first ``n mod batches`` one more (``decode_share`` is the even share of the same split)."""
+        m = self.batches_in_flight
+        return n_decode // m + (1 if batch < n_decode % m else 0)
+
+    def pipeline_step_s(
+        self, n_decode: int, context_tokens: float, prefill_tokens: Sequence[int], prefill_pairs: Sequence[float],
+    ) -> float:
+        """One step (a pipeline period) whose micro-batch ``j`` carries ``prefill_tokens[j]`` prompt tokens spanning
+        ``prefill_pairs[j]`` attention pairs beside its share of the ``n_decode`` decoding sequences; one micro-batch
+        without pipeline parallelism, where this is ``step_s``.
+
+        With ``b`` micro-batches over ``b`` stages, a micro-batch's decodes are scheduled again only once it has left
+        the last stage, so each cycles through the pipeline, and each stage works through the micro-batches in turn: a
+        period lasts ``b`` times the slowest micro-batch's time on one stage (each stage holds 1/b of the layers on 1/b
+        of the GPUs, so its per-token compute is the whole replica's, ``s_per_token``, and its share of the weights
+        ``weights_s / b``). Written per micro-batch ``j``, that is ``step_s`` of the whole step with ``j``'s prefill
+        counted ``b`` times: ``overhead + per-sequence and KV parts at decode_share + max(weights, s (n + b P_j)) +
+        b pairs_j a + comm (n + b P_j)``. With every micro-batch carrying the same prefill it is ``step_s`` of all of
+        it (the pipeline full and balanced); a lone prompt in one micro-batch runs at one stage's rate (the pipeline
+        does not speed up one micro-batch), and the other micro-batches wait for it."""
+        b = self.batches_in_flight
+        if b == 1:
+            return self.step_s(n_decode, context_tokens, prefill_tokens[0], prefill_pairs[0])
+        slowest = 0.0
+        for tokens, pairs in zip(prefill_tokens, prefill_pairs, strict=True):
+            if tokens > 0:
+                t = self.step_s(n_decode, context_tokens, b * tokens, b * pairs)
+                if t > slowest:
+                    slowest = t
+        return slowest if slowest > 0.0 else self.step_s(n_decode, context_tokens)
+
     def step_s_array(
         self, n_decode: np.ndarray | float, context_tokens: np.ndarray | float, prefill_tokens: np.ndarray | float = 0.0,
         prefill_pairs: np.ndarray | float = 0.0,
@@ -197,9 +237,12 @@ class StepCost:
     def prefill_alone_s(self, prompt_tokens: np.ndarray, chunk_tokens: int) -> np.ndarray:
         """Time to first token of each prompt alone on an idle replica, prefilled in ``chunk_tokens`` chunks
         (``--max-num-batched-tokens``): full chunks, the remainder, and the causal attention of the whole prompt (each
-        chunk attends to itself and to the chunks before it, p^2 / 2 pairs in all)."""
+        chunk attends to itself and to the chunks before it, p^2 / 2 pairs in all). Under pipeline parallelism the
+        engine's steps are pipeline periods (``pipeline_step_s``, ``_pipelined_alone_s``)."""
         import numpy as np
 
+        if self.batches_in_flight > 1:
+            return self._pipelined_alone_s(np.asarray(prompt_tokens, dtype=float), float(chunk_tokens))
         p = np.asarray(prompt_tokens, dtype=float)
         chunk = float(chunk_tokens)
         full = np.floor(p / chunk)
@@ -207,6 +250,29 @@ class StepCost:
         step_rest = np.where(rest > 0, self.step_s_array(0.0, 0.0, rest), 0.0)
         out: np.ndarray = full * self.step_s(0, 0.0, chunk_tokens) + step_rest + self.attention_s_per_pair * p * p / 2.0
         return out
+
+    def _pipelined_alone_s(self, p: np.ndarray, chunk: float) -> np.ndarray:
+        """``prefill_alone_s`` under pipeline parallelism, as the engine steps it: each period's micro-batches take the
+        prompt's next chunks in turn, one budget each, and the period costs ``pipeline_step_s`` (its slowest
+        micro-batch's prefill counted once per micro-batch); the first token comes at the end of the period that holds
+        the last chunk."""
+        import numpy as np
+
+        b = self.batches_in_flight
+        done = np.zeros_like(p)
+        out = np.zeros_like(p)
+        while True:
+            active = done < p
+            if not active.any():
+                return out
+            slowest = np.zeros_like(p)
+            for _ in range(b):
+                take = np.minimum(p - done, chunk)
+                pairs = take * (done + take / 2.0)
+                t = self.step_s_array(0.0, 0.0, b * take, b * pairs)
+                slowest = np.where((take > 0) & (t > slowest), t, slowest)
+                done = done + take
+            out = out + np.where(active, slowest, 0.0)
 
 
 def allreduce_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
@@ -269,8 +335,11 @@ def pipeline_batches(pp: int) -> int:
     scheduling with PP"), ``pp_size + 1`` with the V2 runner under async scheduling, whose extra batch overlaps the CPU's
     scheduling with the GPUs (not a stage of its own, so not counted here, as the lag of ``SCHEDULER_LAG_STEPS`` is
     not at pp 1). ``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769 at v0.33.0) fills that
-    many slots before it waits for the oldest; a decoding request whose token is still in flight has nothing to
-    schedule, so the sequences spread over the batches."""
+    many slots before it waits for the oldest, calling ``Scheduler.schedule()`` once per batch, each call with the
+    whole token budget (``vllm/v1/core/sched/scheduler.py`` L719); a decoding request whose token is still in flight
+    has nothing to schedule (L839-843, L891-909; with the V2 runner's async scheduler, eligible again ``pp_size`` calls
+    later, ``async_scheduler.py`` L20 and L51-56), so the sequences spread over the batches, one token per period
+    each, while a prompt's next chunk may go in the next batch at once (``_update_after_schedule``, L1845-1856)."""
     return pp if pp > 1 else 1
 
 

@@ -21,10 +21,20 @@ Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
   router balances.
 
 Each step costs ``perf.StepCost.step_s`` (the replica model's ``cost``): a mixed step pays close to the larger of its
-prefill and decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs
-out: the step time is ``step_s(n, 0)`` plus ``context_token_s(n)`` per token of context, and the context grows by n a
-step, so the run's length is the sum of those steps in closed form; a new request interrupts a run at the next
-step boundary, exactly where vLLM would admit it. No event is ever per token.
+prefill and decode parts.
+
+Under pipeline parallelism a step is one pipeline period (``docs/simulator.md``, Scheduling): vLLM keeps ``pp`` batches
+in flight and calls ``schedule()`` once per batch, each call with the whole ``max_num_batched_tokens``
+(``vllm/v1/core/sched/scheduler.py`` L719 at v0.33.0), and a decoding request rejoins only once its token is back, so
+each decoding sequence is in one micro-batch a period. A step's prompt chunks fill the micro-batches' budgets after
+their decodes (a prompt continuing into the next micro-batch: ``_place``), a prompt that arrived during the last step
+first at the call its arrival would have met (``_arrival_batch``), and the step costs
+``perf.StepCost.pipeline_step_s``: ``pp`` times its slowest micro-batch's time on one stage.
+
+A run of pure decode steps is one event, lasting until the next completion or until KV runs out: the step time is
+``step_s(n, 0)`` plus ``context_token_s(n)`` per token of context, and the context grows by n a step, so the run's
+length is the sum of those steps in closed form; a new request interrupts a run at the next step boundary, exactly
+where vLLM would admit it. No event is ever per token.
 
 A decode-only engine (the decode role of disaggregated serving) built ``lazy`` schedules no event at all: nothing it
 does between two requests' arrivals has an effect outside it that must happen at its instant (first tokens and
@@ -171,6 +181,9 @@ class Engine:
     """
 
     __slots__ = (
+        "_batch_pairs",
+        "_batch_tokens",
+        "_batches",
         "_busy_since",
         "_c",
         "_cap",
@@ -182,6 +195,9 @@ class Engine:
         "_lag",
         "_lazy",
         "_mode",
+        "_period_s",
+        "_room",
+        "_rooms",
         "_run_A",
         "_run_C0",
         "_run_c",
@@ -190,8 +206,8 @@ class Engine:
         "_run_t0",
         "_seats",
         "_seq",
+        "_step_budget",
         "_step_dur",
-        "_step_s",
         "_step_t0",
         "_trunc_steps",
         "_truncated",
@@ -285,7 +301,17 @@ class Engine:
         self._due = math.inf
         """A lazy engine's next transition: the end of its run (natural or truncated); infinity when idle."""
         # the step cost's parts the step loop reads on every event, looked up once
-        self._step_s = model.cost.step_s
+        self._period_s = model.cost.pipeline_step_s
+        self._batches = model.cost.batches_in_flight
+        self._step_budget = model.step_token_budget
+        self._batch_tokens: list[int] = [0]
+        """Prompt tokens each in-flight micro-batch of the step being planned carries (``_prefill_chunks``)."""
+        self._batch_pairs: list[float] = [0.0]
+        """Their attention pairs (query token x earlier token), per micro-batch."""
+        self._rooms: list[int] = [0]
+        """Tokens of each micro-batch's budget still free, while a step is planned."""
+        self._room = 0
+        """Their sum over the micro-batches with any (the step's budget still free)."""
         self._fixed = model.decode_fixed_s
         self._c = model.decode_context_s
         self._run_c = 0.0
@@ -446,7 +472,7 @@ class Engine:
             return False
         if len(self.prefilling) + self.n_dec >= self._seats:
             return False
-        return self.n_dec < self.m.max_num_batched_tokens
+        return self.n_dec < self._step_budget
 
     def _join(self, r: Request, g0: int) -> None:
         r.state = DECODING
@@ -510,15 +536,64 @@ class Engine:
             preempted = True
         return preempted
 
+    def _open_batches(self) -> None:
+        """Start planning a step: no prompt tokens in any micro-batch yet, each one's budget left after its decodes.
+        Each ``schedule()`` call of vLLM has the whole ``max_num_batched_tokens`` (``vllm/v1/core/sched/scheduler.py``
+        L719 at v0.33.0), less the decodes it schedules first (the running requests come first, L793)."""
+        nb, budget, n, cost = self._batches, self.m.max_num_batched_tokens, self.n_dec, self.m.cost
+        self._batch_tokens = [0] * nb
+        self._batch_pairs = [0.0] * nb
+        rooms = [budget - cost.decodes_in_batch(n, j) for j in range(nb)]
+        self._rooms = rooms
+        self._room = sum(room for room in rooms if room > 0)
+
+    def _arrival_batch(self, r: Request, t: float) -> int:
+        """The micro-batch a waiting request joins first in the step planned at ``t``. vLLM calls ``schedule()`` once
+        per micro-batch as the pipeline frees a slot (``EngineCore.step_with_batch_queue``, ``vllm/v1/engine/core.py``
+        L708-769), so a request is taken by the first call after it arrives; the model plans a step's calls at once,
+        at its start. A request that arrived during the step that just ended (from ``_step_t0``) goes to the call its
+        arrival would have met, the calls spread evenly over that step and the last at its end being this step's
+        first; one waiting from before goes to the first. So a stream of arrivals spreads over the micro-batches as
+        over vLLM's calls, and a lone prompt rides in one."""
+        nb, t0 = self._batches, self._step_t0
+        if nb == 1 or r.queued_t <= t0 or t <= t0:
+            return 0
+        return math.ceil((r.queued_t - t0) / (t - t0) * nb) % nb
+
+    def _place(self, r: Request, todo: int, chunks: list[tuple[Request, int]], first: int) -> None:
+        """Put up to ``todo`` more prompt tokens of ``r`` (``r.prefilled`` already computed) into the step's
+        micro-batches from ``first`` on, in call order: one chunk per micro-batch with budget left. vLLM advances a
+        request's computed tokens when it schedules a chunk, so the next ``schedule()`` call, the next micro-batch,
+        may take the next chunk before the first has left the pipeline (``_update_after_schedule``, scheduler.py
+        L1845-1856)."""
+        nb, rooms = self._batches, self._rooms
+        off = r.prefilled
+        j = first
+        for _ in range(nb):
+            if todo <= 0 or self._room <= 0:
+                return
+            room = rooms[j]
+            if room > 0:
+                take = todo if todo < room else room
+                chunks.append((r, take))
+                self._batch_tokens[j] += take
+                self._batch_pairs[j] += take * (off + take / 2.0)
+                off += take
+                todo -= take
+                rooms[j] = room - take
+                self._room -= take
+            j = j + 1 if j + 1 < nb else 0
+
     def _prefill_chunks(self, t: float, admit: bool) -> Sequence[tuple[Request, int]]:
-        """This step's prefill work: continuing prompts first, then new requests while budget, KV and seats allow."""
+        """This step's prefill work: continuing prompts first, then new requests while budget, KV and seats allow,
+        into the in-flight micro-batches, each with its own budget (``_open_batches``, ``_arrival_batch``, ``_place``)."""
         if not self.prefilling and not self.waiting:
             if self.cache:
                 self._trim_cache()
             return _NO_CHUNKS
         m, sink = self.m, self.sink
         chunks: list[tuple[Request, int]] = []
-        budget = m.max_num_batched_tokens - self.n_dec
+        self._open_batches()
         keep: list[Request] = []
         for r in self.prefilling:
             if r.deadline < t and r.first_t is None:  # the client left: the router aborts it and vLLM frees its blocks
@@ -529,15 +604,12 @@ class Engine:
                 sink.on_timeout(r, t)
                 continue
             keep.append(r)
-            if budget > 0:
-                take = min(r.target - r.prefilled, budget)
-                chunks.append((r, take))
-                budget -= take
+            self._place(r, r.target - r.prefilled, chunks, 0)
         w = self.waiting
         seats = m.max_num_seqs - self.n_dec
         cap = m.kv_capacity_tokens
         lag = self._lag
-        while admit and budget > 0 and w and len(keep) < seats:
+        while admit and self._room > 0 and w and len(keep) < seats:
             r = w[0]
             if lag and r.queued_t > self._step_t0 and (chunks or self.n_dec):
                 break  # async scheduling: the step after the one just ended was scheduled before this request arrived
@@ -563,9 +635,7 @@ class Engine:
             self.backlog += r.target - hit - r.backlog  # the hit it gets now, not the one it was queued with
             r.backlog = r.target - hit
             keep.append(r)
-            take = min(r.target - hit, budget)
-            chunks.append((r, take))
-            budget -= take
+            self._place(r, r.target - hit, chunks, self._arrival_batch(r, t))
         self.prefilling = keep
         if self.cache:
             self._trim_cache()
@@ -628,12 +698,7 @@ class Engine:
         n = self.n_dec
         ctx = self.ctx_k + n * self.step
         if chunks:
-            tokens = 0
-            pairs = 0.0
-            for r, take in chunks:
-                tokens += take
-                pairs += take * (r.prefilled + take / 2.0)
-            dur = self._step_s(n, ctx, tokens, pairs)
+            dur = self._period_s(n, ctx, self._batch_tokens, self._batch_pairs)
             self._step_t0 = t
             self._mode = _STEP
             self._chunks = chunks

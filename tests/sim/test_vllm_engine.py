@@ -340,3 +340,75 @@ def test_an_idle_engine_schedules_at_once_whatever_the_lag(model: ReplicaModel) 
         env.run(1e6)
         firsts.append(sink.first[1])
     assert firsts[0] == firsts[1] == pytest.approx(1.0 + model.idle_prefill_s(200))
+
+
+def pipelined(model: ReplicaModel, batches: int) -> ReplicaModel:
+    """The same replica with ``batches`` micro-batches in flight (pipeline parallelism's stages), built afresh so no
+    table cached from the one-batch cost carries over."""
+    fields = {name: getattr(model, name) for name in type(model).model_fields}
+    return ReplicaModel(**{**fields, "cost": perf.StepCost(**{**model.cost.__dict__, "batches_in_flight": batches})})
+
+
+def test_each_micro_batch_has_its_own_budget_and_a_decode_waits_for_every_one(model: ReplicaModel) -> None:
+    """PP2: vLLM calls ``schedule()`` once per micro-batch, each with the whole ``max_num_batched_tokens``, and a
+    decoding request rejoins only once its token is back. A decode (A) and two prompts of a budget each (X fills the
+    budget A's micro-batch leaves, Y the other's) go in one step; the step, A's inter-token interval, spans both
+    micro-batches' chunks: the slowest micro-batch's time on one stage, once per stage."""
+    pp2 = pipelined(model, 2)
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 100, 2))  # A: its prefill alone, then one decode step
+    e.submit(req(1, budget - 1, 1))  # X (one token: done at its first)
+    e.submit(req(2, budget, 1))  # Y
+    env.run(100)
+    t1 = pp2.cost.step_s(0, 0.0, 2 * 100, 2 * 100 * 100 / 2.0)  # A alone in one micro-batch, at one stage's rate
+    assert sink.first[0] == pytest.approx(t1)
+    step = pp2.cost.step_s(1, 101.0, 2 * budget, 2 * budget * budget / 2.0)  # Y's micro-batch is the slower
+    assert sink.first[1] == sink.first[2] == sink.done[0] == pytest.approx(t1 + step)
+    # the interval covers every micro-batch's tokens at the replica's full rate: (pp x chunk + n) / r and more
+    assert step > (2 * budget + 1) * pp2.cost.s_per_token
+    assert e.itl_sum == pytest.approx(step)  # the one inter-token gap: A's
+
+
+def test_a_prompt_continues_in_the_next_micro_batch_of_the_same_step(model: ReplicaModel) -> None:
+    """PP2, a prompt of two budgets alone: vLLM advances its computed tokens when it schedules a chunk, so the next
+    ``schedule()`` call (the other micro-batch) takes the next chunk at once; one pipeline period prefills it, as
+    ``idle_prefill_s`` says. Without pipeline parallelism it takes two steps."""
+    pp2 = pipelined(model, 2)
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    e.submit(req(1, 2 * budget, 2))
+    env.run(100)
+    second = budget * (budget + budget / 2.0)  # the second chunk attends to the first: the slower micro-batch
+    assert sink.first[1] == pytest.approx(pp2.cost.step_s(0, 0.0, 2 * budget, 2 * second))
+    assert sink.first[1] == pytest.approx(pp2.idle_prefill_s(2 * budget))
+    assert model.idle_prefill_s(2 * budget) == pytest.approx(
+        prefill_s(model, budget) + model.cost.step_s(0, 0.0, budget, second))
+
+
+def test_a_lone_prompt_stalls_the_pipeline_for_the_decodes(model: ReplicaModel) -> None:
+    """PP2, one decode and one short prompt: the prompt rides in one micro-batch and runs at one stage's rate (its
+    tokens counted once per stage), and the other micro-batch waits behind it; the decode's interval is that period."""
+    pp2 = pipelined(model, 2)
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 100, 2))
+    e.submit(req(1, 300, 2))
+    env.run(100)
+    t1 = sink.first[0]
+    assert sink.done[0] == sink.first[1] == pytest.approx(t1 + pp2.cost.step_s(1, 101.0, 2 * 300, 2 * 300 * 150.0))
+    assert sink.done[0] - t1 > model.cost.step_s(1, 101.0, 300, 300 * 150.0)  # the one-batch step it was
+
+
+def test_prompts_arriving_during_a_step_spread_over_the_micro_batches(model: ReplicaModel) -> None:
+    """PP2: vLLM takes a request at the first ``schedule()`` call after it arrives, and the calls come a stage's time
+    apart, so two prompts arriving in the two halves of a step ride in different micro-batches of the next one: that
+    step costs one prompt's micro-batch, not both prompts in one."""
+    pp2 = pipelined(model, 2)
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 2000, 1))  # a long prefill step [0, t1]: A is done at its first token
+    t1 = pp2.idle_prefill_s(2000)
+    env.at(0.25 * t1, e.submit, req(1, 300, 1))  # would have met the call halfway through: the second micro-batch
+    env.at(0.75 * t1, e.submit, req(2, 300, 1))  # the call at the step's end: the first
+    env.run(100)
+    assert sink.first[0] == pytest.approx(t1)
+    assert sink.first[1] == sink.first[2] == pytest.approx(t1 + pp2.cost.step_s(0, 0.0, 2 * 300, 2 * 300 * 150.0))
