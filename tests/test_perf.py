@@ -128,5 +128,8 @@ def test_a_pipeline_parallel_replica_decodes_faster_under_load_with_its_batches_
         return replica_load.batch_latency(model, 64, 1000, 1000) - replica_load.batch_latency(model, 64, 1000, 1)
 
     assert decode_s(single) > 1.05 * decode_s(m)  # the KV read, about a quarter of these steps, halves
+    # one sequence alone is in one micro-batch either way; crossing the stages it pays each stage's per-token compute
+    # and traffic (perf.StepCost.stage_s), which the weight stream all but hides
     alone = replica_load.closed_loop(m, 1, 4000, 200, jitter=0.0).as_json()["itl_mean_s"]
-    assert alone == replica_load.closed_loop(single, 1, 4000, 200, jitter=0.0).as_json()["itl_mean_s"]
+    assert alone == pytest.approx(replica_load.closed_loop(single, 1, 4000, 200, jitter=0.0).as_json()["itl_mean_s"],
+                                  rel=1e-3)

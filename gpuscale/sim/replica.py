@@ -55,9 +55,9 @@ class ReplicaModel(Spec):
 
     @property
     def step_token_budget(self) -> int:
-        """Tokens one engine step schedules at most: ``max_num_batched_tokens`` per in-flight micro-batch, since vLLM
-        calls ``schedule()`` once per batch it puts in flight and each call has the whole budget (one batch without
-        pipeline parallelism; ``perf.StepCost.batches_in_flight``)."""
+        """Tokens the engine schedules at most per step without pipeline parallelism, and per pipeline's worth of calls
+        with it: ``max_num_batched_tokens`` per in-flight micro-batch, since vLLM calls ``schedule()`` once per batch it
+        puts in flight and each call has the whole budget (``perf.StepCost.batches_in_flight``)."""
         return self.cost.batches_in_flight * self.max_num_batched_tokens
 
     @property

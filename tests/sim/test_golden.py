@@ -44,7 +44,7 @@ GOLDEN: dict[str, str] = {
     "dev-scale-from-zero": "33d2c9087aff9b82",
     "dev-stack-spot": "f1ba43e4bc480277",
     "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
-    "prod-gang-7-of-8": "effcddc52718417d",
+    "prod-gang-7-of-8": "a446e667d5b01b86",
     "prod-peak-hour-preemptions": "9a48e2e2e618b369",
     "prod-prefix-trace-pd": "727f198e46e8c0d4",
     "prod-stack-pd": "8ad9b2faab281544",

@@ -349,66 +349,72 @@ def pipelined(model: ReplicaModel, batches: int) -> ReplicaModel:
     return ReplicaModel(**{**fields, "cost": perf.StepCost(**{**model.cost.__dict__, "batches_in_flight": batches})})
 
 
-def test_each_micro_batch_has_its_own_budget_and_a_decode_waits_for_every_one(model: ReplicaModel) -> None:
-    """PP2: vLLM calls ``schedule()`` once per micro-batch, each with the whole ``max_num_batched_tokens``, and a
-    decoding request rejoins only once its token is back. A decode (A) and two prompts of a budget each (X fills the
-    budget A's micro-batch leaves, Y the other's) go in one step; the step, A's inter-token interval, spans both
-    micro-batches' chunks: the slowest micro-batch's time on one stage, once per stage."""
+def stage_prefill_s(model: ReplicaModel, tokens: int, before: int = 0) -> float:
+    """One micro-batch of ``tokens`` prompt tokens (after ``before`` already computed) on one pipeline stage."""
+    return model.cost.stage_s(0, 0.0, tokens, tokens * (before + tokens / 2.0))
+
+
+def test_each_call_has_its_own_budget_and_a_stage_takes_one_micro_batch_at_a_time(model: ReplicaModel) -> None:
+    """PP2: vLLM calls ``schedule()`` once per batch it puts in flight, each with the whole ``max_num_batched_tokens``,
+    and issues it at once while a slot is free. Two prompts of a budget each, arriving together, ride in two
+    micro-batches issued at once; the second starts on each stage as the first leaves it."""
     pp2 = pipelined(model, 2)
     budget = pp2.max_num_batched_tokens
     env, e, sink = engine(pp2)
-    e.submit(req(0, 100, 2))  # A: its prefill alone, then one decode step
-    e.submit(req(1, budget - 1, 1))  # X (one token: done at its first)
-    e.submit(req(2, budget, 1))  # Y
+    e.submit(req(1, budget, 1))
+    e.submit(req(2, budget, 1))
     env.run(100)
-    t1 = pp2.cost.step_s(0, 0.0, 2 * 100, 2 * 100 * 100 / 2.0)  # A alone in one micro-batch, at one stage's rate
-    assert sink.first[0] == pytest.approx(t1)
-    step = pp2.cost.step_s(1, 101.0, 2 * budget, 2 * budget * budget / 2.0)  # Y's micro-batch is the slower
-    assert sink.first[1] == sink.first[2] == sink.done[0] == pytest.approx(t1 + step)
-    # the interval covers every micro-batch's tokens at the replica's full rate: (pp x chunk + n) / r and more
-    assert step > (2 * budget + 1) * pp2.cost.s_per_token
-    assert e.itl_sum == pytest.approx(step)  # the one inter-token gap: A's
+    st = stage_prefill_s(pp2, budget)
+    assert sink.first[1] == pytest.approx(2 * st)  # its stage-times, one per stage
+    assert sink.first[2] == pytest.approx(3 * st)  # one stage-time behind
 
 
-def test_a_prompt_continues_in_the_next_micro_batch_of_the_same_step(model: ReplicaModel) -> None:
+def test_a_prompt_continues_in_the_next_call(model: ReplicaModel) -> None:
     """PP2, a prompt of two budgets alone: vLLM advances its computed tokens when it schedules a chunk, so the next
-    ``schedule()`` call (the other micro-batch) takes the next chunk at once; one pipeline period prefills it, as
-    ``idle_prefill_s`` says. Without pipeline parallelism it takes two steps."""
+    ``schedule()`` call, at once with a slot free, takes the next chunk; the two chunks follow each other through the
+    stages, as ``idle_prefill_s`` says. Without pipeline parallelism it takes two steps."""
     pp2 = pipelined(model, 2)
     budget = pp2.max_num_batched_tokens
     env, e, sink = engine(pp2)
     e.submit(req(1, 2 * budget, 2))
     env.run(100)
-    second = budget * (budget + budget / 2.0)  # the second chunk attends to the first: the slower micro-batch
-    assert sink.first[1] == pytest.approx(pp2.cost.step_s(0, 0.0, 2 * budget, 2 * second))
+    first, second = stage_prefill_s(pp2, budget), stage_prefill_s(pp2, budget, budget)  # the second attends to the first
+    assert sink.first[1] == pytest.approx(first + 2 * second)
     assert sink.first[1] == pytest.approx(pp2.idle_prefill_s(2 * budget))
     assert model.idle_prefill_s(2 * budget) == pytest.approx(
-        prefill_s(model, budget) + model.cost.step_s(0, 0.0, budget, second))
+        prefill_s(model, budget) + model.cost.step_s(0, 0.0, budget, budget * (budget + budget / 2.0)))
 
 
-def test_a_lone_prompt_stalls_the_pipeline_for_the_decodes(model: ReplicaModel) -> None:
-    """PP2, one decode and one short prompt: the prompt rides in one micro-batch and runs at one stage's rate (its
-    tokens counted once per stage), and the other micro-batch waits behind it; the decode's interval is that period."""
+def test_a_heavy_micro_batch_delays_a_decode_behind_it_on_each_stage(model: ReplicaModel) -> None:
+    """PP2: a prompt Y issued while A's prefill is on the second stage goes first on each stage; A's decode, issued
+    when A's token is back, waits behind Y on each stage, and its token comes when it leaves the last."""
+    pp2 = pipelined(model, 2)
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 100, 2))  # A: prefill, then one decode
+    a = stage_prefill_s(pp2, 100)
+    env.at(a, e.submit, req(2, budget, 1))  # Y: at once into the free slot
+    env.run(100)
+    y = stage_prefill_s(pp2, budget)
+    d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's decode: its prompt and first token of context
+    assert y > a and y > d
+    assert sink.first[0] == pytest.approx(2 * a)
+    assert sink.first[2] == pytest.approx(a + 2 * y)
+    assert sink.done[0] == pytest.approx(a + 2 * y + d)  # on stage 0 from a + y, on stage 1 from a + 2y
+    assert e.itl_sum == pytest.approx(a + 2 * y + d - 2 * a)  # A's one inter-token gap
+
+
+def test_a_request_arriving_mid_period_joins_at_the_next_call(model: ReplicaModel) -> None:
+    """PP2: a decode alone keeps one batch in flight, so a slot is free and vLLM's next ``schedule()`` call is at once:
+    a prompt arriving while the decode's micro-batch is on the first stage is issued on arrival and follows it through
+    the stages, not at the end of the decode's pipeline period."""
     pp2 = pipelined(model, 2)
     env, e, sink = engine(pp2)
-    e.submit(req(0, 100, 2))
-    e.submit(req(1, 300, 2))
+    e.submit(req(0, 100, 50))
+    a = stage_prefill_s(pp2, 100)
+    d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's first decode: issued at 2a, on stage 0 until 2a + d
+    env.at(2 * a + 0.5 * d, e.submit, req(1, 300, 1))
     env.run(100)
-    t1 = sink.first[0]
-    assert sink.done[0] == sink.first[1] == pytest.approx(t1 + pp2.cost.step_s(1, 101.0, 2 * 300, 2 * 300 * 150.0))
-    assert sink.done[0] - t1 > model.cost.step_s(1, 101.0, 300, 300 * 150.0)  # the one-batch step it was
-
-
-def test_prompts_arriving_during_a_step_spread_over_the_micro_batches(model: ReplicaModel) -> None:
-    """PP2: vLLM takes a request at the first ``schedule()`` call after it arrives, and the calls come a stage's time
-    apart, so two prompts arriving in the two halves of a step ride in different micro-batches of the next one: that
-    step costs one prompt's micro-batch, not both prompts in one."""
-    pp2 = pipelined(model, 2)
-    env, e, sink = engine(pp2)
-    e.submit(req(0, 2000, 1))  # a long prefill step [0, t1]: A is done at its first token
-    t1 = pp2.idle_prefill_s(2000)
-    env.at(0.25 * t1, e.submit, req(1, 300, 1))  # would have met the call halfway through: the second micro-batch
-    env.at(0.75 * t1, e.submit, req(2, 300, 1))  # the call at the step's end: the first
-    env.run(100)
-    assert sink.first[0] == pytest.approx(t1)
-    assert sink.first[1] == sink.first[2] == pytest.approx(t1 + pp2.cost.step_s(0, 0.0, 2 * 300, 2 * 300 * 150.0))
+    p = stage_prefill_s(pp2, 300)
+    assert p > d
+    assert sink.first[1] == pytest.approx(2 * a + d + 2 * p)  # on stage 0 from 2a + d, then stage 1
