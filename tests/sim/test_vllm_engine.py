@@ -418,3 +418,30 @@ def test_a_request_arriving_mid_period_joins_at_the_next_call(model: ReplicaMode
     p = stage_prefill_s(pp2, 300)
     assert p > d
     assert sink.first[1] == pytest.approx(2 * a + d + 2 * p)  # on stage 0 from 2a + d, then stage 1
+
+
+def test_with_the_pipeline_full_an_arrival_waits_for_the_oldest_batch(model: ReplicaModel) -> None:
+    """PP2, both slots taken (A's decode and B's prefill in flight): vLLM waits for the oldest batch before it calls
+    ``schedule()`` again, so a prompt C arriving then is taken when B's prefill returns, in one micro-batch with B's
+    first decode, and that micro-batch waits for no other on either stage."""
+    pp2 = pipelined(model, 2)
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 1000, 50))  # A
+    e.submit(req(1, 1000, 50))  # B: the second call, one stage-time behind A
+    a = stage_prefill_s(pp2, 1000)
+    d = pp2.cost.stage_s(1, 1001.0, 0.0, 0.0)  # A's first decode, issued at 2a
+    assert d < a
+    env.at(2 * a + 0.5 * d, e.submit, req(2, 300, 1))  # C
+    env.run(100)
+    x = pp2.cost.stage_s(1, 1001.0, 300.0, 300 * 150.0)  # B's decode and C's prompt, issued as B returns at 3a
+    assert x > d
+    assert sink.first[1] == pytest.approx(3 * a)
+    assert sink.first[2] == pytest.approx(3 * a + 2 * x)
+
+
+def test_pipeline_parallelism_refuses_the_per_step_scheduling_lag(model: ReplicaModel) -> None:
+    """The async-scheduling lag is counted in steps; a pipeline-parallel engine steps per call, so the two together are
+    refused rather than one silently ignored."""
+    lagged = pipelined(model, 2).model_copy(update={"scheduler_lag_steps": 1})
+    with pytest.raises(ValueError, match="schedule"):
+        engine(lagged)
