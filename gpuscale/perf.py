@@ -16,7 +16,10 @@ boundary's hand-over); each all-reduce's and boundary's fixed latency is paid pe
 client of the API server also waits ``REQUEST_OVERHEAD_S`` per request outside the engine (``request_overhead_s``).
 
 A mixed chunked-prefill step therefore costs close to the larger of its prefill and decode parts, not their sum: the
-weights are read once for both. ``docs/simulator.md`` (Calibration) tabulates the error against published
+weights are read once for both. Under pipeline parallelism the engine issues one micro-batch per ``schedule()`` call
+and each crosses the stages in turn (``cross_stages``), ``StepCost.stage_s`` on each: the formula above for a pipeline
+full of copies of it, over ``pp``, so equal micro-batches cost what one step of all their tokens costs, and a lone
+micro-batch pays its tokens' compute once per stage. ``docs/simulator.md`` (Calibration) tabulates the error against published
 measurements; ``bench/calibration.py`` produces that table. Each constant below names where it comes from.
 """
 
@@ -138,9 +141,10 @@ class StepCost:
     GPU. Not overlapped with the GEMMs (vLLM runs them in sequence), so outside the roofline."""
     batches_in_flight: int = 1
     """Batches vLLM keeps in flight at once: the pipeline's stages under pipeline parallelism (``pipeline_batches``),
-    else 1. Decoding sequences are spread over that many micro-batches, each crossing every stage in turn while the
-    others occupy the other stages, so the memory-bound per-sequence parts of a step (KV read, sampling) are paid once
-    per micro-batch of ``n / m`` sequences, ``m = min(batches, n)`` (``decode_share``)."""
+    else 1. The engine issues one micro-batch per ``schedule()`` call, each with its own token budget, and a decoding
+    sequence is in one micro-batch at a time, so the sequences spread over the micro-batches and the memory-bound
+    per-sequence parts (KV read, sampling) are paid per micro-batch of ``n / m`` sequences, ``m = min(batches, n)``
+    (``decode_share``; ``stage_s`` is one micro-batch's time on one stage)."""
 
     def decode_share(self, n_decode: int) -> float:
         """Share of the decoding sequences one in-flight micro-batch holds: ``1 / min(batches_in_flight, n)``; 1 without
@@ -175,6 +179,22 @@ class StepCost:
             + self.attention_s_per_pair * prefill_pairs + self.comm_s_per_token * tokens
         )
 
+    def stage_s(self, n_decode: int, context_tokens: float, prefill_tokens: float, prefill_pairs: float) -> float:
+        """One micro-batch's time on one pipeline stage: ``n_decode`` decoding sequences holding ``context_tokens`` of
+        KV plus ``prefill_tokens`` prompt tokens spanning ``prefill_pairs`` attention pairs; without pipeline
+        parallelism, ``step_s``.
+
+        A stage holds 1/b of the layers on 1/b of the GPUs, so its per-token compute is the whole replica's
+        (``s_per_token``), its share of the weights ``weights_s / b``, and its KV read and per-sequence work 1/b of the
+        micro-batch's. That is ``step_s`` of a pipeline full of ``b`` copies of this micro-batch (its decodes spread
+        one copy per micro-batch, ``decode_share``), divided by ``b``: a pipeline of equal micro-batches emits one
+        every stage-time, so ``b`` of them cost what one step of all their tokens costs, and one micro-batch crosses
+        the ``b`` stages in ``b`` stage-times (the pipeline does not speed up one micro-batch)."""
+        b = self.batches_in_flight
+        if b == 1:
+            return self.step_s(n_decode, context_tokens, int(prefill_tokens), prefill_pairs)
+        return self.step_s(b * n_decode, b * context_tokens, int(b * prefill_tokens), b * prefill_pairs) / b
+
     def step_s_array(
         self, n_decode: np.ndarray | float, context_tokens: np.ndarray | float, prefill_tokens: np.ndarray | float = 0.0,
         prefill_pairs: np.ndarray | float = 0.0,
@@ -197,9 +217,12 @@ class StepCost:
     def prefill_alone_s(self, prompt_tokens: np.ndarray, chunk_tokens: int) -> np.ndarray:
         """Time to first token of each prompt alone on an idle replica, prefilled in ``chunk_tokens`` chunks
         (``--max-num-batched-tokens``): full chunks, the remainder, and the causal attention of the whole prompt (each
-        chunk attends to itself and to the chunks before it, p^2 / 2 pairs in all)."""
+        chunk attends to itself and to the chunks before it, p^2 / 2 pairs in all). Under pipeline parallelism the chunks
+        cross the stages one micro-batch each (``pipelined_prefill_s``)."""
         import numpy as np
 
+        if self.batches_in_flight > 1:
+            return self._pipelined_alone_s(np.asarray(prompt_tokens, dtype=float), float(chunk_tokens))
         p = np.asarray(prompt_tokens, dtype=float)
         chunk = float(chunk_tokens)
         full = np.floor(p / chunk)
@@ -208,6 +231,46 @@ class StepCost:
         out: np.ndarray = full * self.step_s(0, 0.0, chunk_tokens) + step_rest + self.attention_s_per_pair * p * p / 2.0
         return out
 
+    def _pipelined_alone_s(self, p: np.ndarray, chunk: float) -> np.ndarray:
+        """``prefill_alone_s`` under pipeline parallelism, each distinct length once (``pipelined_prefill_s``)."""
+        import numpy as np
+
+        times = {length: self.pipelined_prefill_s(length, chunk) for length in set(p.tolist())}
+        return np.array([times[length] for length in p.tolist()], dtype=float)
+
+    def pipelined_prefill_s(self, prompt_tokens: float, chunk: float) -> float:
+        """A prompt alone on an idle pipeline-parallel replica, as the engine steps it: vLLM schedules one chunk per
+        ``schedule()`` call, a call whenever fewer than ``batches_in_flight`` batches are in flight
+        (``EngineCore.step_with_batch_queue``, ``vllm/v1/engine/core.py`` L708-769 at v0.33.0), and a prompt's next
+        chunk may go in the very next call (``_update_after_schedule``, ``vllm/v1/core/sched/scheduler.py``
+        L1845-1856): the first ``b`` chunks are issued at once, each later one as the batch ``b`` calls before it
+        returns. Each chunk crosses the stages in turn (``cross_stages``); the first token comes when the last chunk
+        leaves the last stage."""
+        b = self.batches_in_flight
+        free = [0.0] * b
+        returns: list[float] = []
+        done = 0.0
+        last = 0.0
+        while done < prompt_tokens:
+            call = returns[-b] if len(returns) >= b else 0.0
+            take = min(prompt_tokens - done, chunk)
+            last = cross_stages(free, call, self.stage_s(0, 0.0, take, take * (done + take / 2.0)))
+            returns.append(last)
+            done += take
+        return last
+
+
+def cross_stages(stage_free: list[float], t: float, stage_s: float) -> float:
+    """A micro-batch issued at ``t`` crossing the pipeline's stages in turn, ``stage_s`` on each: each PP rank receives
+    the previous rank's hidden states, runs its layers and sends them on (``vllm/v1/worker/gpu_worker.py`` L1334-1388
+    at v0.33.0), and a stage works on one micro-batch at a time, in the order they were issued, so a micro-batch
+    starts on a stage when it leaves the stage before and the stage is free (``stage_free[k]``, moved to its end
+    there). The hand-over's fixed latency is in ``overhead_s``. Returns when it leaves the last stage."""
+    for k in range(len(stage_free)):
+        free = stage_free[k]
+        t = (free if free > t else t) + stage_s
+        stage_free[k] = t
+    return t
 
 def allreduce_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
     """Bytes one token's all-reduces put on each GPU's link in one step: two per layer of its hidden state, of which a
@@ -269,8 +332,12 @@ def pipeline_batches(pp: int) -> int:
     scheduling with PP"), ``pp_size + 1`` with the V2 runner under async scheduling, whose extra batch overlaps the CPU's
     scheduling with the GPUs (not a stage of its own, so not counted here, as the lag of ``SCHEDULER_LAG_STEPS`` is
     not at pp 1). ``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769 at v0.33.0) fills that
-    many slots before it waits for the oldest; a decoding request whose token is still in flight has nothing to
-    schedule, so the sequences spread over the batches."""
+    many slots before it waits for the oldest, calling ``Scheduler.schedule()`` once per batch, each call with the
+    whole token budget (``vllm/v1/core/sched/scheduler.py`` L719); a decoding request whose token is still in flight
+    has nothing to schedule (L839-843, L891-909; with the V2 runner's async scheduler, eligible again ``pp_size`` calls
+    later, ``async_scheduler.py`` L20 and L51-56), so the sequences spread over the batches, while a prompt's next
+    chunk may go in the next batch at once (``_update_after_schedule``, L1845-1856). The engine steps per call
+    (``Engine._call``)."""
     return pp if pp > 1 else 1
 
 

@@ -39,7 +39,8 @@ class ReplicaModel(Spec):
     max_num_seqs: int = Field(gt=0)
     """vLLM ``--max-num-seqs``."""
     max_num_batched_tokens: int = Field(gt=0)
-    """vLLM ``--max-num-batched-tokens`` (chunked-prefill budget per step)."""
+    """vLLM ``--max-num-batched-tokens``: the token budget of one ``schedule()`` call, one step's without pipeline
+    parallelism (``step_token_budget``)."""
     max_model_len: int = Field(gt=0)
     """Longest prompt + output accepted; longer requests are rejected (HTTP 400)."""
     kv_bytes_per_token: int = Field(gt=0)
@@ -51,6 +52,13 @@ class ReplicaModel(Spec):
     @property
     def prefill_tokens_per_s(self) -> float:
         return 1.0 / self.cost.s_per_token
+
+    @property
+    def step_token_budget(self) -> int:
+        """Tokens the engine schedules at most per step without pipeline parallelism, and per pipeline's worth of calls
+        with it: ``max_num_batched_tokens`` per in-flight micro-batch, since vLLM calls ``schedule()`` once per batch it
+        puts in flight and each call has the whole budget (``perf.StepCost.batches_in_flight``)."""
+        return self.cost.batches_in_flight * self.max_num_batched_tokens
 
     @property
     def kv_capacity_blocks(self) -> int:

@@ -218,7 +218,7 @@ class Router:
         for rep in ready:
             e = rep.engine
             assert e is not None
-            budget = e.m.max_num_batched_tokens - e.n_dec
+            budget = e.m.step_token_budget - e.n_dec
             if (e.backlog + rep.transit_tokens + floor) / (budget if budget > 1 else 1) >= fewest:
                 continue  # cannot beat the best even with a full hit: skip its cache look-up (same pick)
             steps = work_steps(e, req) + rep.transit_tokens / (budget if budget > 1 else 1)
@@ -435,9 +435,10 @@ def _least_requests(ready: list[Replica]) -> Replica:
 
 def work_steps(e: Engine, req: Request) -> float:
     """Scheduler steps ``e`` needs to compute its prefill backlog and ``req``'s uncached prompt tokens: vLLM's step
-    budget is ``max_num_batched_tokens`` minus one token per running decode (``vllm/v1/core/sched/scheduler.py``
-    schedules the running requests first), so the decode load a replica carries slows its prefill."""
-    budget = e.m.max_num_batched_tokens - e.n_dec
+    budget is ``max_num_batched_tokens`` per in-flight micro-batch (``ReplicaModel.step_token_budget``) minus one
+    token per running decode (``vllm/v1/core/sched/scheduler.py`` schedules the running requests first), so the decode
+    load a replica carries slows its prefill."""
+    budget = e.m.step_token_budget - e.n_dec
     return (e.backlog + e.uncached_tokens(req)) / (budget if budget > 1 else 1)
 
 

@@ -21,10 +21,23 @@ Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
   router balances.
 
 Each step costs ``perf.StepCost.step_s`` (the replica model's ``cost``): a mixed step pays close to the larger of its
-prefill and decode parts. A run of pure decode steps is one event, lasting until the next completion or until KV runs
-out: the step time is ``step_s(n, 0)`` plus ``context_token_s(n)`` per token of context, and the context grows by n a
-step, so the run's length is the sum of those steps in closed form; a new request interrupts a run at the next
-step boundary, exactly where vLLM would admit it. No event is ever per token.
+prefill and decode parts.
+
+Under pipeline parallelism the engine steps per ``schedule()`` call, not per step (``docs/simulator.md``, Scheduling):
+vLLM keeps up to ``pp`` batches in flight and calls ``schedule()`` whenever one is free
+(``EngineCore.step_with_batch_queue``, ``vllm/v1/engine/core.py`` L708-769 at v0.33.0), each call with the whole
+``max_num_batched_tokens`` (``vllm/v1/core/sched/scheduler.py`` L719). A call (``_call``, ``_issue``) takes the decodes
+whose token is back and prompt chunks (a prompt's next chunk may go in the very next call: ``_place``); its
+micro-batch crosses the stages one at a time, ``perf.StepCost.stage_s`` on each, behind the micro-batches issued before
+it (``perf.cross_stages``), and returns when it leaves the last (``_returned``): its decodes' tokens, its prompts'
+first tokens, and the next call. A request that arrives is taken by the next call: at once when a slot is free, else
+when the oldest batch returns. There are no closed-form decode runs then (one event per micro-batch), and no lazy
+decode engine.
+
+A run of pure decode steps is one event, lasting until the next completion or until KV runs out: the step time is
+``step_s(n, 0)`` plus ``context_token_s(n)`` per token of context, and the context grows by n a step, so the run's
+length is the sum of those steps in closed form; a new request interrupts a run at the next step boundary, exactly
+where vLLM would admit it. No event is ever per token.
 
 A decode-only engine (the decode role of disaggregated serving) built ``lazy`` schedules no event at all: nothing it
 does between two requests' arrivals has an effect outside it that must happen at its instant (first tokens and
@@ -50,6 +63,7 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
+from gpuscale import perf
 from gpuscale.sim.prefix_cache import PrefixCache
 from gpuscale.sim.replica import ReplicaModel
 from gpuscale.sim.states import EngineMode, RequestState
@@ -72,8 +86,8 @@ class Request:
     """One request in flight; mutable, owned by the run that created it."""
 
     __slots__ = (
-        "arrival", "backlog", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "output",
-        "prefilled", "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
+        "arrival", "backlog", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "last_t",
+        "output", "prefilled", "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
     )
 
     def __init__(
@@ -107,6 +121,8 @@ class Request:
         """When the current engine queued it (vLLM's ``queued_ts``)."""
         self.sched_t = -1.0
         """When that engine first scheduled it (``scheduled_ts``); -1 before."""
+        self.last_t = 0.0
+        """Under pipeline parallelism, when its last token came (its next inter-token gap starts there)."""
 
 
 def hit_of(r: Request, cached_blocks: int, block_tokens: int) -> int:
@@ -171,17 +187,22 @@ class Engine:
     """
 
     __slots__ = (
+        "_batches",
         "_busy_since",
         "_c",
         "_cap",
         "_cap_blocks",
+        "_chunk_pairs",
+        "_chunk_tokens",
         "_chunks",
         "_due",
         "_fixed",
         "_gen",
+        "_inflight",
         "_lag",
         "_lazy",
         "_mode",
+        "_ready",
         "_run_A",
         "_run_C0",
         "_run_c",
@@ -190,6 +211,9 @@ class Engine:
         "_run_t0",
         "_seats",
         "_seq",
+        "_stage_free",
+        "_stage_s",
+        "_step_budget",
         "_step_dur",
         "_step_s",
         "_step_t0",
@@ -280,12 +304,27 @@ class Engine:
         self._run_k = self._run_n = 0
         self._truncated = False
         self._trunc_steps = 0
-        self._lazy = lazy and decode and not prefill
+        self._batches = model.cost.batches_in_flight
+        if self._batches > 1 and model.scheduler_lag_steps:
+            raise ValueError("the async-scheduling lag is modelled per step, not per schedule() call of a pipeline")
+        self._lazy = lazy and decode and not prefill and self._batches == 1
         """Decode-only and built lazy: transitions are played by ``sync``, not by events (module docstring)."""
         self._due = math.inf
         """A lazy engine's next transition: the end of its run (natural or truncated); infinity when idle."""
         # the step cost's parts the step loop reads on every event, looked up once
         self._step_s = model.cost.step_s
+        self._stage_s = model.cost.stage_s
+        self._step_budget = model.step_token_budget
+        self._chunk_tokens = 0
+        """Prompt tokens of the batch being scheduled (``_prefill_chunks``)."""
+        self._chunk_pairs = 0.0
+        """Their attention pairs (query token x earlier token)."""
+        # pipeline parallelism (``_call``): the batches in flight, oldest first, as (decodes, prompt chunks)
+        self._inflight: deque[tuple[list[Request], Sequence[tuple[Request, int]]]] = deque()
+        self._ready: list[Request] = []
+        """Decoding requests whose last token is back: the next ``schedule()`` call takes them."""
+        self._stage_free = [0.0] * self._batches
+        """When each pipeline stage finishes the last micro-batch issued to it (``perf.cross_stages``)."""
         self._fixed = model.decode_fixed_s
         self._c = model.decode_context_s
         self._run_c = 0.0
@@ -374,6 +413,10 @@ class Engine:
             b = req.backlog = req.target if req.prefix is None else self.uncached_tokens(req)
             self.backlog += b
         self.waiting.append(req)
+        if self._batches > 1:  # a free slot in the pipeline: vLLM's next schedule() call is now
+            if len(self._inflight) < self._batches:
+                self._call(now)
+            return
         mode = self._mode
         if mode == _IDLE:
             self._plan(now)
@@ -388,13 +431,15 @@ class Engine:
         self._gen += 1
         self._set_idle(t)
         waiting = list(self.waiting)
-        running = list(self.prefilling) + [r for _, s, r in self.decoding if r.dseq == s]
+        running = list(self.prefilling) + self._decoders()
         self.waiting.clear()
         self.prefilling = []
         self.decoding = []
         self.order = []
         self.n_dec = self.ctx_k = self.kv_used = self.backlog = 0
         self._chunks = _NO_CHUNKS
+        self._inflight.clear()
+        self._ready = []
         for r in waiting + running:
             r.engine = None
             r.kv = r.backlog = 0
@@ -446,7 +491,13 @@ class Engine:
             return False
         if len(self.prefilling) + self.n_dec >= self._seats:
             return False
-        return self.n_dec < self.m.max_num_batched_tokens
+        return self.n_dec < self._step_budget
+
+    def _decoders(self) -> list[Request]:
+        """The live decoding requests."""
+        if self._batches > 1:
+            return self._ready + [r for dec, _ in self._inflight for r in dec]
+        return [r for _, s, r in self.decoding if r.dseq == s]
 
     def _join(self, r: Request, g0: int) -> None:
         r.state = DECODING
@@ -454,17 +505,25 @@ class Engine:
         r.g0 = g0
         seq = next(self._seq)
         r.dseq = seq
-        heappush(self.decoding, (self.step + r.output - g0, seq, r))
         self.order.append(r)
         self.n_dec += 1
+        if self._batches > 1:  # per-call stepping: no step counter; the next call takes it (``_call``)
+            r.last_t = self.env.now
+            self._ready.append(r)
+            return
+        heappush(self.decoding, (self.step + r.output - g0, seq, r))
         self.ctx_k += r.prompt + g0 - self.step  # context at join: the prompt plus every token generated so far
 
     def _leave_decode(self, r: Request) -> None:
-        """Remove a decoding request's context and KV (it finished or was preempted)."""
-        grown = self.step - r.join_step
+        """Remove a decoding request's context and KV (it finished or was preempted). Under pipeline parallelism its
+        KV growth is already in ``r.kv`` (``_call``) and there is no step counter."""
         self.n_dec -= 1
-        self.ctx_k -= r.prompt + r.g0 - r.join_step
-        self.kv_used -= r.kv + (grown if self.does_prefill else 0)
+        if self._batches > 1:
+            self.kv_used -= r.kv
+        else:
+            grown = self.step - r.join_step
+            self.ctx_k -= r.prompt + r.g0 - r.join_step
+            self.kv_used -= r.kv + (grown if self.does_prefill else 0)
         r.kv = 0
         r.dseq = -1
 
@@ -499,26 +558,70 @@ class Engine:
             generated = r.g0 + (self.step - r.join_step)
             self._leave_decode(r)
             room -= 1  # the victim no longer grows this step
-            r.generated = generated
-            r.target = r.prompt + generated
-            r.prefilled = 0
-            r.state = WAITING
-            b = r.backlog = self.uncached_tokens(r)
-            self.backlog += b
-            self.waiting.appendleft(r)
-            self.preemptions += 1
+            self._requeue(r, generated)
             preempted = True
         return preempted
 
-    def _prefill_chunks(self, t: float, admit: bool) -> Sequence[tuple[Request, int]]:
-        """This step's prefill work: continuing prompts first, then new requests while budget, KV and seats allow."""
+    def _requeue(self, r: Request, generated: int) -> None:
+        """A preempted request back at the head of the queue, to recompute its prompt and the tokens it generated."""
+        r.generated = generated
+        r.target = r.prompt + generated
+        r.prefilled = 0
+        r.state = WAITING
+        b = r.backlog = self.uncached_tokens(r)
+        self.backlog += b
+        self.waiting.appendleft(r)
+        self.preemptions += 1
+
+    def _preempt_ready(self, room: int) -> bool:
+        """``_preempt_for`` under pipeline parallelism: the newest decoding requests whose token is back (one in flight
+        is in a batch already scheduled) until ``room`` more KV tokens fit; True if any was preempted."""
+        order, ready = self.order, self._ready
+        preempted = False
+        i = len(order) - 1
+        while self.kv_used + room > self._cap and i >= 0:
+            r = order[i]
+            i -= 1
+            if r.dseq < 0 or r.engine is not self or r.state != DECODING:
+                del order[i + 1]
+                continue
+            if r not in ready:
+                continue
+            del order[i + 1]
+            ready.remove(r)
+            self._leave_decode(r)
+            room -= 1
+            self._requeue(r, r.g0)
+            preempted = True
+        return preempted
+
+    def _place(self, r: Request, todo: int, chunks: list[tuple[Request, int]], room: int) -> int:
+        """Schedule up to ``todo`` more prompt tokens of ``r`` (``r.prefilled`` already computed) in ``room`` tokens of
+        budget; returns the room left. Under pipeline parallelism the request's computed tokens advance at once, as
+        vLLM's do when it schedules a chunk, "allowing us to schedule the prefill request again immediately in the next
+        scheduling step" (``_update_after_schedule``, ``vllm/v1/core/sched/scheduler.py`` L1845-1856 at v0.33.0): the
+        next ``schedule()`` call may take the next chunk before this one has left the pipeline."""
+        if todo <= 0 or room <= 0:
+            return room
+        take = todo if todo < room else room
+        chunks.append((r, take))
+        self._chunk_tokens += take
+        self._chunk_pairs += take * (r.prefilled + take / 2.0)
+        if self._batches > 1:
+            r.prefilled += take
+        return room - take
+
+    def _prefill_chunks(self, t: float, admit: bool, budget: int) -> Sequence[tuple[Request, int]]:
+        """This batch's prefill work in ``budget`` tokens: continuing prompts first, then new requests while budget, KV
+        and seats allow (``_chunk_tokens`` and ``_chunk_pairs`` sum it)."""
+        self._chunk_tokens = 0
+        self._chunk_pairs = 0.0
         if not self.prefilling and not self.waiting:
             if self.cache:
                 self._trim_cache()
             return _NO_CHUNKS
         m, sink = self.m, self.sink
         chunks: list[tuple[Request, int]] = []
-        budget = m.max_num_batched_tokens - self.n_dec
         keep: list[Request] = []
         for r in self.prefilling:
             if r.deadline < t and r.first_t is None:  # the client left: the router aborts it and vLLM frees its blocks
@@ -529,10 +632,7 @@ class Engine:
                 sink.on_timeout(r, t)
                 continue
             keep.append(r)
-            if budget > 0:
-                take = min(r.target - r.prefilled, budget)
-                chunks.append((r, take))
-                budget -= take
+            budget = self._place(r, r.target - r.prefilled, chunks, budget)
         w = self.waiting
         seats = m.max_num_seqs - self.n_dec
         cap = m.kv_capacity_tokens
@@ -563,9 +663,7 @@ class Engine:
             self.backlog += r.target - hit - r.backlog  # the hit it gets now, not the one it was queued with
             r.backlog = r.target - hit
             keep.append(r)
-            take = min(r.target - hit, budget)
-            chunks.append((r, take))
-            budget -= take
+            budget = self._place(r, r.target - hit, chunks, budget)
         self.prefilling = keep
         if self.cache:
             self._trim_cache()
@@ -615,25 +713,24 @@ class Engine:
     # planning ------------------------------------------------------------
 
     def _plan(self, t: float) -> None:
-        """One vLLM scheduling pass at a step boundary ``t``: a mixed step, a decode run, or idle."""
+        """One vLLM scheduling pass at a step boundary ``t``: a mixed step, a decode run, or idle (under pipeline
+        parallelism, ``schedule()`` calls while the pipeline has a free slot: ``_call``)."""
+        if self._batches > 1:
+            self._call(t)
+            return
         chunks: Sequence[tuple[Request, int]] = _NO_CHUNKS
         joined: list[Request] | None = None
         if self.does_prefill:
             preempted = False
             if self.n_dec and self.kv_used + self.n_dec > self._cap:
                 preempted = self._preempt_for(self.n_dec)
-            chunks = self._prefill_chunks(t, not preempted)
+            chunks = self._prefill_chunks(t, not preempted, self.m.max_num_batched_tokens - self.n_dec)
         elif self.waiting:
             joined = self._admit_decode(t)
         n = self.n_dec
         ctx = self.ctx_k + n * self.step
         if chunks:
-            tokens = 0
-            pairs = 0.0
-            for r, take in chunks:
-                tokens += take
-                pairs += take * (r.prefilled + take / 2.0)
-            dur = self._step_s(n, ctx, tokens, pairs)
+            dur = self._step_s(n, ctx, self._chunk_tokens, self._chunk_pairs)
             self._step_t0 = t
             self._mode = _STEP
             self._chunks = chunks
@@ -730,44 +827,130 @@ class Engine:
         dec = self.decoding
         if dec and dec[0][0] <= self.step:
             self._finish_completed(t)
-        sink = self.sink
         for r, take in self._chunks:
-            if r.state != PREFILL or r.engine is not self:
-                continue
-            r.prefilled += take
-            r.backlog -= take
-            self.backlog -= take
-            if r.prefilled < r.target:
-                continue
-            self.prefilling.remove(r)
-            self.generation_tokens += 1
-            resumed = r.generated > 0
-            if not resumed:
-                self.prompt_tokens += r.prompt
-                if r.prefix is not None:
-                    self._remember(r)
-            if self.does_decode:
-                if not resumed:
-                    sink.on_first_token(r, t)
-                g0 = r.generated + 1
-                if g0 >= r.output:
-                    self.kv_used -= r.kv
-                    r.kv = 0
-                    r.state = DONE
-                    r.engine = None
-                    self._finished(r, t)
-                    sink.on_done(r, t)
-                else:
-                    self._join(r, g0)
-            else:
-                self.kv_used -= r.kv
-                r.kv = 0
-                r.state = TRANSFER
-                r.engine = None
-                self._finished(r, t)
-                sink.on_prefill_done(r, t, self)
+            self._computed(r, take, t)
         self._chunks = _NO_CHUNKS
         self._plan(t)
+
+    def _computed(self, r: Request, take: int, t: float) -> None:
+        """``take`` tokens of ``r``'s prompt computed at ``t``; after its last, its first token (or, on a prefill-only
+        engine, the hand-over to decode)."""
+        if r.state != PREFILL or r.engine is not self:
+            return
+        if self._batches == 1:
+            r.prefilled += take  # under pipeline parallelism it advanced when the chunk was scheduled (``_place``)
+        r.backlog -= take
+        self.backlog -= take
+        if r.backlog > 0:
+            return
+        self.prefilling.remove(r)
+        self.generation_tokens += 1
+        resumed = r.generated > 0
+        if not resumed:
+            self.prompt_tokens += r.prompt
+            if r.prefix is not None:
+                self._remember(r)
+        sink = self.sink
+        if self.does_decode:
+            if not resumed:
+                sink.on_first_token(r, t)
+            g0 = r.generated + 1
+            if g0 >= r.output:
+                self.kv_used -= r.kv
+                r.kv = 0
+                r.state = DONE
+                r.engine = None
+                self._finished(r, t)
+                sink.on_done(r, t)
+            else:
+                self._join(r, g0)
+        else:
+            self.kv_used -= r.kv
+            r.kv = 0
+            r.state = TRANSFER
+            r.engine = None
+            self._finished(r, t)
+            sink.on_prefill_done(r, t, self)
+
+    # pipeline parallelism -------------------------------------------------
+
+    def _call(self, t: float) -> None:
+        """vLLM's ``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769 at v0.33.0) under pipeline
+        parallelism: while fewer than ``pp`` batches are in flight it calls ``schedule()`` and issues the batch without
+        waiting; with the queue full, or nothing to schedule, it waits for the oldest batch (``_returned``), which
+        calls again. A request that arrives is taken by the next call: at once with a slot free (``submit``), else
+        when the oldest batch returns."""
+        while len(self._inflight) < self._batches and self._issue(t):
+            pass
+        if not self._inflight:
+            self._set_idle(t)
+            if self.draining and not self.waiting:
+                self.sink.on_drained(self)
+
+    def _issue(self, t: float) -> bool:
+        """One ``schedule()`` call at ``t``: the decodes whose token is back (a decode in flight has nothing to
+        schedule: ``num_new_tokens`` is 0, ``vllm/v1/core/sched/scheduler.py`` L839-843, L891-909), then prompt
+        chunks in the rest of the whole ``max_num_batched_tokens`` (each call has its own, L719); the micro-batch
+        crosses the stages (``perf.cross_stages``) and returns when it leaves the last. False if there is nothing to
+        schedule."""
+        if not self.does_prefill and self.waiting:
+            self._admit_decode(t)  # decode-only: transferred requests join (``_join``) and ride in this call
+        budget = self.m.max_num_batched_tokens
+        preempted = False
+        if self._ready and self.does_prefill and self.kv_used + len(self._ready) > self._cap:
+            preempted = self._preempt_ready(len(self._ready))
+        dec = self._ready
+        if len(dec) > budget:
+            dec, self._ready = dec[:budget], dec[budget:]
+        else:
+            self._ready = []
+        chunks = self._prefill_chunks(t, not preempted, budget - len(dec)) if self.does_prefill else _NO_CHUNKS
+        if not dec and not chunks:
+            return False
+        ctx = 0
+        for r in dec:
+            ctx += r.prompt + r.g0  # its context: the prompt and every token generated so far
+            if self.does_prefill:
+                r.kv += 1  # the slot for the token this batch computes
+        if self.does_prefill:
+            self.kv_used += len(dec)
+        stage = self._stage_s(len(dec), float(ctx), float(self._chunk_tokens), self._chunk_pairs)
+        done = perf.cross_stages(self._stage_free, t, stage)
+        self._inflight.append((dec, chunks))
+        self._mode = _STEP
+        self._set_busy(t)
+        self.env.at(done, self._returned, self._gen)
+        return True
+
+    def _returned(self, gen: int) -> None:
+        """The oldest batch in flight leaves the last stage (the stages keep issue order, so batches return in it):
+        its decodes' tokens, its prompt chunks computed, and the next ``schedule()`` call."""
+        if gen != self._gen:
+            return
+        t = self.env.now
+        dec, chunks = self._inflight.popleft()
+        sink = self.sink
+        for r in dec:
+            if r.g0 == 0:  # decode-only engine: the request's first token is its first decode
+                sink.on_first_token(r, t)
+            gap = t - r.last_t
+            self.itl.add(gap, 1)
+            self.itl_sum += gap
+            self.itl_count += 1
+            self.generation_tokens += 1
+            r.g0 += 1
+            r.last_t = t
+            if r.g0 >= r.output:
+                self._leave_decode(r)
+                r.state = DONE
+                r.engine = None
+                self._finished(r, t)
+                sink.on_done(r, t)
+            else:
+                self._ready.append(r)
+        for r, take in chunks:
+            self._computed(r, take, t)
+        self._call(t)
 
     def _on_run_end(self, gen: int, steps: int) -> None:
         if gen != self._gen:

@@ -340,3 +340,108 @@ def test_an_idle_engine_schedules_at_once_whatever_the_lag(model: ReplicaModel) 
         env.run(1e6)
         firsts.append(sink.first[1])
     assert firsts[0] == firsts[1] == pytest.approx(1.0 + model.idle_prefill_s(200))
+
+
+def pipelined(model: ReplicaModel, batches: int) -> ReplicaModel:
+    """The same replica with ``batches`` micro-batches in flight (pipeline parallelism's stages), built afresh so no
+    table cached from the one-batch cost carries over."""
+    fields = {name: getattr(model, name) for name in type(model).model_fields}
+    return ReplicaModel(**{**fields, "cost": perf.StepCost(**{**model.cost.__dict__, "batches_in_flight": batches})})
+
+
+def stage_prefill_s(model: ReplicaModel, tokens: int, before: int = 0) -> float:
+    """One micro-batch of ``tokens`` prompt tokens (after ``before`` already computed) on one pipeline stage."""
+    return model.cost.stage_s(0, 0.0, tokens, tokens * (before + tokens / 2.0))
+
+
+def test_each_call_has_its_own_budget_and_a_stage_takes_one_micro_batch_at_a_time(model: ReplicaModel) -> None:
+    """PP2: vLLM calls ``schedule()`` once per batch it puts in flight, each with the whole ``max_num_batched_tokens``,
+    and issues it at once while a slot is free. Two prompts of a budget each, arriving together, ride in two
+    micro-batches issued at once; the second starts on each stage as the first leaves it."""
+    pp2 = pipelined(model, 2)
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    e.submit(req(1, budget, 1))
+    e.submit(req(2, budget, 1))
+    env.run(100)
+    st = stage_prefill_s(pp2, budget)
+    assert sink.first[1] == pytest.approx(2 * st)  # its stage-times, one per stage
+    assert sink.first[2] == pytest.approx(3 * st)  # one stage-time behind
+
+
+def test_a_prompt_continues_in_the_next_call(model: ReplicaModel) -> None:
+    """PP2, a prompt of two budgets alone: vLLM advances its computed tokens when it schedules a chunk, so the next
+    ``schedule()`` call, at once with a slot free, takes the next chunk; the two chunks follow each other through the
+    stages, as ``idle_prefill_s`` says. Without pipeline parallelism it takes two steps."""
+    pp2 = pipelined(model, 2)
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    e.submit(req(1, 2 * budget, 2))
+    env.run(100)
+    first, second = stage_prefill_s(pp2, budget), stage_prefill_s(pp2, budget, budget)  # the second attends to the first
+    assert sink.first[1] == pytest.approx(first + 2 * second)
+    assert sink.first[1] == pytest.approx(pp2.idle_prefill_s(2 * budget))
+    assert model.idle_prefill_s(2 * budget) == pytest.approx(
+        prefill_s(model, budget) + model.cost.step_s(0, 0.0, budget, budget * (budget + budget / 2.0)))
+
+
+def test_a_heavy_micro_batch_delays_a_decode_behind_it_on_each_stage(model: ReplicaModel) -> None:
+    """PP2: a prompt Y issued while A's prefill is on the second stage goes first on each stage; A's decode, issued
+    when A's token is back, waits behind Y on each stage, and its token comes when it leaves the last."""
+    pp2 = pipelined(model, 2)
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 100, 2))  # A: prefill, then one decode
+    a = stage_prefill_s(pp2, 100)
+    env.at(a, e.submit, req(2, budget, 1))  # Y: at once into the free slot
+    env.run(100)
+    y = stage_prefill_s(pp2, budget)
+    d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's decode: its prompt and first token of context
+    assert y > a and y > d
+    assert sink.first[0] == pytest.approx(2 * a)
+    assert sink.first[2] == pytest.approx(a + 2 * y)
+    assert sink.done[0] == pytest.approx(a + 2 * y + d)  # on stage 0 from a + y, on stage 1 from a + 2y
+    assert e.itl_sum == pytest.approx(a + 2 * y + d - 2 * a)  # A's one inter-token gap
+
+
+def test_a_request_arriving_mid_period_joins_at_the_next_call(model: ReplicaModel) -> None:
+    """PP2: a decode alone keeps one batch in flight, so a slot is free and vLLM's next ``schedule()`` call is at once:
+    a prompt arriving while the decode's micro-batch is on the first stage is issued on arrival and follows it through
+    the stages, not at the end of the decode's pipeline period."""
+    pp2 = pipelined(model, 2)
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 100, 50))
+    a = stage_prefill_s(pp2, 100)
+    d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's first decode: issued at 2a, on stage 0 until 2a + d
+    env.at(2 * a + 0.5 * d, e.submit, req(1, 300, 1))
+    env.run(100)
+    p = stage_prefill_s(pp2, 300)
+    assert p > d
+    assert sink.first[1] == pytest.approx(2 * a + d + 2 * p)  # on stage 0 from 2a + d, then stage 1
+
+
+def test_with_the_pipeline_full_an_arrival_waits_for_the_oldest_batch(model: ReplicaModel) -> None:
+    """PP2, both slots taken (A's decode and B's prefill in flight): vLLM waits for the oldest batch before it calls
+    ``schedule()`` again, so a prompt C arriving then is taken when B's prefill returns, in one micro-batch with B's
+    first decode, and that micro-batch waits for no other on either stage."""
+    pp2 = pipelined(model, 2)
+    env, e, sink = engine(pp2)
+    e.submit(req(0, 1000, 50))  # A
+    e.submit(req(1, 1000, 50))  # B: the second call, one stage-time behind A
+    a = stage_prefill_s(pp2, 1000)
+    d = pp2.cost.stage_s(1, 1001.0, 0.0, 0.0)  # A's first decode, issued at 2a
+    assert d < a
+    env.at(2 * a + 0.5 * d, e.submit, req(2, 300, 1))  # C
+    env.run(100)
+    x = pp2.cost.stage_s(1, 1001.0, 300.0, 300 * 150.0)  # B's decode and C's prompt, issued as B returns at 3a
+    assert x > d
+    assert sink.first[1] == pytest.approx(3 * a)
+    assert sink.first[2] == pytest.approx(3 * a + 2 * x)
+
+
+def test_pipeline_parallelism_refuses_the_per_step_scheduling_lag(model: ReplicaModel) -> None:
+    """The async-scheduling lag is counted in steps; a pipeline-parallel engine steps per call, so the two together are
+    refused rather than one silently ignored."""
+    lagged = pipelined(model, 2).model_copy(update={"scheduler_lag_steps": 1})
+    with pytest.raises(ValueError, match="schedule"):
+        engine(lagged)
