@@ -272,6 +272,7 @@ def cross_stages(stage_free: list[float], t: float, stage_s: float) -> float:
         stage_free[k] = t
     return t
 
+
 def allreduce_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
     """Bytes one token's all-reduces put on each GPU's link in one step: two per layer of its hidden state, of which a
     ring all-reduce sends 2 (tp - 1) / tp across every GPU's link."""

@@ -671,6 +671,7 @@ def itl_capacity_lines(cost: perf.StepCost, budget_s: float, max_seqs: int, kv_t
 
 def signal_coefficients(
     model: ModelDeployment, cost: perf.StepCost, decode_batch: int, kv_tokens: int, max_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    chunk_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
 ) -> SignalCoefficients:
     """Per-token costs in replica-seconds: prefill from the step model; decode divided by the share of each step a
     replica at its ITL batch spends on per-token work (the rest is the step's fixed part), so one replica at that
@@ -691,6 +692,9 @@ def signal_coefficients(
         prompt_tokens_fallback=model.workload.prompt_tokens.mean,
         decode_itl_lines=itl_capacity_lines(cost, model.slo.itl_p99_s * ITL_HEADROOM, max_seqs, kv_tokens),
         prefill_stall=prefill_stall(cost, model.slo.itl_p99_s * ITL_HEADROOM) if model.serving.mode == "aggregated" else 1.0,
+        # a lone prompt's pipeline fill, as the engine steps it (``perf.StepCost.pipelined_prefill_s``)
+        prefill_fill_s_per_token=(cost.batches_in_flight - 1) * cost.token_s,
+        prefill_chunk_tokens=chunk_tokens if cost.batches_in_flight > 1 else 0,
     )
 
 
@@ -847,7 +851,7 @@ def _size_alone(spec: PlatformSpec, model: ModelDeployment) -> ModelSizing:
     cold = replica_cold_start(spec, model, shape)
     coef = signal_coefficients(
         model, perf.step_cost(model.architecture, inst.gpu, tp, pp, prefill_rate=prefill_tps), batch, kv_tokens,
-        max_num_seqs(model, inst),
+        max_num_seqs(model, inst), max_num_batched_tokens(inst),
     )
     roles: list[RoleSizing] = []
     role_names = model.serving.roles

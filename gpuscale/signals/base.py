@@ -57,6 +57,14 @@ class SignalCoefficients(Spec):
     budget`` of a replica, and the step never falls below its fixed part (overhead + one read of the weights). 1 for a
     role that does not decode (prefill) or does not prefill (decode), and where no step meets the budget."""
 
+    prefill_fill_s_per_token: float = 0.0
+    """Pipeline parallelism: what a prompt alone waits beyond its compute, per token of its first chunk. Its chunks cross
+    the stages one micro-batch each, a stage holding 1/pp of the layers on 1/pp of the GPUs, so they stream at the
+    replica's rate, but the last one still crosses the ``pp - 1`` stages after the first: ``(pp - 1) x s/token x
+    min(prompt, chunk)`` more (``perf.StepCost.pipelined_prefill_s``, compute-bound). 0 without it."""
+    prefill_chunk_tokens: int = 0
+    """The chunked-prefill budget a micro-batch carries (``max_num_batched_tokens``), with ``prefill_fill_s_per_token``."""
+
     def prefill_s(self, mean_prompt: float) -> float:
         """Prefill seconds per prompt token at this mean prompt length."""
         return self.prefill_s_per_token + self.prefill_s_per_pair * mean_prompt / 2.0

@@ -144,8 +144,13 @@ def dispersion(sel: tuple[Matcher, ...], c: SignalCoefficients, floor: float) ->
 
 
 def prefill_seconds(tokens: Expr, c: SignalCoefficients) -> Expr:
-    """Seconds one replica takes to prefill a prompt of ``tokens``: ``L x (s/token + s/pair / 2 x L)``."""
-    return tokens * promql.Number(c.prefill_s_per_token) + tokens * tokens * promql.Number(c.prefill_s_per_pair / 2.0)
+    """Seconds one replica takes to prefill a prompt of ``tokens`` alone: ``L x (s/token + s/pair / 2 x L)``, and under
+    pipeline parallelism the pipeline's fill, ``(pp - 1) x s/token x min(L, chunk)``
+    (``SignalCoefficients.prefill_fill_s_per_token``), as the engine steps a lone prompt."""
+    alone = tokens * promql.Number(c.prefill_s_per_token) + tokens * tokens * promql.Number(c.prefill_s_per_pair / 2.0)
+    if c.prefill_fill_s_per_token <= 0.0:
+        return alone
+    return alone + promql.Number(c.prefill_fill_s_per_token) * promql.ClampMax(tokens, float(c.prefill_chunk_tokens))
 
 
 def queueing_headroom(

@@ -253,3 +253,54 @@ def test_the_decode_target_is_the_step_models_itl_capacity_at_the_kv_share_in_us
                         generation_rate=tokens_per_s)
     # the signal holds the replicas the ITL target allows at that context (continuous batch: within one sequence)
     assert signal_value(sig, o) == pytest.approx(tokens_per_s * per_token, rel=1.5 / batch + 1e-6)
+
+
+class _Prompt:
+    """One gauge, the prompt: what ``prefill_seconds`` is given in the trigger (a vector)."""
+
+    def __init__(self, tokens: float) -> None:
+        self.tokens = tokens
+
+    def gauge_sum(self, metric: str, matchers: tuple[tuple[str, str, str], ...]) -> float | None:
+        return self.tokens
+
+    def rate_sum(self, metric: str, matchers: tuple[tuple[str, str, str], ...], window: str) -> float | None:
+        return None
+
+
+@pytest.mark.parametrize("prompt", [300.0, 2048.0, 10_000.0])
+def test_the_tail_prompt_s_service_under_pipeline_parallelism_is_the_engine_s_lone_prompt(
+    stack_specs: dict[str, PlatformSpec], prompt: float,
+) -> None:
+    """The queueing bound's budget is what the TTFT target leaves once the p99 prompt has been prefilled alone. Under
+    pipeline parallelism the engine streams a lone prompt's chunks through the stages and its last chunk still crosses
+    the stages after the first (``perf.StepCost.pipelined_prefill_s``): sizing's coefficients count that fill, so the
+    two agree where the prompt is compute-bound; at the pipeline's full rate alone, a one-chunk prompt reads about
+    half. Without pipeline parallelism there is no fill."""
+    from gpuscale import perf
+    from gpuscale.signals import promql
+    from gpuscale.sizing import signal_coefficients
+    from gpuscale.spec.catalogue import CATALOGUE
+
+    spec = stack_specs["staging"]
+    model = spec.models[0]
+    gpu, chunk = CATALOGUE["p4de.24xlarge"].gpu, 2048
+    tokens = promql.Series("prompt", ())
+
+    def seconds(c: object) -> float:
+        value = promql.evaluate(slo_target.prefill_seconds(tokens, c), _Prompt(prompt))  # type: ignore[arg-type]
+        assert value is not None
+        return value
+
+    cost = perf.step_cost(model.architecture, gpu, 4, 2)
+    coef = signal_coefficients(model, cost, 8, 100_000, 256, chunk)
+    engine = cost.pipelined_prefill_s(prompt, float(chunk))
+    assert seconds(coef) == pytest.approx(engine, rel=0.1)
+    if prompt <= chunk:
+        assert seconds(coef.model_copy(update={"prefill_fill_s_per_token": 0.0})) < 0.6 * engine
+    flat = perf.step_cost(model.architecture, gpu, 8, 1)
+    plain = signal_coefficients(model, flat, 8, 100_000, 256, chunk)
+    assert plain.prefill_fill_s_per_token == 0.0 and plain.prefill_chunk_tokens == 0
+    assert seconds(plain) == pytest.approx(
+        prompt * plain.prefill_s_per_token + prompt * prompt * plain.prefill_s_per_pair / 2.0,
+    )
