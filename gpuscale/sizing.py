@@ -824,7 +824,8 @@ def _signals(
     keda = model.autoscaling.backend == "keda"
     numbers = SignalSizing(
         role=role, utilisation=util, coefficients=coef, prompt_tokens_mean=w.prompt_tokens.mean,
-        prompt_tokens_p99=w.prompt_tokens.p99, derived=derived, output_tokens_mean=w.output_tokens.mean, mean_decode_context=mean_decode_context(model),
+        prompt_tokens_p99=w.prompt_tokens.p99, derived=derived, output_tokens_mean=w.output_tokens.mean,
+        output_tokens_p99=w.output_tokens.p99, mean_decode_context=mean_decode_context(model),
         ttft_p99_s=slo.ttft_p99_s, itl_p99_s=slo.itl_p99_s, itl_headroom=ITL_HEADROOM, decode_batch=decode_batch,
         kv_capacity_tokens=kv_tokens, decode_tokens_per_s=decode_tps, replicas_per_rps=replicas_per_rps,
         kv_target=decode_kv_target(model, decode_batch, kv_tokens), kv_ceiling=KV_TARGET_UTILISATION,

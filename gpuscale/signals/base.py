@@ -84,6 +84,8 @@ class SignalSizing(Spec):
     """The load signal's target is derived from the SLO and the observed traffic (``gpuscale.signals.slo_target``),
     not a utilisation (the stack sets no ``target_utilisation``)."""
     output_tokens_mean: float
+    output_tokens_p99: float = 0.0
+    """The workload's p99 output: with the mean, the output mix's shape (the counting noise of the decode work)."""
     mean_decode_context: float
     ttft_p99_s: float
     itl_p99_s: float

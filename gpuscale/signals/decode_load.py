@@ -9,12 +9,17 @@ from gpuscale.signals.base import RATE_WINDOW, CostedSignal, SignalCoefficients,
 from gpuscale.signals.promql import Expr, Matcher
 
 
-def decode_work(sel: tuple[Matcher, ...], c: SignalCoefficients) -> Expr:
-    """``sum(rate(output tokens[1m])) x (s/token + s per KV share x KV use / running requests)``: the KV read of each
-    token grows with its context, so long contexts weigh more (``clamp_min``: no running request is not a NaN)."""
+def decode_token_cost(sel: tuple[Matcher, ...], c: SignalCoefficients) -> Expr:
+    """Replicas' worth of one output token per second: ``s/token + s per KV share x KV use / running requests``
+    (``clamp_min``: no running request is not a NaN)."""
     kv, running = promql.Series(vllm_metrics.KV_CACHE, sel), promql.ClampMin(promql.Series(vllm_metrics.RUNNING, sel), 1.0)
-    per_token = promql.Number(c.decode_s_per_token) + promql.Number(c.decode_s_per_kv_share) * kv / running
-    return promql.Series(vllm_metrics.GENERATION_TOKENS, sel, RATE_WINDOW) * per_token
+    return promql.Number(c.decode_s_per_token) + promql.Number(c.decode_s_per_kv_share) * kv / running
+
+
+def decode_work(sel: tuple[Matcher, ...], c: SignalCoefficients) -> Expr:
+    """``sum(rate(output tokens[1m])) x decode_token_cost``: the KV read of each token grows with its context, so long
+    contexts weigh more."""
+    return promql.Series(vllm_metrics.GENERATION_TOKENS, sel, RATE_WINDOW) * decode_token_cost(sel, c)
 
 
 class DecodeLoad(CostedSignal):

@@ -22,8 +22,11 @@ class PrefillSlo(QueuedSignal):
     def label(self) -> str:
         return f"prefill replicas for TTFT (rate({vllm_metrics.PROMPT_TOKENS}[{RATE_WINDOW}]) x cost + queueing + burst)"
 
-    def expr(self, sel: tuple[Matcher, ...]) -> Expr:
-        return self.needed(sel, prefill_work(sel, self.coefficients))
+    def work(self, sel: tuple[Matcher, ...]) -> Expr:
+        return prefill_work(sel, self.coefficients)
+
+    def counts(self, sel: tuple[Matcher, ...]) -> tuple[slo_target.TokenCount, ...]:
+        return (slo_target.prompt_count(sel, self.coefficients, self.prompt_cs2),)
 
     @classmethod
     def sized(cls, n: SignalSizing) -> PrefillSlo:

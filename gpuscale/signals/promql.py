@@ -350,6 +350,22 @@ class Ln(_OnVector):
 
 
 @dataclass(frozen=True, eq=True)
+class Sqrt(_OnVector):
+    """``sqrt(v)`` (Go's ``math.Sqrt``: a negative number is NaN)."""
+
+    operand: Expr
+
+    def render(self) -> str:
+        return f"sqrt({self.operand.render()})"
+
+    def apply(self, samples: Samples, args: Sequence[Result]) -> Result:
+        v = self._vector(args)
+        if v.value is None or math.isnan(v.value):
+            return v
+        return Vec(math.nan if v.value < 0.0 else math.sqrt(v.value))
+
+
+@dataclass(frozen=True, eq=True)
 class OverTime(_OnVector):
     """``<func>_over_time((v)[range:step])``: an aggregate of ``v`` evaluated every ``step`` over the last ``range`` (a
     subquery, ``promql/functions.go``)."""
@@ -643,7 +659,7 @@ class _Parser:
         return self.take("dur")
 
     def function(self, name: str) -> Expr:
-        """``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)`` or ``<stddev|avg>_over_time((v)[range:step])``, its name
+        """``clamp_min(v, n)``, ``clamp_max(v, n)``, ``ln(v)``, ``sqrt(v)`` or ``<stddev|avg>_over_time((v)[range:step])``, its name
         read."""
         self.take("op", "(")
         if name in OVER_TIME:
@@ -657,9 +673,9 @@ class _Parser:
             self.take("op", ")")
             return OVER_TIME[name](e, rng, step)
         e = self.expr()
-        if name == "ln":
+        if name in _UNARY:
             self.take("op", ")")
-            return Ln(e)
+            return _UNARY[name](e)
         self.take("op", ",")
         bound = float(self.take("num"))
         self.take("op", ")")
@@ -697,11 +713,13 @@ class _Parser:
             self.i += 1
             return self.function(t[1])
         raise ParseError(
-            f"unexpected {t[1]!r}: only sum(), sum(rate()) (with offset), clamp_min(), clamp_max(), ln(), stddev_over_time(), avg_over_time(), numbers and + - * / > or are read"
+            f"unexpected {t[1]!r}: only sum(), sum(rate()) (with offset), clamp_min(), clamp_max(), ln(), sqrt(), stddev_over_time(), avg_over_time(), numbers and + - * / > or are read"
         )
 
 
-_FUNCTIONS = ("clamp_min", "clamp_max", "ln", *OVER_TIME)
+_UNARY: dict[str, type[Ln] | type[Sqrt]] = {"ln": Ln, "sqrt": Sqrt}
+"""The functions of one operand the parser reads, by name."""
+_FUNCTIONS = ("clamp_min", "clamp_max", *_UNARY, *OVER_TIME)
 
 
 def parse(text: str) -> Expr:

@@ -21,7 +21,9 @@ exports, so the trigger's query answers *replicas needed* and its ``AverageValue
 * **burst headroom** (every role): replicas added by a scale-up answer only after a cold start ``C``, so the warm
   replicas must carry the rise of load that can come within one. It is observed, not assumed: the change of the work
   over one cold start, ``d(t) = work(t) - work(t - C)`` (the same query with every selector ``offset C``), at each
-  minute of the last hour, and its upper ``eps`` quantile read as ``mean(d) + BURST_Z x stddev(d)``, at least 0. A
+  minute of the last hour, and its upper ``eps`` quantile read as ``mean(d) + BURST_Z x sd``, at least 0, ``sd`` the
+  standard deviation of ``d`` less the one-minute rate's own counting noise (``sqrt(var(d) - noise)``: two minutes of
+  a constant-rate Poisson stream differ by that much, which is no rise of load; ``counting_variance``). A
   ramp's rise within ``C`` is the mean and counts in full; a trend slower than ``C`` (the daily curve) counts only by
   what it rises within ``C`` (the hour's standard deviation of the work itself counted all of it); noise with a
   correlation time shorter than ``C`` gives ``stddev(d) = sqrt(2) sigma``, the old rule, and slower variation less.
@@ -36,6 +38,10 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from gpuscale.signals import promql, vllm_metrics
 from gpuscale.signals.base import (
@@ -81,6 +87,13 @@ DISPERSION_LOOKBACK = "10m"
 """The subquery over which the sub-minute variance is observed: forty 15 s intervals."""
 RATE_INTERVALS = 3
 """15 s intervals a ``rate(...[1m])`` spans (four scrapes within the minute: 45 s between the first and the last)."""
+RATE_SPAN_S = RATE_INTERVALS * DISPERSION_INTERVAL_S
+"""Seconds of counting one ``rate(...[1m])`` holds: the increase between the window's first and last scrape, 45 s
+apart. Prometheus extends that increase to the window (each end by its gap to the window's edge while the gap is under
+1.1 x the mean scrape interval, which a 15 s scrape in a left-open 1 m window always is, so the two gaps sum to 15 s) and
+divides by the window's 60 s (``promql/functions.go`` ``extrapolatedRate``, v3.14.0 L540-549 and L614-625): the 45 s
+increase over 45 s. The simulator's scrape divides the same increase by the same span (``sim.simulation
+._counter_rates``). So the rate's counting noise is that of 45 s (``counting_variance``)."""
 DISPERSION_MAX = 1000.0
 """Largest ``ca^2 + cs^2`` the queueing bound takes: only keeps the factor finite (``0 x Inf`` is NaN in PromQL, and a
 role with no traffic must read 0). Not a tuning knob: the Azure code trace's prompt tokens read 50-170 at x1 (its
@@ -92,7 +105,7 @@ def burst_why(offset: str) -> str:
     return (
         f"the rise of work within a cold start ({offset}) seen over the last {BURST_LOOKBACK}: the upper "
         f"{TTFT_TAIL:.0%} of work(t) - work(t - {offset}) at {BURST_STEP} steps (mean + {BURST_Z:.3g} x standard "
-        "deviation)"
+        "deviation, less what counting a constant-rate Poisson stream over a minute's rate alone gives)"
     )
 
 
@@ -174,20 +187,92 @@ def burst_offset(cold_start_s: float) -> str:
     return promql.duration(max(1, math.ceil(cold_start_s / step - 1e-9)) * step)
 
 
-def burst_rise(work: Expr, offset: str) -> Expr:
-    """The upper ``eps`` quantile of the work's rise over ``offset``, observed over the last hour:
-    ``clamp_min(avg_over_time(d[1h:1m]) + z x stddev_over_time(d[1h:1m]), 0)``, ``d = work - work offset C``, 0 when no
-    minute of the hour has both ends."""
+class TokenCount(NamedTuple):
+    """One vLLM token counter's part of a role's work, ``rate x cost``, with what its counting noise is made of."""
+
+    rate: Expr
+    """``sum(rate(<tokens counter>[1m]))``: tokens per second."""
+    cost: Expr
+    """Replicas' worth of one token per second (the work is ``rate x cost``)."""
+    size: Expr
+    """Mean tokens per request of this counter (the recent mean prompt; the workload's mean output)."""
+    cs2: float
+    """Squared coefficient of variation of the tokens per request (``lognormal_cs2`` of the workload's mean and p99)."""
+
+
+def counting_variance(counts: Sequence[TokenCount]) -> Expr:
+    """The variance the one-minute work has from counting alone: what a constant-rate Poisson stream of the workload's
+    requests gives ``sum_i rate_i x cost_i`` with every ``rate_i`` a ``rate(...[1m])``.
+
+    Requests arrive at ``lambda`` and request ``r`` adds ``X_ri`` tokens to counter ``i``, so the work counted over a
+    span ``T`` is a compound Poisson sum of ``W_r = sum_i cost_i X_ri``, and ``Var(work) = lambda E[W^2] / T`` (the
+    variance of a compound Poisson sum over ``T`` is ``lambda T E[W^2]``, divided by ``T^2`` for a rate). With the
+    counters' sizes independent, ``E[X_i^2] = m_i^2 (1 + cs_i^2)`` and ``E[X_i X_j] = m_i m_j``, and ``lambda m_i`` is
+    the counter's rate, so ``lambda E[W^2] = sum_i cost_i^2 rate_i m_i (1 + cs_i^2) + 2 sum_{i<j} cost_i cost_j rate_i
+    m_j``: every factor something vLLM exports or the workload states. ``T`` is ``RATE_SPAN_S``. Two requests' prompt
+    and output tokens fall in the same rate window (a TTFT and a decode are seconds; the window 45 s), hence the cross
+    term. Poisson arrivals (``ca^2 = 1``), not the observed dispersion: the clumping of arrivals is burst, which the
+    headroom is for. Output tokens are counted as they are generated, spread over the request's decode rather than at
+    one instant, which lowers their count's variance by about a third of the decode's share of the window (a few per
+    cent for seconds-long decodes): the term is that small amount above what the output count shows."""
+    terms: list[Expr] = []
+    for i, k in enumerate(counts):
+        terms.append(k.rate * k.size * promql.Number(1.0 + k.cs2) * k.cost * k.cost)
+        terms.extend(promql.Number(2.0) * k.rate * other.size * k.cost * other.cost for other in counts[i + 1:])
+    return functools.reduce(operator.add, terms) / promql.Number(RATE_SPAN_S)
+
+
+def prompt_count(sel: tuple[Matcher, ...], c: SignalCoefficients, cs2: float, weight: float = 1.0) -> TokenCount:
+    """The prompt tokens' part of a role's work (``prefill_load.prefill_work``, times ``weight``: the aggregated
+    role's ``prefill_stall``): ``rate(vllm:prompt_tokens_total[1m])`` at the recent mean prompt's cost per token."""
+    cost = prefill_cost(sel, c)
+    return TokenCount(
+        promql.Series(vllm_metrics.PROMPT_TOKENS, sel, RATE_WINDOW), cost if weight == 1.0 else cost * promql.Number(weight),
+        mean_prompt(sel, c.prompt_tokens_fallback), cs2,
+    )
+
+
+def output_count(sel: tuple[Matcher, ...], cost: Expr, output_mean: float, output_cs2: float) -> TokenCount:
+    """The output tokens' part of a role's work: ``rate(vllm:generation_tokens_total[1m])`` at ``cost`` per token, of
+    the workload's output mix."""
+    return TokenCount(
+        promql.Series(vllm_metrics.GENERATION_TOKENS, sel, RATE_WINDOW), cost, promql.Number(output_mean), output_cs2,
+    )
+
+
+def output_shape(n: SignalSizing) -> dict[str, float]:
+    """The output mix a decoding role's counting noise is read with (``output_count``): the workload's mean output and
+    its ``cs^2``."""
+    return {
+        "output_mean": n.output_tokens_mean,
+        "output_cs2": round(lognormal_cs2(n.output_tokens_mean, n.output_tokens_p99), 4),
+    }
+
+
+def burst_rise(work: Expr, noise: Expr, offset: str) -> Expr:
+    """The upper ``eps`` quantile of the work's rise over ``offset`` less its counting noise, observed over the last
+    hour: ``clamp_min(avg_over_time(d[1h:1m]) + z x sqrt(clamp_min(stddev_over_time(d[1h:1m])^2 - avg_over_time((n +
+    n offset C)[1h:1m]), 0)), 0)``, ``d = work - work offset C``, ``n`` the work's counting variance (``noise``,
+    ``counting_variance``), 0 when no minute of the hour has both ends.
+
+    ``d``'s two ends are rates over disjoint spans (``C`` is at least a minute, a rate spans ``RATE_SPAN_S``), so their
+    counting noise is independent and adds ``n(t) + n(t - C)`` to the variance of ``d``: at a constant rate two minutes
+    differ by that much, which is not a rise of load (the queueing term covers a Poisson stream's own variation). Its
+    mean over the same points (``n`` has a point where ``d`` has one) is what it adds to the hour's variance; the rest is
+    the variation of the load itself. ``clamp_min``: an hour whose sampled variance falls below the expected noise
+    holds no spread."""
     change = work - promql.shifted(work, offset)
     mean = promql.AvgOverTime(change, BURST_LOOKBACK, BURST_STEP)
     spread = promql.StddevOverTime(change, BURST_LOOKBACK, BURST_STEP)
-    return promql.Otherwise(promql.ClampMin(mean + promql.Number(BURST_Z) * spread, 0.0), 0.0)
+    counted = promql.AvgOverTime(noise + promql.shifted(noise, offset), BURST_LOOKBACK, BURST_STEP)
+    load = promql.Sqrt(promql.ClampMin(spread * spread - counted, 0.0))
+    return promql.Otherwise(promql.ClampMin(mean + promql.Number(BURST_Z) * load, 0.0), 0.0)
 
 
-def burst_headroom(work: Expr, offset: str) -> Expr:
-    """``burst_rise(work, offset) x min(work / idle, 1)``: no headroom for a role with no work now."""
+def burst_headroom(work: Expr, noise: Expr, offset: str) -> Expr:
+    """``burst_rise(work, noise, offset) x min(work / idle, 1)``: no headroom for a role with no work now."""
     busy = promql.ClampMax(work / promql.Number(IDLE_WORK), 1.0)
-    return burst_rise(work, offset) * busy
+    return burst_rise(work, noise, offset) * busy
 
 
 class SteadySamples:
@@ -266,7 +351,9 @@ def expected_burst_headroom(work: float, multiplier: float, duration_s: float, p
     (``_BurstWork``, bursts evenly spaced), averaged over the instants of one period. What the plan prices."""
     if work <= 0 or multiplier <= 1 or per_hour <= 0:
         return 0.0
-    query = burst_headroom(promql.Series(BURST_SERIES, ()), offset)
+    # the bursts' work is the rate's mean level, not a count: it has no counting noise to take out (the trigger takes out
+    # the noise's expectation, so what it holds on average is this)
+    query = burst_headroom(promql.Series(BURST_SERIES, ()), promql.Number(0.0), offset)
     period = 3600.0 / per_hour
     # far enough from 0 that the hour, and the offset before it, lies after the first burst
     origin = math.ceil((query.reach_s() + period) / period) * period
@@ -279,7 +366,27 @@ def expected_burst_headroom(work: float, multiplier: float, duration_s: float, p
     return math.fsum(v for v in values if v is not None) / instants
 
 
-class QueuedSignal(CostedSignal):
+class BurstSignal(CostedSignal):
+    """A derived load signal whose answer carries the burst headroom of its work: the work and the token counters it is
+    made of, and the cold start the headroom looks back over."""
+
+    burst_offset: str
+    """The role's cold start as a PromQL duration (``burst_offset``): the burst headroom's look-back."""
+
+    @abstractmethod
+    def work(self, sel: tuple[Matcher, ...]) -> Expr:
+        """The role's work (replicas' worth): ``sum(rate x cost)`` over ``counts``."""
+
+    @abstractmethod
+    def counts(self, sel: tuple[Matcher, ...]) -> tuple[TokenCount, ...]:
+        """The token counters the work is made of (its counting noise, ``counting_variance``)."""
+
+    def burst(self, sel: tuple[Matcher, ...]) -> Expr:
+        """The burst headroom of the work, its counting noise taken out."""
+        return burst_headroom(self.work(sel), counting_variance(self.counts(sel)), self.burst_offset)
+
+
+class QueuedSignal(BurstSignal):
     """A derived load signal whose role queues prompts (prefill, aggregated): its work plus the queueing and burst
     headroom, over ``TARGET_REPLICAS``."""
 
@@ -289,14 +396,18 @@ class QueuedSignal(CostedSignal):
     ``(ca^2 + cs^2) / 2`` (``dispersion``)."""
     tail_ratio: float
     """p99 / mean of the prompt mix: the tail prompt is this times the observed mean."""
-    burst_offset: str
-    """The role's cold start as a PromQL duration (``burst_offset``): the burst headroom's look-back."""
 
-    def needed(self, sel: tuple[Matcher, ...], work: Expr) -> Expr:
+    @property
+    def prompt_cs2(self) -> float:
+        """``cs^2`` of the prompt mix: ``queue_factor`` is ``(1 + cs^2) / 2``."""
+        return 2.0 * self.queue_factor - 1.0
+
+    def expr(self, sel: tuple[Matcher, ...]) -> Expr:
+        work = self.work(sel)
         queueing = queueing_headroom(
             sel, self.coefficients, work, ttft_s=self.ttft_s, factor=self.queue_factor, tail_ratio=self.tail_ratio,
         )
-        return total(work + queueing + burst_headroom(work, self.burst_offset))
+        return total(work + queueing + self.burst(sel))
 
     @staticmethod
     def shape(n: SignalSizing) -> dict[str, float | str]:

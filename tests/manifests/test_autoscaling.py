@@ -13,6 +13,7 @@ from gpuscale.manifests import autoscaling as au
 from gpuscale.manifests.autoscaling import AutoscalerSettings
 from gpuscale.signals import slo_target
 from gpuscale.signals.base import quantity
+from gpuscale.signals.decode_slo import DecodeSlo
 from gpuscale.signals.prefill_slo import PrefillSlo
 from gpuscale.sizing import size_platform
 from gpuscale.spec.platform import PlatformSpec
@@ -107,15 +108,26 @@ def test_thresholds_come_from_sizing(prod_spec: PlatformSpec) -> None:
         assert "initialCooldownPeriod" not in spec
 
 
-def burst_term(work: str, offset: str) -> str:
+def burst_term(work: str, noise: str, offset: str) -> str:
     """The burst headroom as PromQL, typed out: the upper 1 % of the work's change over one cold start (``offset``) in
-    the last hour, mean + z x standard deviation, at least 0 and 0 without such a past, times the idle scaling."""
-    shifted = re.sub(r"(\{[^}]*\}(?:\[[0-9]+[smhd]\])?)", rf"\1 offset {offset}", work)
-    change = f"({work} - {shifted})[1h:1m]"  # both products: no parentheses needed
+    the last hour, mean + z x the standard deviation left once the counting noise of both ends (``noise``, the variance
+    of the one-minute work at a constant rate) is taken out of its variance, at least 0 and 0 without such a past, times
+    the idle scaling."""
+    def shift(e: str) -> str:
+        return re.sub(r"(\{[^}]*\}(?:\[[0-9]+[smhd]\])?)", rf"\1 offset {offset}", e)
+
+    change = f"({work} - {shift(work)})[1h:1m]"  # both products: no parentheses needed
+    counted = f"avg_over_time(({noise} + {shift(noise)})[1h:1m])"
+    spread = f"sqrt(clamp_min(stddev_over_time({change}) * stddev_over_time({change}) - {counted}, 0))"
     return (
-        f"(clamp_min(avg_over_time({change}) + {slo_target.BURST_Z:g} * stddev_over_time({change}), 0) or on() vector(0))"
+        f"(clamp_min(avg_over_time({change}) + {slo_target.BURST_Z:g} * {spread}, 0) or on() vector(0))"
         f" * clamp_max({work} / {slo_target.IDLE_WORK:g}, 1)"
     )
+
+
+def counted_noise(rate: str, size: str, spread: float, cost: str) -> str:
+    """One token counter's counting variance, typed out: ``rate x mean size x (1 + cs^2) x cost^2 / 45 s``."""
+    return f"{rate} * {size} * {spread:.6g} * {cost} * {cost} / {slo_target.RATE_SPAN_S:g}"
 
 
 def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: PlatformSpec) -> None:
@@ -148,7 +160,8 @@ def test_prefill_load_and_backlog_queries_carry_sizing_costs(prod_spec: Platform
         f"{dispersion} / 2 * ({mean_prompt} * {cost}) / {slack}"
         f" * clamp_min(ln(clamp_max({work}, 1) / {slo_target.TTFT_TAIL:g}), 0)"
     )
-    assert load["metadata"]["query"] == f"{work} + {queueing} + {burst_term(work, sig.burst_offset)} or on() vector(0)"
+    noise = counted_noise(minute, mean_prompt, 2 * sig.queue_factor, cost)  # queue_factor: (1 + cs^2) / 2
+    assert load["metadata"]["query"] == f"{work} + {queueing} + {burst_term(work, noise, sig.burst_offset)} or on() vector(0)"
     assert load["metadata"]["threshold"] == f"{slo_target.TARGET_REPLICAS:g}" == f"{sig.target:g}"
     assert backlog["metadata"]["query"] == f"sum(vllm:num_requests_waiting{sel}) * {mean_prompt} * {cost} or on() vector(0)"
     assert float(backlog["metadata"]["threshold"]) == 0.5 * prod_spec.models[0].slo.ttft_p99_s
@@ -165,13 +178,17 @@ def test_decode_load_weighs_each_token_by_its_kv_share(prod_spec: PlatformSpec) 
     assert len(c.decode_itl_lines) == 2
     (a0, b0), (a1, b1) = c.decode_itl_lines
     first = f"{a0:.6g} + {b0:.6g} * {share}"
-    work = (
-        f"sum(rate(vllm:generation_tokens_total{sel}[1m])) * ({first}"
-        f" + clamp_min({a1:.6g} + {b1:.6g} * {share} - ({first}), 0))"
-    )
-    # replicas needed (slo_target): the work plus the burst headroom over the work's change within a cold start
-    offset = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0].burst_offset  # type: ignore[union-attr]
-    assert load["metadata"]["query"] == f"{work} + {burst_term(work, offset)} or on() vector(0)"
+    rate = f"sum(rate(vllm:generation_tokens_total{sel}[1m]))"
+    cost = f"({first} + clamp_min({a1:.6g} + {b1:.6g} * {share} - ({first}), 0))"
+    work = f"{rate} * {cost}"
+    # replicas needed (slo_target): the work plus the burst headroom over the work's change within a cold start, less
+    # the output tokens' counting noise (the workload's output mix: mean and the cs^2 its p99 gives)
+    sig = size_platform(prod_spec).model("llama-70b-fp8").role("decode").signals[0]
+    assert isinstance(sig, DecodeSlo)
+    out = prod_spec.models[0].workload.output_tokens
+    assert sig.output_mean == out.mean and sig.output_cs2 == pytest.approx(slo_target.lognormal_cs2(out.mean, out.p99), abs=1e-4)
+    noise = counted_noise(rate, f"{out.mean:g}", 1.0 + sig.output_cs2, cost)
+    assert load["metadata"]["query"] == f"{work} + {burst_term(work, noise, sig.burst_offset)} or on() vector(0)"
     assert load["metadata"]["threshold"] == f"{slo_target.TARGET_REPLICAS:g}"
     m = size_platform(prod_spec).model("llama-70b-fp8")
     expected = min(0.8, round(m.decode_batch_at_slo * (1500 + 250 / 2) / m.kv_capacity_tokens, 2))

@@ -1,5 +1,6 @@
 """The burst headroom's query under Prometheus' own evaluator (``promtool test rules``) against ours: the rendered
-``offset`` inside the hour's subquery must mean what ``promql`` computes on the same data.
+``offset`` inside the hour's subquery, and the counting noise taken out of the hour's variance (``sqrt``,
+``avg_over_time`` of the noise at both ends), must mean what ``promql`` computes on the same data.
 
 The data are one-minute levels: every counter's slope is constant within each minute ``(60 (m - 1), 60 m]`` and every
 gauge within ``[60 m, 60 (m + 1))``, scraped every 15 s. Prometheus' subquery points fall on whole minutes, where
@@ -112,10 +113,11 @@ def dev_signal(stack_specs: dict[str, PlatformSpec]) -> LoadSlo:
 def test_the_burst_headroom_query_answers_in_prometheus_what_our_evaluator_computes(
     tmp_path: Path, dev_signal: LoadSlo,
 ) -> None:
-    work = aggregated_work(SEL, dev_signal.coefficients)
     # what Prometheus is sent: the query as rendered (its numbers at six significant digits), which the KEDA model
-    # also reads back
-    query = promql.parse(slo_target.burst_headroom(work, dev_signal.burst_offset).render())
+    # also reads back; the counting noise it takes out reads every rate and gauge the work does, at both ends
+    query = promql.parse(dev_signal.burst(SEL).render())
+    uncorrected = slo_target.burst_headroom(aggregated_work(SEL, dev_signal.coefficients), promql.Number(0.0),
+                                            dev_signal.burst_offset)
     c_min = int(promql.duration_s(dev_signal.burst_offset) // 60)
     checks: list[tuple[str, str]] = []
     ours: dict[float, float] = {}
@@ -127,6 +129,9 @@ def test_the_burst_headroom_query_answers_in_prometheus_what_our_evaluator_compu
         ours[minutes] = value
         checks.append((f"{t:g}s", expr_matches(query.render(), value)))
     assert ours[MINUTES - 0.5] > 0.2 and ours[c_min + 3.5] > 0.0 and ours[c_min - 0.5] == 0.0
+    # the noise term is large enough here that Prometheus evaluating it wrongly (or not at all) misses the tolerance
+    full = promql.evaluate(uncorrected, MinuteLevels((MINUTES - 0.5) * 60.0))
+    assert full is not None and full - ours[MINUTES - 0.5] > 1e-3
     n = int((MINUTES - 0.5) * 60 / 15) + 1
     result = promtool_expr_test(tmp_path, series(n), checks)
     assert result.returncode == 0, f"ours: {ours}\n{result.stdout}\n{result.stderr}"

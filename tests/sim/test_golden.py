@@ -50,7 +50,7 @@ GOLDEN: dict[str, str] = {
     "prod-stack-pd": "b5ef167db24ea386",
     "staging-ami-rollout": "d9b1a585ed0d1d5c",
     "staging-consolidation": "2de73ce0904251d1",
-    "staging-scale-from-zero": "cf80933a5ea74fe0",
+    "staging-scale-from-zero": "1b7e66aafc3c210c",
     "staging-stack-aggregated": "51915aa49c6f070a",
 }
 
