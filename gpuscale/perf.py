@@ -140,11 +140,12 @@ class StepCost:
     """Tensor- and pipeline-parallel traffic per scheduled token (decode or prefill) at the link's bandwidth; 0 for one
     GPU. Not overlapped with the GEMMs (vLLM runs them in sequence), so outside the roofline."""
     batches_in_flight: int = 1
-    """Batches vLLM keeps in flight at once: the pipeline's stages under pipeline parallelism (``pipeline_batches``),
-    else 1. The engine issues one micro-batch per ``schedule()`` call, each with its own token budget, and a decoding
-    sequence is in one micro-batch at a time, so the sequences spread over the micro-batches and the memory-bound
-    per-sequence parts (KV read, sampling) are paid per micro-batch of ``n / m`` sequences, ``m = min(batches, n)``
-    (``decode_share``; ``stage_s`` is one micro-batch's time on one stage)."""
+    """Micro-batches the pipeline works on at once: its stages under pipeline parallelism (``pipeline_batches``),
+    else 1 (vLLM keeps one batch more in flight, ``concurrent_batches``). The engine issues one micro-batch per
+    ``schedule()`` call, each with its own token budget, and a decoding sequence is due again ``pp`` calls after it was
+    scheduled, so the sequences spread over the micro-batches and the memory-bound per-sequence parts (KV read,
+    sampling) are paid per micro-batch of ``n / m`` sequences, ``m = min(batches, n)`` (``decode_share``; ``stage_s``
+    is one micro-batch's time on one stage)."""
 
     def decode_share(self, n_decode: int) -> float:
         """Share of the decoding sequences one in-flight micro-batch holds: ``1 / min(batches_in_flight, n)``; 1 without
@@ -240,19 +241,20 @@ class StepCost:
 
     def pipelined_prefill_s(self, prompt_tokens: float, chunk: float) -> float:
         """A prompt alone on an idle pipeline-parallel replica, as the engine steps it: vLLM schedules one chunk per
-        ``schedule()`` call, a call whenever fewer than ``batches_in_flight`` batches are in flight
+        ``schedule()`` call, a call whenever fewer than ``concurrent_batches`` (``pp + 1``) batches are in flight
         (``EngineCore.step_with_batch_queue``, ``vllm/v1/engine/core.py`` L708-769 at v0.33.0), and a prompt's next
         chunk may go in the very next call (``_update_after_schedule``, ``vllm/v1/core/sched/scheduler.py``
-        L1845-1856): the first ``b`` chunks are issued at once, each later one as the batch ``b`` calls before it
-        returns. Each chunk crosses the stages in turn (``cross_stages``); the first token comes when the last chunk
-        leaves the last stage."""
+        L1845-1856): the first ``pp + 1`` chunks are issued at once, each later one as the batch ``pp + 1`` calls before
+        it returns. Each chunk crosses the stages in turn (``cross_stages``); a chunk before the last samples nothing, so
+        no call waits for a sampled token; the first token comes when the last chunk leaves the last stage."""
         b = self.batches_in_flight
+        q = concurrent_batches(b)
         free = [0.0] * b
         returns: list[float] = []
         done = 0.0
         last = 0.0
         while done < prompt_tokens:
-            call = returns[-b] if len(returns) >= b else 0.0
+            call = returns[-q] if len(returns) >= q else 0.0
             take = min(prompt_tokens - done, chunk)
             last = cross_stages(free, call, self.stage_s(0, 0.0, take, take * (done + take / 2.0)))
             returns.append(last)
@@ -327,19 +329,26 @@ def step_cost(
 
 
 def pipeline_batches(pp: int) -> int:
-    """Batches vLLM keeps in flight under pipeline parallelism: one per stage. ``VllmConfig.max_concurrent_batches``
-    (``vllm/config/vllm.py``, L588-598 at v0.33.0; the same body read again at commit 000fc94b): "PP requires PP-size
-    concurrent batches to fill the pipeline", ``pp_size`` with the V1 model runner ("does not fully support async
-    scheduling with PP"), ``pp_size + 1`` with the V2 runner under async scheduling, whose extra batch overlaps the CPU's
-    scheduling with the GPUs (not a stage of its own, so not counted here, as the lag of ``SCHEDULER_LAG_STEPS`` is
-    not at pp 1). ``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769 at v0.33.0) fills that
-    many slots before it waits for the oldest, calling ``Scheduler.schedule()`` once per batch, each call with the
-    whole token budget (``vllm/v1/core/sched/scheduler.py`` L719); a decoding request whose token is still in flight
-    has nothing to schedule (L839-843, L891-909; with the V2 runner's async scheduler, eligible again ``pp_size`` calls
-    later, ``async_scheduler.py`` L20 and L51-56), so the sequences spread over the batches, while a prompt's next
-    chunk may go in the next batch at once (``_update_after_schedule``, L1845-1856). The engine steps per call
-    (``Engine._call``)."""
+    """Micro-batches a pipeline-parallel replica works on at once: one per stage (``pp``; 1 without PP). The
+    decodes spread over them (``StepCost.decode_share``): with vLLM v0.33.0's default V2 model runner and async
+    scheduling (``concurrent_batches``), a decode scheduled in one ``schedule()`` call is eligible again exactly
+    ``pp_size`` calls later (``vllm/v1/core/sched/async_scheduler.py`` L18-22 and L51-56, checked at
+    ``vllm/v1/core/sched/scheduler.py`` L816-820), so each decoding sequence keeps to one of ``pp`` call residues."""
     return pp if pp > 1 else 1
+
+
+def concurrent_batches(stages: int) -> int:
+    """Batches vLLM v0.33.0 keeps in flight by default with ``stages`` pipeline stages (> 1):
+    ``VllmConfig.max_concurrent_batches`` (``vllm/config/vllm.py`` L587-598) is ``pp_size + 1`` with async scheduling
+    and the V2 model runner. Both are the default for ``vllm serve`` with pipeline parallelism: the V2 runner unless an
+    environment variable, a missing Triton or an unsupported feature says otherwise (``use_v2_model_runner``,
+    L730-767; the only PP entry in ``_get_v2_model_runner_unsupported_features``, L3053-3064, is the external launcher,
+    not ``vllm serve``'s default ``mp`` executor, ``vllm/config/parallel.py`` L1054-1095), and async scheduling unless
+    an option is incompatible (L1685-1719; PP is incompatible only with the V1 runner, L1651-1666), the ``mp``
+    executor supporting it (``vllm/v1/executor/multiproc_executor.py`` L666-667). ``EngineCore.step_with_batch_queue``
+    (``vllm/v1/engine/core.py`` L708-769) fills that many slots, an empty batch included while the scheduler has
+    requests, before it waits for the oldest (``Engine._call``)."""
+    return stages + 1
 
 
 def stage_link_gb_s(gpu: GpuModel, gpus_per_node: int, network_gbps: float, tp: int, pp: int) -> float:

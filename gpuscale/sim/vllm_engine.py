@@ -23,16 +23,20 @@ Scheduling follows vLLM v1 (``vllm/v1/core/sched/scheduler.py``):
 Each step costs ``perf.StepCost.step_s`` (the replica model's ``cost``): a mixed step pays close to the larger of its
 prefill and decode parts.
 
-Under pipeline parallelism the engine steps per ``schedule()`` call, not per step (``docs/simulator.md``, Scheduling):
-vLLM keeps up to ``pp`` batches in flight and calls ``schedule()`` whenever one is free
-(``EngineCore.step_with_batch_queue``, ``vllm/v1/engine/core.py`` L708-769 at v0.33.0), each call with the whole
-``max_num_batched_tokens`` (``vllm/v1/core/sched/scheduler.py`` L719). A call (``_call``, ``_issue``) takes the decodes
-whose token is back and prompt chunks (a prompt's next chunk may go in the very next call: ``_place``); its
-micro-batch crosses the stages one at a time, ``perf.StepCost.stage_s`` on each, behind the micro-batches issued before
-it (``perf.cross_stages``), and returns when it leaves the last (``_returned``): its decodes' tokens, its prompts'
-first tokens, and the next call. A request that arrives is taken by the next call: at once when a slot is free, else
-when the oldest batch returns. There are no closed-form decode runs then (one event per micro-batch), and no lazy
-decode engine.
+Under pipeline parallelism the engine steps per ``schedule()`` call, not per step, as vLLM v0.33.0's default does:
+the V2 model runner with async scheduling (``perf.concurrent_batches``; ``docs/simulator.md``, Scheduling). vLLM keeps
+up to ``pp + 1`` batches in flight and calls ``schedule()`` whenever one is free and it has requests, an empty batch
+included (``EngineCore.step_with_batch_queue``, ``vllm/v1/engine/core.py`` L708-769), each call with the whole
+``max_num_batched_tokens`` (``vllm/v1/core/sched/scheduler.py`` L719). A call (``_call``, ``_issue``) takes the
+decodes due and prompt chunks (a prompt's next chunk may go in the very next call: ``_place``); a request scheduled
+for a token (a decode, or its prompt's last chunk) is due again exactly ``pp`` calls later, before that token is back
+(``vllm/v1/core/sched/async_scheduler.py`` L51-56), and its micro-batch starts on the first stage once the call
+``pp`` before it has sampled (the V2 worker's sampled-token ring, ``vllm/v1/worker/gpu/pp_utils.py`` L55-86). The
+micro-batch crosses the stages one at a time, ``perf.StepCost.stage_s`` on each, behind the micro-batches issued
+before it (``perf.cross_stages``), and returns when it leaves the last (``_returned``): its decodes' tokens, its
+prompts' first tokens, and the next call. A request that arrives is taken by the next call: at once when a slot is
+free, else when the oldest batch returns (with requests in flight the queue is full, of empty batches if need be).
+There are no closed-form decode runs then (one event per micro-batch), and no lazy decode engine.
 
 A run of pure decode steps is one event, lasting until the next completion or until KV runs out: the step time is
 ``step_s(n, 0)`` plus ``context_token_s(n)`` per token of context, and the context grows by n a step, so the run's
@@ -86,8 +90,8 @@ class Request:
     """One request in flight; mutable, owned by the run that created it."""
 
     __slots__ = (
-        "arrival", "backlog", "deadline", "dseq", "engine", "first_t", "g0", "generated", "join_step", "kv", "last_t",
-        "output", "prefilled", "prefix", "prompt", "queued_t", "rid", "sched_t", "state", "target",
+        "arrival", "backlog", "deadline", "dseq", "due_call", "engine", "first_t", "g0", "generated", "join_step", "kv",
+        "last_t", "output", "prefilled", "prefix", "prompt", "queued_t", "rid", "sched_n", "sched_t", "state", "target",
     )
 
     def __init__(
@@ -117,6 +121,10 @@ class Request:
         """Sequence number of the live entry in the engine's decode heap (-1: none)."""
         self.first_t: float | None = None
         self.engine: Engine | None = None
+        self.due_call = -1
+        """Pipeline parallelism: the ``schedule()`` call from which its next decode may be scheduled (-1: none due)."""
+        self.sched_n = 0
+        """Pipeline parallelism: its tokens scheduled (decodes, or its last prompt chunk) whose batch has not returned."""
         self.queued_t = arrival
         """When the current engine queued it (vLLM's ``queued_ts``)."""
         self.sched_t = -1.0
@@ -190,6 +198,7 @@ class Engine:
         "_batches",
         "_busy_since",
         "_c",
+        "_calls",
         "_cap",
         "_cap_blocks",
         "_chunk_pairs",
@@ -197,11 +206,14 @@ class Engine:
         "_chunks",
         "_due",
         "_fixed",
+        "_gates",
         "_gen",
         "_inflight",
         "_lag",
         "_lazy",
         "_mode",
+        "_pending",
+        "_queue",
         "_ready",
         "_run_A",
         "_run_C0",
@@ -321,8 +333,17 @@ class Engine:
         """Their attention pairs (query token x earlier token)."""
         # pipeline parallelism (``_call``): the batches in flight, oldest first, as (decodes, prompt chunks)
         self._inflight: deque[tuple[list[Request], Sequence[tuple[Request, int]]]] = deque()
+        self._queue = perf.concurrent_batches(self._batches)
+        """Batches in flight at most: ``pp + 1`` (``perf.concurrent_batches``)."""
+        self._calls = 0
+        """``schedule()`` calls so far, empty ones included (the scheduler's ``current_step``)."""
         self._ready: list[Request] = []
-        """Decoding requests whose last token is back: the next ``schedule()`` call takes them."""
+        """Decoding requests eligible for the next ``schedule()`` call (their ``due_call`` has come)."""
+        self._pending: deque[list[Request]] = deque([] for _ in range(self._batches))
+        """The decodes scheduled by each of the last ``pp`` calls, oldest first: eligible again ``pp`` calls later."""
+        self._gates: deque[float] = deque(0.0 for _ in range(self._batches))
+        """When each of the last ``pp`` calls' sampled tokens leave the last stage (0: it sampled none), oldest first:
+        the first stage runs a call's batch only once the call ``pp`` before it has sampled."""
         self._stage_free = [0.0] * self._batches
         """When each pipeline stage finishes the last micro-batch issued to it (``perf.cross_stages``)."""
         self._fixed = model.decode_fixed_s
@@ -413,9 +434,9 @@ class Engine:
             b = req.backlog = req.target if req.prefix is None else self.uncached_tokens(req)
             self.backlog += b
         self.waiting.append(req)
-        if self._batches > 1:  # a free slot in the pipeline: vLLM's next schedule() call is now
-            if len(self._inflight) < self._batches:
-                self._call(now)
+        if self._batches > 1:  # a free slot in the batch queue: vLLM's next schedule() call is now, once every
+            if len(self._inflight) < self._queue:  # request of this instant is in (``core.py`` L1673-1676)
+                self.env.at(now, self._on_call, self._gen)
             return
         mode = self._mode
         if mode == _IDLE:
@@ -440,10 +461,14 @@ class Engine:
         self._chunks = _NO_CHUNKS
         self._inflight.clear()
         self._ready = []
+        for bucket in self._pending:
+            bucket.clear()
         for r in waiting + running:
             r.engine = None
             r.kv = r.backlog = 0
             r.dseq = -1
+            r.due_call = -1
+            r.sched_n = 0
         return waiting, running
 
     def drain(self) -> None:
@@ -495,8 +520,9 @@ class Engine:
 
     def _decoders(self) -> list[Request]:
         """The live decoding requests."""
-        if self._batches > 1:
-            return self._ready + [r for dec, _ in self._inflight for r in dec]
+        if self._batches > 1:  # a request may be in the eligible list and in flight at once (``_issue``)
+            tracked = self._ready + [r for dec, _ in self._inflight for r in dec] + [r for b in self._pending for r in b]
+            return [r for r in dict.fromkeys(tracked) if r.state == DECODING and r.engine is self]
         return [r for _, s, r in self.decoding if r.dseq == s]
 
     def _join(self, r: Request, g0: int) -> None:
@@ -507,9 +533,11 @@ class Engine:
         r.dseq = seq
         self.order.append(r)
         self.n_dec += 1
-        if self._batches > 1:  # per-call stepping: no step counter; the next call takes it (``_call``)
+        if self._batches > 1:  # per-call stepping: no step counter (``_call``)
             r.last_t = self.env.now
-            self._ready.append(r)
+            if r.due_call < 0:  # joined from a transfer: due now; one whose last chunk was scheduled is due already
+                r.due_call = self._calls
+                self._ready.append(r)
             return
         heappush(self.decoding, (self.step + r.output - g0, seq, r))
         self.ctx_k += r.prompt + g0 - self.step  # context at join: the prompt plus every token generated so far
@@ -572,10 +600,14 @@ class Engine:
         self.backlog += b
         self.waiting.appendleft(r)
         self.preemptions += 1
+        r.due_call = -1  # pipeline parallelism: its tokens in flight are dropped when their batch returns
+        r.sched_n = 0
 
     def _preempt_ready(self, room: int) -> bool:
-        """``_preempt_for`` under pipeline parallelism: the newest decoding requests whose token is back (one in flight
-        is in a batch already scheduled) until ``room`` more KV tokens fit; True if any was preempted."""
+        """``_preempt_for`` under pipeline parallelism: the newest decoding requests, in flight or not (vLLM preempts
+        from its running list, ``vllm/v1/core/sched/scheduler.py`` L933-978 at v0.33.0, and the async scheduler drops
+        the tokens of a preempted request's batches in flight), until ``room`` more KV tokens fit; True if any was
+        preempted."""
         order, ready = self.order, self._ready
         preempted = False
         i = len(order) - 1
@@ -585,10 +617,9 @@ class Engine:
             if r.dseq < 0 or r.engine is not self or r.state != DECODING:
                 del order[i + 1]
                 continue
-            if r not in ready:
-                continue
             del order[i + 1]
-            ready.remove(r)
+            if r in ready:
+                ready.remove(r)
             self._leave_decode(r)
             room -= 1
             self._requeue(r, r.g0)
@@ -854,6 +885,8 @@ class Engine:
         if self.does_decode:
             if not resumed:
                 sink.on_first_token(r, t)
+            if r.sched_n > 0:  # pipeline parallelism: the token its last chunk was scheduled for (``_issue``)
+                r.sched_n -= 1
             g0 = r.generated + 1
             if g0 >= r.output:
                 self.kv_used -= r.kv
@@ -876,46 +909,98 @@ class Engine:
 
     def _call(self, t: float) -> None:
         """vLLM's ``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` L708-769 at v0.33.0) under pipeline
-        parallelism: while fewer than ``pp`` batches are in flight it calls ``schedule()`` and issues the batch without
-        waiting; with the queue full, or nothing to schedule, it waits for the oldest batch (``_returned``), which
-        calls again. A request that arrives is taken by the next call: at once with a slot free (``submit``), else
-        when the oldest batch returns."""
-        while len(self._inflight) < self._batches and self._issue(t):
+        parallelism: while fewer than ``pp + 1`` batches are in flight (``perf.concurrent_batches``) and the scheduler
+        has requests, it calls ``schedule()`` and issues the batch without waiting, an empty batch included; with the
+        queue full it waits for the oldest batch (``_returned``), which calls again. A request that arrives is taken by
+        the next call: at once with a slot free (``submit``), else when the oldest batch returns."""
+        while len(self._inflight) < self._queue and self._issue(t):
             pass
         if not self._inflight:
             self._set_idle(t)
             if self.draining and not self.waiting:
                 self.sink.on_drained(self)
 
+    def _on_call(self, gen: int) -> None:
+        if gen == self._gen:
+            self._call(self.env.now)
+
+    def _due_decodes(self, budget: int) -> list[Request]:
+        """This call's decodes: the requests due now (scheduled ``pp`` calls ago, ``async_scheduler.py`` L51-56 at
+        v0.33.0, checked at ``scheduler.py`` L816-820) and those left over, in order, up to ``budget``. One whose last
+        token is already scheduled is not scheduled again (``scheduler.py`` L791-805)."""
+        calls = self._calls
+        ready = self._ready
+        ready.extend(r for r in self._pending.popleft() if r.due_call == calls)
+        dec: list[Request] = []
+        keep: list[Request] = []
+        for r in ready:
+            if r.engine is not self or r.due_call < 0 or r.state == DONE:
+                continue
+            known = r.g0 if r.state == DECODING else r.generated
+            if known + r.sched_n >= r.output:
+                continue
+            (dec if len(dec) < budget else keep).append(r)
+        self._ready = keep
+        return dec
+
     def _issue(self, t: float) -> bool:
-        """One ``schedule()`` call at ``t``: the decodes whose token is back (a decode in flight has nothing to
-        schedule: ``num_new_tokens`` is 0, ``vllm/v1/core/sched/scheduler.py`` L839-843, L891-909), then prompt
-        chunks in the rest of the whole ``max_num_batched_tokens`` (each call has its own, L719); the micro-batch
-        crosses the stages (``perf.cross_stages``) and returns when it leaves the last. False if there is nothing to
-        schedule."""
+        """One ``schedule()`` call at ``t`` (the default V2 model runner's with async scheduling): the decodes due
+        (``_due_decodes``), then prompt chunks in the rest of the whole ``max_num_batched_tokens`` (each call has its
+        own, ``vllm/v1/core/sched/scheduler.py`` L719). A request scheduled now for a token (a decode, or its prompt's
+        last chunk) is due again ``pp`` calls later, before that token is back; the worker's first stage runs this
+        call's batch only once the call ``pp`` before it has sampled (the sampled tokens' ring,
+        ``vllm/v1/worker/gpu/pp_utils.py`` L55-86 and L131-163, consumed at the start of ``execute_model``,
+        ``vllm/v1/worker/gpu/model_runner.py`` L1207-1212, L1776-1777). The batch crosses the stages
+        (``perf.cross_stages``) and returns when it leaves the last. With nothing to schedule it issues an empty batch
+        (it counts as a call) while the scheduler has requests and a batch is in flight or a decode is not yet due
+        (vLLM calls again at once while it has requests, ``core.py`` L764-769; with no batch in flight and no decode
+        to come due, it would spin on empty calls until a request arrives), else returns False."""
         if not self.does_prefill and self.waiting:
-            self._admit_decode(t)  # decode-only: transferred requests join (``_join``) and ride in this call
+            self._admit_decode(t)  # decode-only: transferred requests join (``_join``) and are due at once
+        self._calls += 1
         budget = self.m.max_num_batched_tokens
         preempted = False
         if self._ready and self.does_prefill and self.kv_used + len(self._ready) > self._cap:
             preempted = self._preempt_ready(len(self._ready))
-        dec = self._ready
-        if len(dec) > budget:
-            dec, self._ready = dec[:budget], dec[budget:]
-        else:
-            self._ready = []
+        dec = self._due_decodes(budget)
         chunks = self._prefill_chunks(t, not preempted, budget - len(dec)) if self.does_prefill else _NO_CHUNKS
+        gate = self._gates.popleft()
         if not dec and not chunks:
-            return False
+            busy = any(d or c for d, c in self._inflight) or any(self._pending)
+            if not busy or not (self.waiting or self.prefilling or self.n_dec):
+                self._calls -= 1  # no requests, or none that a call can change: wait for the oldest batch, or idle
+                self._gates.appendleft(gate)
+                self._pending.appendleft([])
+                return False
+            self._pending.append([])
+            self._gates.append(0.0)
+            last = self._stage_free[-1]
+            self._inflight.append((dec, chunks))
+            self.env.at(last if last > t else t, self._returned, self._gen)
+            return True
         ctx = 0
+        due = self._calls + self._batches
+        sampled: list[Request] = []
         for r in dec:
-            ctx += r.prompt + r.g0  # its context: the prompt and every token generated so far
+            known = r.g0 if r.state == DECODING else r.generated
+            ctx += r.prompt + known + r.sched_n  # its context: the prompt and every token before this one
             if self.does_prefill:
-                r.kv += 1  # the slot for the token this batch computes
+                r.kv += 1  # the slot for the token this batch computes (a decode-only engine reserved it at join)
+            r.sched_n += 1
+            r.due_call = due
+            sampled.append(r)
         if self.does_prefill:
             self.kv_used += len(dec)
+        if self.does_decode:
+            for r, _ in chunks:
+                if r.prefilled >= r.target and r.generated + 1 < r.output:  # its last chunk: a token that decodes on
+                    r.sched_n += 1
+                    r.due_call = due
+                    sampled.append(r)
         stage = self._stage_s(len(dec), float(ctx), float(self._chunk_tokens), self._chunk_pairs)
-        done = perf.cross_stages(self._stage_free, t, stage)
+        done = perf.cross_stages(self._stage_free, gate if gate > t else t, stage)
+        self._pending.append(sampled)
+        self._gates.append(done if sampled else 0.0)
         self._inflight.append((dec, chunks))
         self._mode = _STEP
         self._set_busy(t)
@@ -923,14 +1008,17 @@ class Engine:
         return True
 
     def _returned(self, gen: int) -> None:
-        """The oldest batch in flight leaves the last stage (the stages keep issue order, so batches return in it):
-        its decodes' tokens, its prompt chunks computed, and the next ``schedule()`` call."""
+        """The oldest batch in flight leaves the last stage (the stages keep issue order, so batches return in it; an
+        empty batch returns with the one before it): its decodes' tokens, its prompt chunks computed, and the next
+        ``schedule()`` call. A token of a request preempted since is dropped."""
         if gen != self._gen:
             return
         t = self.env.now
         dec, chunks = self._inflight.popleft()
         sink = self.sink
         for r in dec:
+            if r.state != DECODING or r.engine is not self or r.sched_n <= 0:
+                continue
             if r.g0 == 0:  # decode-only engine: the request's first token is its first decode
                 sink.on_first_token(r, t)
             gap = t - r.last_t
@@ -939,6 +1027,7 @@ class Engine:
             self.itl_count += 1
             self.generation_tokens += 1
             r.g0 += 1
+            r.sched_n -= 1
             r.last_t = t
             if r.g0 >= r.output:
                 self._leave_decode(r)
@@ -946,8 +1035,6 @@ class Engine:
                 r.engine = None
                 self._finished(r, t)
                 sink.on_done(r, t)
-            else:
-                self._ready.append(r)
         for r, take in chunks:
             self._computed(r, take, t)
         self._call(t)

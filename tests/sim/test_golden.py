@@ -44,7 +44,7 @@ GOLDEN: dict[str, str] = {
     "dev-scale-from-zero": "33d2c9087aff9b82",
     "dev-stack-spot": "f19e3df45d5c37d8",
     "prod-2am-huge-prompt": "e77c54a4ccd7b9b8",
-    "prod-gang-7-of-8": "a446e667d5b01b86",
+    "prod-gang-7-of-8": "edf729de14ec4fd6",
     "prod-peak-hour-preemptions": "764a4adfb8203f29",
     "prod-prefix-trace-pd": "727f198e46e8c0d4",
     "prod-stack-pd": "b5ef167db24ea386",

@@ -385,58 +385,67 @@ def test_a_prompt_continues_in_the_next_call(model: ReplicaModel) -> None:
         prefill_s(model, budget) + model.cost.step_s(0, 0.0, budget, budget * (budget + budget / 2.0)))
 
 
-def test_a_heavy_micro_batch_delays_a_decode_behind_it_on_each_stage(model: ReplicaModel) -> None:
-    """PP2: a prompt Y issued while A's prefill is on the second stage goes first on each stage; A's decode, issued
-    when A's token is back, waits behind Y on each stage, and its token comes when it leaves the last."""
+def test_with_pp_plus_one_in_flight_a_call_is_issued_while_pp_are_in_flight(model: ReplicaModel) -> None:
+    """PP2 under vLLM v0.33.0's default (V2 model runner, async scheduling): ``max_concurrent_batches`` is
+    ``pp + 1``, so three prompts arriving together are all scheduled at once, the third while two batches are in
+    flight (the V1 runner's ``pp`` slots would take it only when the first returns); on the stages it follows the
+    other two."""
+    pp2 = pipelined(model, 2)
+    assert perf.concurrent_batches(2) == 3
+    budget = pp2.max_num_batched_tokens
+    env, e, sink = engine(pp2)
+    third = req(3, budget, 1)
+    for r in (req(1, budget, 1), req(2, budget, 1), third):
+        e.submit(r)
+    env.run(100)
+    st = stage_prefill_s(pp2, budget)
+    assert third.sched_t == 0.0  # scheduled at once, not when the first batch returns at 2 st
+    assert sink.first[3] == pytest.approx(4 * st)
+
+
+def test_a_decode_is_scheduled_again_pp_calls_later_before_its_token_is_back(model: ReplicaModel) -> None:
+    """PP2: A's last (only) prompt chunk goes in call 1; call 2 is empty (nothing due: a decode is eligible again
+    ``pp`` calls later, ``async_scheduler.py`` L51-56); call 3 schedules A's decode at once, before A's first token is
+    back, and its batch starts on the first stage when call 1 has sampled (the V2 worker's sampled-token ring). The
+    queue is then full, so Y, arriving while A's prefill is on the second stage, is scheduled when call 1 returns and
+    runs behind A's decode on each stage (with the V1 rule Y went first and A's decode waited behind it)."""
     pp2 = pipelined(model, 2)
     budget = pp2.max_num_batched_tokens
     env, e, sink = engine(pp2)
-    e.submit(req(0, 100, 2))  # A: prefill, then one decode
+    a_req = req(0, 100, 2)
+    e.submit(a_req)  # A: prefill, then one decode
     a = stage_prefill_s(pp2, 100)
-    env.at(a, e.submit, req(2, budget, 1))  # Y: at once into the free slot
+    y_req = req(2, budget, 1)
+    env.at(a, e.submit, y_req)  # Y
     env.run(100)
     y = stage_prefill_s(pp2, budget)
     d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's decode: its prompt and first token of context
     assert y > a and y > d
     assert sink.first[0] == pytest.approx(2 * a)
-    assert sink.first[2] == pytest.approx(a + 2 * y)
-    assert sink.done[0] == pytest.approx(a + 2 * y + d)  # on stage 0 from a + y, on stage 1 from a + 2y
-    assert e.itl_sum == pytest.approx(a + 2 * y + d - 2 * a)  # A's one inter-token gap
+    assert sink.done[0] == pytest.approx(2 * a + 2 * d)  # on stage 0 from 2a (call 1 sampled), then stage 1
+    assert y_req.sched_t == pytest.approx(2 * a)  # the queue was full until call 1 returned
+    assert sink.first[2] == pytest.approx(2 * a + d + 2 * y)  # behind A's decode on stage 0
+    assert e.itl_sum == pytest.approx(2 * d)  # A's one inter-token gap
 
 
-def test_a_request_arriving_mid_period_joins_at_the_next_call(model: ReplicaModel) -> None:
-    """PP2: a decode alone keeps one batch in flight, so a slot is free and vLLM's next ``schedule()`` call is at once:
-    a prompt arriving while the decode's micro-batch is on the first stage is issued on arrival and follows it through
-    the stages, not at the end of the decode's pipeline period."""
+def test_a_lone_decode_keeps_two_batches_in_flight_and_an_arrival_waits_for_the_oldest(model: ReplicaModel) -> None:
+    """PP2, one decoding request A: its decodes go in every second call (due ``pp`` calls later), the calls between
+    them empty; with ``pp + 1`` slots the queue is full (A's two batches and an empty one), so its inter-token gap is
+    still two stage-times (each batch waits for the one before it to sample) and a prompt arriving then is scheduled
+    when A's oldest batch returns, behind A's next decode on the first stage."""
     pp2 = pipelined(model, 2)
     env, e, sink = engine(pp2)
     e.submit(req(0, 100, 50))
     a = stage_prefill_s(pp2, 100)
-    d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's first decode: issued at 2a, on stage 0 until 2a + d
-    env.at(2 * a + 0.5 * d, e.submit, req(1, 300, 1))
+    d = pp2.cost.stage_s(1, 101.0, 0.0, 0.0)  # A's first decode: call 3, on the stages from 2a
+    d2 = pp2.cost.stage_s(1, 102.0, 0.0, 0.0)  # A's second: call 5, issued at 2a, on stage 0 from 2a + 2d
+    late = req(1, 300, 1)
+    env.at(2 * a + 0.5 * d, e.submit, late)
     env.run(100)
     p = stage_prefill_s(pp2, 300)
     assert p > d
-    assert sink.first[1] == pytest.approx(2 * a + d + 2 * p)  # on stage 0 from 2a + d, then stage 1
-
-
-def test_with_the_pipeline_full_an_arrival_waits_for_the_oldest_batch(model: ReplicaModel) -> None:
-    """PP2, both slots taken (A's decode and B's prefill in flight): vLLM waits for the oldest batch before it calls
-    ``schedule()`` again, so a prompt C arriving then is taken when B's prefill returns, in one micro-batch with B's
-    first decode, and that micro-batch waits for no other on either stage."""
-    pp2 = pipelined(model, 2)
-    env, e, sink = engine(pp2)
-    e.submit(req(0, 1000, 50))  # A
-    e.submit(req(1, 1000, 50))  # B: the second call, one stage-time behind A
-    a = stage_prefill_s(pp2, 1000)
-    d = pp2.cost.stage_s(1, 1001.0, 0.0, 0.0)  # A's first decode, issued at 2a
-    assert d < a
-    env.at(2 * a + 0.5 * d, e.submit, req(2, 300, 1))  # C
-    env.run(100)
-    x = pp2.cost.stage_s(1, 1001.0, 300.0, 300 * 150.0)  # B's decode and C's prompt, issued as B returns at 3a
-    assert x > d
-    assert sink.first[1] == pytest.approx(3 * a)
-    assert sink.first[2] == pytest.approx(3 * a + 2 * x)
+    assert late.sched_t == pytest.approx(2 * a + 2 * d)  # when call 3 returns
+    assert sink.first[1] == pytest.approx(2 * a + 2 * d + d2 + 2 * p)  # stage 0 from 2a + 2d + d2, then stage 1
 
 
 def test_pipeline_parallelism_refuses_the_per_step_scheduling_lag(model: ReplicaModel) -> None:
