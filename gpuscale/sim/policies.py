@@ -369,9 +369,6 @@ LOOKBACK_DELTA_S = 300.0
 """How far before an instant Prometheus looks for a series' latest sample: a selector whose latest sample is older is
 empty there (``defaultLookbackDelta = 5 * time.Minute``, ``promql/engine.go``; the ``--query.lookback-delta`` flag's
 default). It matters only where the syncs leave a gap: on regular syncs every subquery point is a scrape's own instant."""
-HISTORY_MARGIN_S = LOOKBACK_DELTA_S
-"""Past a controller keeps beyond the farthest its signals' queries reach (``promql.Expr.reach_s``): the look-back of
-the oldest point, so what a point finds is what Prometheus, which keeps far more, would find."""
 
 
 def schedule_intervals(
@@ -466,7 +463,9 @@ class HpaRole:
         """Each signal rule's trigger query, built once (``Signal.observe``); None: a scraped quantity."""
         reach = max((q.reach_s() for q in self.queries if q is not None), default=0.0)
         self.keeps_past = reach > 0.0
-        self.history_s = reach + HISTORY_MARGIN_S
+        # beyond the farthest reach, the look-back of the oldest point: what a point finds is what Prometheus, which
+        # keeps far more, would find
+        self.history_s = reach + LOOKBACK_DELTA_S
         """How much of its past scrapes the controller keeps: the farthest its queries reach (a subquery's range and
         the offsets inside it), and the look-back before it."""
         self.plan = promql.Plan([q for q in self.queries if q is not None])

@@ -127,3 +127,32 @@ def test_a_step_of_load_still_gets_its_headroom(
     assert after.min() > 2.5 * flat.max()
     # the correction takes out of a step no more than it takes out of the same stream without one: the noise
     assert (after_uncorrected - after).max() <= (flat_uncorrected - flat).max()
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])  # staging's backend is hpa: no derived signal
+def test_a_signals_work_is_the_sum_of_the_token_counts_its_noise_is_read_from(
+    stack_specs: dict[str, PlatformSpec], stack: str,
+) -> None:
+    """``work()`` and ``counts()`` are built apart (the work through the load signals' own helpers), so they are held
+    together here: the counting noise is that of the work the trigger answers, ``sum(rate x cost)``."""
+    from gpuscale.signals import vllm_metrics as vm
+    from gpuscale.sizing import size_platform
+    from tests.signals.test_promql import Fixed
+
+    samples = Fixed(
+        {vm.KV_CACHE: 3.2, vm.RUNNING: 40.0},
+        {vm.PROMPT_TOKENS: 9_000.0, vm.GENERATION_TOKENS: 2_500.0, f"{vm.REQUEST_PROMPT_TOKENS}_sum": 8_800.0,
+         f"{vm.REQUEST_PROMPT_TOKENS}_count": 4.0},
+    )
+    seen = 0
+    for model in size_platform(stack_specs[stack]).models:
+        for role in model.roles:
+            for sig in role.signals:
+                if not isinstance(sig, slo_target.BurstSignal):
+                    continue
+                parts = [promql.evaluate(k.rate * k.cost, samples) for k in sig.counts(())]
+                work = promql.evaluate(sig.work(()), samples)
+                assert work is not None and all(p is not None for p in parts)
+                assert work == pytest.approx(sum(p for p in parts if p is not None), rel=1e-12), (model.model, role.role)
+                seen += 1
+    assert seen > 0
